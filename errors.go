@@ -1,0 +1,77 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by Enqueue and the lifecycle methods. Match them with
+// errors.Is.
+var (
+	// ErrQueueFull: the ready queue is at capacity; the job was not
+	// accepted and is counted as dropped_full.
+	ErrQueueFull = errors.New("queue: ready queue is full")
+
+	// ErrDuplicate: a job with the same Key is already queued or
+	// scheduled, or a scheduled job of the same Group is waiting.
+	ErrDuplicate = errors.New("queue: duplicate job")
+
+	// ErrClosed: the queue is stopping or stopped.
+	ErrClosed = errors.New("queue: closed")
+
+	// ErrStarted: Start was called on a queue that was already started.
+	ErrStarted = errors.New("queue: already started")
+
+	// ErrRateLimited is matched (with errors.Is) by the *RateLimitError
+	// that Admit returns when it refuses a request.
+	ErrRateLimited = errors.New("queue: rate limited")
+
+	// ErrUnknownPriority: a job names a priority label that the queue
+	// was not configured with.
+	ErrUnknownPriority = errors.New("queue: unknown priority")
+
+	// ErrUnknownTarget: Suspend, Disable or Resume named a target the
+	// queue has never seen.
+	ErrUnknownTarget = errors.New("queue: unknown target")
+)
+
+// OptionError reports an invalid option passed to New.
+type OptionError struct {
+	Option string // the option's name, e.g. "WithCapacity"
+	Value  any    // the rejected value
+	Reason string // why it was rejected
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("queue: invalid option %s(%v): %s", e.Option, e.Value, e.Reason)
+}
+
+func optErr(option string, value any, reason string, args ...any) error {
+	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(reason, args...)}
+}
+
+// PanicError is the error recorded for a job whose Handler panicked.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("queue: handler panicked: %v", e.Value) }
+
+// RateLimitError is returned by Admit when the admission limiter refuses a
+// request. It matches ErrRateLimited.
+type RateLimitError struct {
+	// RetryAfter is how long the client should wait before trying again.
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string { return e.Message() }
+
+// Message is a ready client-facing message, e.g. "tracker busy, retry in 10 seconds".
+func (e *RateLimitError) Message() string {
+	return fmt.Sprintf("tracker busy, retry in %d seconds", int((e.RetryAfter+time.Second-1)/time.Second))
+}
+
+// Is reports whether target is ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }

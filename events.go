@@ -1,0 +1,58 @@
+package queue
+
+import "time"
+
+// EventKind names a lifecycle event of a job or a target.
+type EventKind uint8
+
+// The events a queue reports to its observers and counts.
+const (
+	EventEnqueued  EventKind = iota + 1 // accepted by Enqueue
+	EventCoalesced                      // accepted as the rerun of a running key
+	EventDropped                        // refused by Enqueue: ready queue full
+	EventStarted                        // handed to a handler
+	EventDone                           // handler succeeded (or retry past the ceiling)
+	EventRetried                        // scheduled to run again after a failure or RetryAfter
+	EventDead                           // dead-lettered
+	EventCancelled                      // cancelled before running (Cancel, disabled target, superseded, Purge)
+	EventRequeued                       // due, but the ready queue was full: rescheduled RequeueDelay later
+	EventDeferred                       // put back without using an attempt (early, target suspended or busy)
+	EventRescued                        // its lease expired and it was returned to the queue
+	EventSuspended                      // a target was suspended
+	EventDisabled                       // a target was disabled
+	EventResumed                        // a target was resumed
+)
+
+var eventNames = [...]string{
+	EventEnqueued: "enqueued", EventCoalesced: "coalesced", EventDropped: "dropped",
+	EventStarted: "started", EventDone: "done", EventRetried: "retried", EventDead: "dead",
+	EventCancelled: "cancelled", EventRequeued: "requeued", EventDeferred: "deferred",
+	EventRescued: "rescued", EventSuspended: "suspended", EventDisabled: "disabled",
+	EventResumed: "resumed",
+}
+
+// String returns the event's lower-case name, e.g. "done".
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// Event describes one lifecycle event. Payloads are never included.
+type Event struct {
+	Kind     EventKind
+	Time     time.Time
+	JobID    int64
+	Key      string
+	Target   string
+	Priority string
+	Attempt  int
+	// Err is the job's error for EventRetried, EventDead and failed
+	// EventDone; the reason for EventDisabled and EventCancelled.
+	Err error
+	// Delay is the wait before the next run for EventRetried,
+	// EventRequeued and EventDeferred; the suspension for EventSuspended;
+	// the run time for EventDone and EventDead.
+	Delay time.Duration
+}

@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"context"
+	"time"
+)
+
+// Handler runs one job. Its return value decides what happens next:
+//
+//   - nil: the job is done; its key is released.
+//   - [RetryAfter]: run again after the given delay (BEP 31 "retry in").
+//   - [Permanent]: no retry; the job is dead-lettered.
+//   - [Overloaded]: the job's target is suspended and the job waits for it.
+//   - [Disable]: the job's target is disabled and the job is dead-lettered.
+//   - any other error: retried with exponential backoff and jitter until
+//     [WithMaxAttempts] is reached, then dead-lettered.
+//
+// A panic in a Handler is recovered and treated as an error of type
+// [*PanicError]. ctx is cancelled by [Queue.Shutdown], when the job's
+// per-job timeout ([WithJobTimeout]) passes, and, on durable stores, when the
+// job's lease is lost.
+type Handler[T any] func(ctx context.Context, job Job[T]) error
+
+// Job is one unit of work and its routing information. Only Payload is
+// required; every other field has a useful zero value.
+type Job[T any] struct {
+	// ID is assigned by the store when the job is accepted; it is zero in a
+	// Job passed to Enqueue and set in the Job a Handler receives.
+	ID int64
+
+	// Key is the pending key: while a job with this key is queued or
+	// scheduled, another Enqueue with the same key returns ErrDuplicate;
+	// while it runs, another Enqueue is coalesced into exactly one more run
+	// (see [WithCoalesce]). "" means no deduplication.
+	Key string
+
+	// Group is a coarser key for scheduled jobs: at most one job of a group
+	// may wait in the schedule at a time (a tracker forwarder groups by
+	// infohash:forwarder, ignoring the peer). "" means no group.
+	Group string
+
+	// Target names the downstream the job talks to (a forwarder, an API
+	// host). Target health — suspension, disabling, circuit breaking and
+	// per-target concurrency — is tracked per Target. "" means none.
+	Target string
+
+	// Priority is a label from [WithPriorities]; "" means the default
+	// priority. Higher priorities always run first; jobs of one priority
+	// run in FIFO order.
+	Priority string
+
+	// RunAt is when the job becomes due. The zero time or a time in the
+	// past means now.
+	RunAt time.Time
+
+	// Attempt is the number of the current run, starting at 1. It is zero
+	// in a Job passed to Enqueue.
+	Attempt int
+
+	// MaxAttempts overrides [WithMaxAttempts] for this job; 0 means the
+	// queue's default.
+	MaxAttempts int
+
+	// Payload is the job's data. The queue never inspects, logs or
+	// displays it.
+	Payload T
+}
+
+// maxAttempts returns the job's attempt limit under the queue default def.
+func (j *Job[T]) maxAttempts(def int) int {
+	if j.MaxAttempts > 0 {
+		return j.MaxAttempts
+	}
+	return def
+}

@@ -1,0 +1,669 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MemoryStore keeps jobs in process memory. It is the default Store: New
+// creates one unless WithStore is given. Ready jobs wait in one buffered
+// channel per priority level (so enqueue and dispatch cost about what a
+// channel costs, with no lock of the store's own and no allocation for a
+// job without a key), scheduled jobs in a heap, pending keys in a sharded
+// set. Jobs do not survive the process.
+type MemoryStore[T any] struct {
+	cfg   StoreConfig
+	epoch time.Time
+	ready []chan item[T] // by priority index, highest first
+	keys  *keySet[T]
+	sched *schedule[T]
+	ids   atomic.Int64
+	tombs atomic.Int64 // cancelled items still in ready channels
+
+	drained   atomic.Bool
+	drainOnce sync.Once
+	drainCh   chan struct{}
+
+	mu      sync.Mutex // guards cancel, done
+	cancel  context.CancelFunc
+	done    chan struct{}
+	batch   []item[T] // promotion buffer, used by the scheduler goroutine only
+	running atomic.Int64
+}
+
+// item is a job as the in-memory store holds it: compact, so that a
+// million scheduled jobs stay small.
+type item[T any] struct {
+	id      int64
+	at      int64    // due instant (ns since epoch); 0 means immediate
+	meta    *jobMeta // nil for a job without key, group, target or max attempts
+	attempt int32
+	prio    uint8
+	payload T
+}
+
+type jobMeta struct {
+	key, group, target string
+	maxAttempts        int
+}
+
+var _ Store[int] = (*MemoryStore[int])(nil)
+
+// NewMemoryStore returns an empty in-memory store, to pass to WithStore
+// (New makes one by itself when none is given).
+func NewMemoryStore[T any]() *MemoryStore[T] {
+	return &MemoryStore[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{})}
+}
+
+// Init implements Store.
+func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
+	if s.ready != nil {
+		return fmt.Errorf("queue: MemoryStore already bound to queue %q", s.cfg.Name)
+	}
+	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
+		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
+	}
+	s.cfg = cfg
+	s.epoch = cfg.Clock.Now()
+	s.ready = make([]chan item[T], len(cfg.Priorities))
+	for i := range s.ready {
+		s.ready[i] = make(chan item[T], cfg.Capacity)
+	}
+	return nil
+}
+
+// Start implements Store: it starts the scheduler goroutine.
+func (s *MemoryStore[T]) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return ErrStarted
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		s.sched.run(ctx, s.cfg.Clock, s.now, s.promote)
+	}()
+	return nil
+}
+
+// Close implements Store: it stops the scheduler. Jobs stay in the store.
+func (s *MemoryStore[T]) Close(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *MemoryStore[T]) now() int64 { return s.instant(s.cfg.Clock.Now()) }
+
+// instant converts t to the store's time line; the subtraction uses the
+// monotonic readings when both times have one.
+func (s *MemoryStore[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
+
+// Add implements Store.
+func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
+	p := s.cfg.PriorityIndex(job.Priority)
+	if p < 0 {
+		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
+	}
+	it := item[T]{prio: uint8(p), payload: job.Payload}
+	if job.Key != "" || job.Group != "" || job.Target != "" || job.MaxAttempts != 0 {
+		it.meta = &jobMeta{key: job.Key, group: job.Group, target: job.Target, maxAttempts: job.MaxAttempts}
+	}
+	scheduled := false
+	if !job.RunAt.IsZero() {
+		// A due job keeps its instant too: the job's RunAt reports when it
+		// became due, which the wait-time metric measures from.
+		it.at = max(s.instant(job.RunAt), 1)
+		scheduled = it.at > s.now()
+	}
+	it.id = s.ids.Add(1)
+	if job.Key == "" {
+		return s.place(it, scheduled)
+	}
+	sh := s.keys.shard(job.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[job.Key]; ok {
+		if e.state == keyPending || e.rerun != nil || !s.cfg.Coalesce {
+			return Added{}, ErrDuplicate
+		}
+		e.rerun = &it
+		sh.m[job.Key] = e
+		return Added{ID: it.id, Coalesced: true}, nil
+	}
+	added, err := s.place(it, scheduled)
+	if err == nil {
+		sh.m[job.Key] = keyEntry[T]{id: it.id, state: keyPending, group: job.Group, sched: added.Scheduled}
+	}
+	return added, err
+}
+
+// place puts it into the schedule or its ready queue. The key's shard
+// lock, if any, is held by the caller, so a concurrent Cancel cannot slip
+// between the two steps.
+func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
+	if scheduled {
+		if !s.sched.push(it, true) {
+			return Added{}, ErrDuplicate
+		}
+		return Added{ID: it.id, Scheduled: true}, nil
+	}
+	if !s.push(it) {
+		return Added{}, ErrQueueFull
+	}
+	return Added{ID: it.id}, nil
+}
+
+// push offers it to its ready queue without blocking.
+func (s *MemoryStore[T]) push(it item[T]) bool {
+	if s.Len() >= s.cfg.Capacity {
+		return false
+	}
+	select {
+	case s.ready[it.prio] <- it:
+		return true
+	default:
+		return false
+	}
+}
+
+// Len implements Store: ready jobs, not counting cancelled ones still in line.
+func (s *MemoryStore[T]) Len() int {
+	n := 0
+	for _, c := range s.ready {
+		n += len(c)
+	}
+	return n - int(s.tombs.Load())
+}
+
+// Claim implements Store.
+func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
+	for {
+		it, err := s.next(ctx)
+		if err != nil {
+			return Job[T]{}, err
+		}
+		if it.at != 0 && it.at > s.now() {
+			// Taken before its time (only a clock that jumps makes this
+			// happen): back to the schedule.
+			s.unpromote(it)
+			continue
+		}
+		if it.meta != nil && it.meta.key != "" && !s.begin(it.meta.key, it.id) {
+			s.tombs.Add(-1)
+			continue
+		}
+		it.attempt++
+		s.running.Add(1)
+		return s.job(&it), nil
+	}
+}
+
+// next takes the next item in priority order, waiting when there is none.
+func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
+	for i := range s.ready {
+		select {
+		case it := <-s.ready[i]:
+			return it, nil
+		default:
+		}
+	}
+	if s.drained.Load() {
+		return item[T]{}, ErrDrained
+	}
+	var it item[T]
+	switch len(s.ready) {
+	case 1:
+		select {
+		case it = <-s.ready[0]:
+		case <-ctx.Done():
+			return it, ctx.Err()
+		case <-s.drainCh:
+			return s.next(ctx)
+		}
+	case 2:
+		select {
+		case it = <-s.ready[0]:
+		case it = <-s.ready[1]:
+		case <-ctx.Done():
+			return it, ctx.Err()
+		case <-s.drainCh:
+			return s.next(ctx)
+		}
+	case 3:
+		select {
+		case it = <-s.ready[0]:
+		case it = <-s.ready[1]:
+		case it = <-s.ready[2]:
+		case <-ctx.Done():
+			return it, ctx.Err()
+		case <-s.drainCh:
+			return s.next(ctx)
+		}
+	default:
+		cases := make([]reflect.SelectCase, 0, len(s.ready)+2)
+		for _, c := range s.ready {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+		}
+		cases = append(cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.drainCh)})
+		i, v, _ := reflect.Select(cases)
+		switch i {
+		case len(s.ready):
+			return it, ctx.Err()
+		case len(s.ready) + 1:
+			return s.next(ctx)
+		}
+		it = v.Interface().(item[T])
+	}
+	return it, nil
+}
+
+// unpromote returns a ready item to the schedule.
+func (s *MemoryStore[T]) unpromote(it item[T]) {
+	if it.meta == nil || it.meta.key == "" {
+		s.sched.push(it, false)
+		return
+	}
+	sh := s.keys.shard(it.meta.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[it.meta.key]; ok && e.id == it.id && e.state == keyPending {
+		e.sched = true
+		sh.m[it.meta.key] = e
+		s.sched.push(it, false)
+		return
+	}
+	s.tombs.Add(-1) // cancelled while it was ready
+}
+
+// begin marks key running for job id; false means the item was cancelled.
+func (s *MemoryStore[T]) begin(key string, id int64) bool {
+	sh := s.keys.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[key]
+	if !ok || e.id != id || e.state != keyPending {
+		return false
+	}
+	e.state = keyRunning
+	sh.m[key] = e
+	return true
+}
+
+func (s *MemoryStore[T]) job(it *item[T]) Job[T] {
+	j := Job[T]{ID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Payload: it.payload}
+	if it.at != 0 {
+		j.RunAt = s.epoch.Add(time.Duration(it.at))
+	}
+	if m := it.meta; m != nil {
+		j.Key, j.Group, j.Target, j.MaxAttempts = m.key, m.group, m.target, m.maxAttempts
+	}
+	return j
+}
+
+func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
+	it := item[T]{id: j.ID, attempt: int32(j.Attempt), payload: j.Payload}
+	if p := s.cfg.PriorityIndex(j.Priority); p > 0 {
+		it.prio = uint8(p)
+	}
+	if j.Key != "" || j.Group != "" || j.Target != "" || j.MaxAttempts != 0 {
+		it.meta = &jobMeta{key: j.Key, group: j.Group, target: j.Target, maxAttempts: j.MaxAttempts}
+	}
+	return it
+}
+
+// Complete implements Store.
+func (s *MemoryStore[T]) Complete(_ context.Context, job Job[T]) error {
+	s.finish(&job)
+	return nil
+}
+
+// Dead implements Store; the in-memory store keeps no dead jobs (the
+// queue's OnDead hook receives them).
+func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
+	s.finish(&job)
+	return nil
+}
+
+// finish releases a finished job's key, promoting its rerun.
+func (s *MemoryStore[T]) finish(job *Job[T]) {
+	s.running.Add(-1)
+	if job.Key == "" {
+		return
+	}
+	sh := s.keys.shard(job.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[job.Key]
+	if !ok || e.id != job.ID {
+		return
+	}
+	if e.rerun == nil {
+		delete(sh.m, job.Key)
+		return
+	}
+	s.releaseRerun(sh, job.Key, e)
+}
+
+// releaseRerun makes e's rerun the key's pending job; sh.mu is held.
+func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]) {
+	r := *e.rerun
+	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group}
+	if (r.at != 0 && r.at > s.now()) || !s.push(r) {
+		// Not due yet, or no room: it waits in the schedule, never dropped.
+		if now := s.now(); r.at <= now {
+			r.at = now + int64(s.cfg.RequeueDelay)
+		}
+		ne.sched = true
+		s.sched.push(r, false)
+	}
+	sh.m[key] = ne
+}
+
+// Retry implements Store.
+func (s *MemoryStore[T]) Retry(_ context.Context, job Job[T], at time.Time, _ error) error {
+	return s.reschedule(&job, at, false)
+}
+
+// Defer implements Store.
+func (s *MemoryStore[T]) Defer(_ context.Context, job Job[T], at time.Time) error {
+	return s.reschedule(&job, at, true)
+}
+
+func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error {
+	s.running.Add(-1)
+	it := s.item(job)
+	if undo {
+		it.attempt--
+	}
+	it.at = max(s.instant(at), 1)
+	if job.Key == "" {
+		s.sched.push(it, false)
+		return nil
+	}
+	sh := s.keys.shard(job.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[job.Key]
+	if !ok || e.id != job.ID {
+		return nil // cancelled meanwhile
+	}
+	if e.rerun != nil {
+		s.releaseRerun(sh, job.Key, e)
+		return ErrSuperseded
+	}
+	e.state, e.sched = keyPending, true
+	sh.m[job.Key] = e
+	s.sched.push(it, false)
+	return nil
+}
+
+// Cancel implements Store.
+func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
+	if key == "" {
+		return 0, nil
+	}
+	sh := s.keys.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	n := 0
+	if ok {
+		var del bool
+		n, del = s.cancelEntry(&e)
+		if del {
+			delete(sh.m, key)
+		} else {
+			sh.m[key] = e
+		}
+	}
+	sh.mu.Unlock()
+	return n, nil
+}
+
+// CancelMatch implements Store. It visits every pending key.
+func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) bool) (int, error) {
+	total := 0
+	s.keys.forEach(func(key string, e *keyEntry[T]) bool {
+		if !match(key) {
+			return false
+		}
+		n, del := s.cancelEntry(e)
+		total += n
+		return del
+	})
+	return total, nil
+}
+
+// cancelEntry cancels what e holds that has not started: a pending job or
+// a running job's rerun. It reports how many jobs it cancelled and whether
+// the entry should go. The entry's shard lock is held.
+func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
+	if e.state == keyRunning {
+		if e.rerun == nil {
+			return 0, false
+		}
+		e.rerun = nil
+		return 1, false
+	}
+	// The item stays where it is and is skipped when it surfaces; until
+	// then it is counted out of Len and the schedule's length.
+	if e.sched {
+		s.sched.mu.Lock()
+		s.sched.dead++
+		if e.group != "" && s.sched.groups[e.group] == e.id {
+			delete(s.sched.groups, e.group)
+		}
+		s.sched.mu.Unlock()
+	} else {
+		s.tombs.Add(1)
+	}
+	return 1, true
+}
+
+// PromoteDue implements Store.
+func (s *MemoryStore[T]) PromoteDue(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.promoteN(), nil
+}
+
+// promote is the scheduler goroutine's step: it returns the next due instant.
+func (s *MemoryStore[T]) promote() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.promoteN()
+	if s.drained.Load() {
+		return 0
+	}
+	s.sched.mu.Lock()
+	defer s.sched.mu.Unlock()
+	if len(s.sched.heap) == 0 {
+		return 0
+	}
+	return max(s.sched.heap[0].at, 1)
+}
+
+// promoteN moves due items to the ready queues in bounded batches; s.mu is held.
+func (s *MemoryStore[T]) promoteN() int {
+	if s.drained.Load() {
+		return 0
+	}
+	moved := 0
+	for {
+		now := s.now()
+		var next int64
+		s.batch, next = s.sched.popDue(now, s.batch[:0], 1024)
+		for _, it := range s.batch {
+			switch s.promoteOne(it, now) {
+			case promoted:
+				moved++
+			case requeued:
+				s.report(EventRequeued, &it, s.cfg.RequeueDelay)
+			}
+		}
+		if len(s.batch) < 1024 || next > now {
+			clear(s.batch)
+			return moved
+		}
+	}
+}
+
+type promotion uint8
+
+const (
+	promoted promotion = iota
+	requeued
+	skipped
+)
+
+// promoteOne moves one due item to its ready queue, or back into the
+// schedule RequeueDelay later when the queue is full. For a keyed item it
+// holds the key's shard lock, so that Cancel sees where the item is.
+func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
+	if it.meta == nil || it.meta.key == "" {
+		if s.push(it) {
+			return promoted
+		}
+		it.at = now + int64(s.cfg.RequeueDelay)
+		s.sched.push(it, false)
+		return requeued
+	}
+	sh := s.keys.shard(it.meta.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[it.meta.key]
+	if !ok || e.id != it.id || e.state != keyPending {
+		s.sched.mu.Lock()
+		s.sched.dead--
+		s.sched.mu.Unlock()
+		return skipped
+	}
+	if s.push(it) {
+		e.sched = false
+		sh.m[it.meta.key] = e
+		return promoted
+	}
+	it.at = now + int64(s.cfg.RequeueDelay)
+	s.sched.push(it, false)
+	return requeued
+}
+
+// live reports whether key still belongs to pending job id.
+func (s *MemoryStore[T]) live(key string, id int64) bool {
+	sh := s.keys.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	sh.mu.Unlock()
+	return ok && e.id == id && e.state == keyPending
+}
+
+func (s *MemoryStore[T]) report(k EventKind, it *item[T], d time.Duration) {
+	ev := Event{Kind: k, JobID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: d}
+	if m := it.meta; m != nil {
+		ev.Key, ev.Target = m.key, m.target
+	}
+	s.cfg.Report(ev)
+}
+
+// Stats implements Store.
+func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
+	st := StoreStats{
+		Ready:           s.Len(),
+		ReadyByPriority: make(map[string]int, len(s.ready)),
+		Scheduled:       s.sched.len(),
+		Running:         int(s.running.Load()),
+		PendingKeys:     s.keys.len(),
+		Backend:         "memory",
+		Leader:          true,
+		Healthy:         true,
+	}
+	for i, c := range s.ready {
+		st.ReadyByPriority[s.cfg.Priorities[i].Name] = len(c)
+	}
+	return st, nil
+}
+
+// Scheduled implements Store.
+func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, error) {
+	// Cancelled items are filtered after the schedule's lock is released
+	// (lock order), so ask for enough extra to cover them.
+	s.sched.mu.Lock()
+	extra := min(s.sched.dead, 1024)
+	s.sched.mu.Unlock()
+	items := s.sched.earliest(n + extra)
+	out := make([]ScheduledJob, 0, n)
+	for i := range items {
+		if len(out) == n {
+			break
+		}
+		if m := items[i].meta; m != nil && m.key != "" && !s.live(m.key, items[i].id) {
+			continue
+		}
+		j := s.job(&items[i])
+		out = append(out, ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
+			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
+	}
+	return out, nil
+}
+
+// Purge implements Store.
+func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
+	n := 0
+	for _, c := range s.ready {
+	drain:
+		for {
+			select {
+			case <-c:
+				n++
+			default:
+				break drain
+			}
+		}
+	}
+	s.sched.mu.Lock()
+	n += len(s.sched.heap)
+	n -= s.sched.dead
+	s.sched.heap, s.sched.dead = nil, 0
+	clear(s.sched.groups)
+	s.sched.mu.Unlock()
+	n -= int(s.tombs.Swap(0))
+	s.keys.forEach(func(_ string, e *keyEntry[T]) bool {
+		if e.state == keyRunning {
+			if e.rerun != nil {
+				e.rerun = nil
+				n++
+			}
+			return false
+		}
+		return true
+	})
+	return n, nil
+}
+
+// Drain implements Store: Claim stops waiting once the ready queues are
+// empty, and due jobs are no longer promoted.
+func (s *MemoryStore[T]) Drain() {
+	s.drainOnce.Do(func() {
+		s.drained.Store(true)
+		close(s.drainCh)
+		s.sched.poke()
+	})
+}

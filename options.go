@@ -1,0 +1,376 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Option configures a Queue. Options are applied in order by New, which
+// validates each one and returns an *OptionError naming the first bad one.
+type Option func(*config) error
+
+// ScalePolicy decides how many workers the pool wants.
+type ScalePolicy int
+
+const (
+	// ScaleByFill (the default) adds one worker per scale interval while
+	// the ready queue's fill is at or above the scale-up threshold and
+	// retires one while it is below the scale-down threshold.
+	ScaleByFill ScalePolicy = iota
+	// ScaleByDepth sets the desired worker count to the number of ready
+	// jobs, bounded by the base and max worker counts (seed 004), moving
+	// one worker per scale interval toward it.
+	ScaleByDepth
+)
+
+// Defaults, as in the systems this library reproduces.
+const (
+	DefaultCapacity        = 10000
+	DefaultWorkers         = 10
+	DefaultMaxWorkers      = 20
+	DefaultScaleUpPct      = 60
+	DefaultScaleDownPct    = 40
+	DefaultScaleInterval   = time.Second
+	DefaultRequeueDelay    = 10 * time.Second
+	DefaultMaxAttempts     = 3
+	DefaultBackoffBase     = time.Second
+	DefaultBackoffMax      = 5 * time.Minute
+	DefaultRetryCeiling    = 10 * time.Minute
+	DefaultSuspendDuration = 300 * time.Second
+)
+
+// DefaultPriorities are the priority levels used unless WithPriorities is
+// given; "normal" is the default label.
+var DefaultPriorities = []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+
+type config struct {
+	name            string
+	capacity        int
+	baseWorkers     int
+	maxWorkers      int
+	scaleUp         int
+	scaleDown       int
+	scaleInterval   time.Duration
+	scalePolicy     ScalePolicy
+	requeueDelay    time.Duration
+	priorities      []Priority
+	defaultPriority string
+	coalesce        bool
+	maxAttempts     int
+	backoffBase     time.Duration
+	backoffMax      time.Duration
+	retryCeiling    time.Duration
+	jobTimeout      time.Duration
+	clock           Clock
+	logger          *slog.Logger
+	store           any // Store[T], checked by New
+	onDead          any // func(context.Context, Job[T], error), checked by New
+
+	admission admissionConfig
+	targets   targetConfig
+	metrics   metricsConfig
+}
+
+func defaultConfig() config {
+	return config{
+		name:            "default",
+		capacity:        DefaultCapacity,
+		baseWorkers:     DefaultWorkers,
+		maxWorkers:      DefaultMaxWorkers,
+		scaleUp:         DefaultScaleUpPct,
+		scaleDown:       DefaultScaleDownPct,
+		scaleInterval:   DefaultScaleInterval,
+		requeueDelay:    DefaultRequeueDelay,
+		priorities:      DefaultPriorities,
+		defaultPriority: "normal",
+		coalesce:        true,
+		maxAttempts:     DefaultMaxAttempts,
+		backoffBase:     DefaultBackoffBase,
+		backoffMax:      DefaultBackoffMax,
+		retryCeiling:    DefaultRetryCeiling,
+		admission:       defaultAdmission(),
+		targets:         defaultTargets(),
+	}
+}
+
+// validate checks what single options cannot: relations between values.
+func (c *config) validate() error {
+	if c.maxWorkers < c.baseWorkers {
+		return optErr("WithWorkers", fmt.Sprintf("%d, %d", c.baseWorkers, c.maxWorkers), "max workers must be >= base workers")
+	}
+	if c.scaleDown >= c.scaleUp {
+		return optErr("WithScaleThresholds", fmt.Sprintf("%d, %d", c.scaleUp, c.scaleDown), "scale-down threshold must be below scale-up threshold")
+	}
+	if c.backoffMax < c.backoffBase {
+		return optErr("WithBackoff", fmt.Sprintf("%s, %s", c.backoffBase, c.backoffMax), "max must be >= base")
+	}
+	found := false
+	for _, p := range c.priorities {
+		found = found || p.Name == c.defaultPriority
+	}
+	if !found {
+		return optErr("WithDefaultPriority", c.defaultPriority, "not one of the configured priorities")
+	}
+	if err := c.admission.validate(); err != nil {
+		return err
+	}
+	return c.targets.validate()
+}
+
+// WithName names the queue (default "default"). The name labels its
+// metrics, logs and durable-store rows; several queues may share a
+// Prometheus registry or a database when their names differ.
+func WithName(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return optErr("WithName", `""`, "must not be empty")
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// WithCapacity bounds the ready queue (default 10000). Enqueue of a ready
+// job beyond it returns ErrQueueFull. The bound is exact within each
+// priority; across priorities concurrent Enqueue calls may overshoot it by
+// at most the number of concurrent callers. The in-memory store reserves
+// capacity slots per priority level up front.
+func WithCapacity(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithCapacity", n, "must be >= 1")
+		}
+		c.capacity = n
+		return nil
+	}
+}
+
+// WithWorkers sets the base and maximum number of workers (default 10 and
+// 20). The pool never shrinks below base; max == base turns scaling off.
+func WithWorkers(base, max int) Option {
+	return func(c *config) error {
+		if base < 1 {
+			return optErr("WithWorkers", base, "base workers must be >= 1")
+		}
+		if max < 1 {
+			return optErr("WithWorkers", max, "max workers must be >= 1")
+		}
+		c.baseWorkers, c.maxWorkers = base, max
+		return nil
+	}
+}
+
+// WithScaleThresholds sets the ready-queue fill percentages at or above
+// which a worker is added (default 60) and below which one is retired
+// (default 40). up must be in 1..100, down in 0..up-1.
+func WithScaleThresholds(up, down int) Option {
+	return func(c *config) error {
+		if up < 1 || up > 100 {
+			return optErr("WithScaleThresholds", up, "scale-up threshold must be in 1..100")
+		}
+		if down < 0 || down > 100 {
+			return optErr("WithScaleThresholds", down, "scale-down threshold must be in 0..100")
+		}
+		c.scaleUp, c.scaleDown = up, down
+		return nil
+	}
+}
+
+// WithScaleInterval sets how often the pool reconsiders its size (default
+// 1s). It changes by at most one worker per interval.
+func WithScaleInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithScaleInterval", d, "must be > 0")
+		}
+		c.scaleInterval = d
+		return nil
+	}
+}
+
+// WithScalePolicy selects how the pool sizes itself (default ScaleByFill).
+func WithScalePolicy(p ScalePolicy) Option {
+	return func(c *config) error {
+		if p != ScaleByFill && p != ScaleByDepth {
+			return optErr("WithScalePolicy", int(p), "unknown policy")
+		}
+		c.scalePolicy = p
+		return nil
+	}
+}
+
+// WithRequeueDelay sets how long a due job waits when the ready queue is
+// full as it is promoted (default 10s). Such a job is never dropped.
+func WithRequeueDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithRequeueDelay", d, "must be > 0")
+		}
+		c.requeueDelay = d
+		return nil
+	}
+}
+
+// WithPriorities replaces the priority levels (default high=0, normal=5,
+// low=10). Lower weights run first; names and weights must be unique and
+// names non-empty. If the default label is not among them, set it with
+// WithDefaultPriority.
+func WithPriorities(levels ...Priority) Option {
+	return func(c *config) error {
+		if len(levels) == 0 {
+			return optErr("WithPriorities", "[]", "need at least one level")
+		}
+		if len(levels) > 32 {
+			return optErr("WithPriorities", len(levels), "at most 32 levels")
+		}
+		sorted := make([]Priority, 0, len(levels))
+		for _, p := range levels {
+			if p.Name == "" {
+				return optErr("WithPriorities", p, "level name must not be empty")
+			}
+			for _, q := range sorted {
+				if q.Name == p.Name || q.Weight == p.Weight {
+					return optErr("WithPriorities", p, "duplicate name or weight")
+				}
+			}
+			i := len(sorted)
+			for i > 0 && sorted[i-1].Weight > p.Weight {
+				i--
+			}
+			sorted = append(sorted, Priority{})
+			copy(sorted[i+1:], sorted[i:])
+			sorted[i] = p
+		}
+		c.priorities = sorted
+		if len(sorted) == 1 {
+			c.defaultPriority = sorted[0].Name
+		}
+		return nil
+	}
+}
+
+// WithDefaultPriority sets the label used for jobs with Priority ""
+// (default "normal").
+func WithDefaultPriority(label string) Option {
+	return func(c *config) error {
+		if label == "" {
+			return optErr("WithDefaultPriority", `""`, "must not be empty")
+		}
+		c.defaultPriority = label
+		return nil
+	}
+}
+
+// WithCoalesce decides what Enqueue does with a key whose job is running
+// (default true): coalesce it into exactly one more run after the current
+// one ends, or, with false, return ErrDuplicate as the original forwarder
+// did.
+func WithCoalesce(on bool) Option {
+	return func(c *config) error { c.coalesce = on; return nil }
+}
+
+// WithMaxAttempts sets how many times a failing job runs before it is
+// dead-lettered (default 3). Job.MaxAttempts overrides it per job.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithMaxAttempts", n, "must be >= 1")
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithBackoff sets the retry backoff after a failure (default 1s base,
+// 5m max): attempt n waits a random time in [d/2, d] where
+// d = min(max, base·2^(n-1)).
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *config) error {
+		if base <= 0 {
+			return optErr("WithBackoff", base, "base must be > 0")
+		}
+		if max <= 0 {
+			return optErr("WithBackoff", max, "max must be > 0")
+		}
+		c.backoffBase, c.backoffMax = base, max
+		return nil
+	}
+}
+
+// WithRetryCeiling sets the longest RetryAfter delay that is honoured
+// (default 10m, BEP 31). A job asking for this delay or more is treated as
+// done.
+func WithRetryCeiling(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithRetryCeiling", d, "must be > 0")
+		}
+		c.retryCeiling = d
+		return nil
+	}
+}
+
+// WithJobTimeout bounds each handler run (default 0: no timeout). The
+// handler's context is cancelled when it passes; the run counts as failed
+// if the handler returns an error.
+func WithJobTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithJobTimeout", d, "must be >= 0")
+		}
+		c.jobTimeout = d
+		return nil
+	}
+}
+
+// WithClock sets the queue's time source (default: package time). Tests
+// running in a testing/synctest bubble do not need it.
+func WithClock(clk Clock) Option {
+	return func(c *config) error {
+		if clk == nil {
+			return optErr("WithClock", nil, "must not be nil")
+		}
+		c.clock = clk
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: none, the queue is silent). The
+// queue logs with structured fields (queue, key, target, attempt, outcome)
+// and never logs payloads.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return optErr("WithLogger", nil, "must not be nil")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithStore sets where jobs live (default: in memory). T must match the
+// queue's payload type; New reports a mismatch. The store must not be
+// shared with another Queue.
+func WithStore[T any](s Store[T]) Option {
+	return func(c *config) error {
+		if s == nil {
+			return optErr("WithStore", nil, "must not be nil")
+		}
+		c.store = s
+		return nil
+	}
+}
+
+// WithOnDead sets a hook called with each dead-lettered job and its last
+// error, from the worker that ran it. T must match the queue's payload type.
+func WithOnDead[T any](fn func(ctx context.Context, job Job[T], err error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return optErr("WithOnDead", nil, "must not be nil")
+		}
+		c.onDead = fn
+		return nil
+	}
+}

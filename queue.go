@@ -1,0 +1,382 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Queue is a bounded job queue with a schedule, pending-key dedupe,
+// admission control, target health and an autoscaling worker pool. Create
+// one with New, call Start, and Enqueue jobs; a Queue is safe for
+// concurrent use by any number of goroutines.
+type Queue[T any] struct {
+	cfg     config
+	handler Handler[T]
+	store   Store[T]
+	leaser  Leaser // nil unless the store leases jobs
+	clock   Clock
+	log     *slog.Logger
+	onDead  func(context.Context, Job[T], error)
+	admit   *admission
+	targets *targets
+	obs     *observers
+
+	state    atomic.Int32 // lifecycle state
+	inflight atomic.Int64 // Enqueue calls between the state check and the store
+	ctr      counters
+
+	mu       sync.Mutex // guards the fields below and the pool
+	runCtx   context.Context
+	runStop  context.CancelFunc // cancels running jobs (Shutdown)
+	bgStop   context.CancelFunc // stops the scaler and heartbeats
+	pool     pool[T]
+	done     chan struct{}
+	stopping chan struct{} // closed when Stop or Shutdown begins
+	stopOnce sync.Once
+	closeErr error
+}
+
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// New returns a queue that runs handler for each job. It validates every
+// option and returns an *OptionError naming the first bad one. Nothing runs
+// until Start; jobs may be enqueued before it.
+func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
+	if handler == nil {
+		return nil, optErr("New", nil, "handler must not be nil")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.clock == nil {
+		cfg.clock = SystemClock{}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	q := &Queue[T]{
+		cfg:      cfg,
+		handler:  handler,
+		clock:    cfg.clock,
+		log:      cfg.logger.With("queue", cfg.name),
+		admit:    newAdmission(cfg.admission),
+		done:     make(chan struct{}),
+		stopping: make(chan struct{}),
+	}
+	q.targets = newTargets(cfg.targets, cfg.clock, q.targetEvent)
+	switch s := cfg.store.(type) {
+	case nil:
+		q.store = NewMemoryStore[T]()
+	case Store[T]:
+		q.store = s
+	default:
+		var zero T
+		return nil, optErr("WithStore", fmt.Sprintf("%T", s), "store's payload type does not match Queue[%T]", zero)
+	}
+	if cfg.onDead != nil {
+		fn, ok := cfg.onDead.(func(context.Context, Job[T], error))
+		if !ok {
+			var zero T
+			return nil, optErr("WithOnDead", fmt.Sprintf("%T", cfg.onDead), "hook's payload type does not match Queue[%T]", zero)
+		}
+		q.onDead = fn
+	}
+	q.leaser, _ = q.store.(Leaser)
+	obs, err := newObservers(q, cfg.metrics)
+	if err != nil {
+		return nil, err
+	}
+	q.obs = obs
+	err = q.store.Init(StoreConfig{
+		Name:            cfg.name,
+		Priorities:      cfg.priorities,
+		DefaultPriority: cfg.defaultPriority,
+		Capacity:        cfg.capacity,
+		RequeueDelay:    cfg.requeueDelay,
+		Coalesce:        cfg.coalesce,
+		MaxAttempts:     cfg.maxAttempts,
+		Clock:           cfg.clock,
+		Logger:          q.log,
+		Report:          q.storeEvent,
+	})
+	if err != nil {
+		obs.unregister()
+		return nil, fmt.Errorf("queue: store: %w", err)
+	}
+	return q, nil
+}
+
+// Start starts the workers, the scaler and the store's background work,
+// and returns at once. ctx bounds the queue's background work: when it is
+// cancelled the queue stops as if Shutdown were called. Start returns
+// ErrStarted if called twice and ErrClosed after Stop.
+func (q *Queue[T]) Start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch q.state.Load() {
+	case stateRunning:
+		return ErrStarted
+	case stateStopping, stateStopped:
+		return ErrClosed
+	}
+	if err := q.store.Start(ctx); err != nil {
+		return fmt.Errorf("queue: starting store: %w", err)
+	}
+	base := context.WithoutCancel(ctx)
+	q.runCtx, q.runStop = context.WithCancel(base)
+	var bg context.Context
+	bg, q.bgStop = context.WithCancel(base)
+	q.state.Store(stateRunning)
+	q.pool.init(q)
+	for range q.cfg.baseWorkers {
+		q.pool.add()
+	}
+	go q.scaler(bg)
+	if q.leaser != nil {
+		go q.heartbeats(bg)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = q.Shutdown(context.Background())
+		case <-q.stopping:
+		}
+	}()
+	return nil
+}
+
+// Enqueue adds job without blocking. A job whose RunAt is after now is
+// scheduled; otherwise it joins the ready queue of its priority. It returns
+// ErrQueueFull when the ready queue is at capacity (counted as
+// dropped_full), ErrDuplicate when job.Key is already pending (see
+// WithCoalesce for running keys) or job.Group has a scheduled job, an
+// error wrapping ErrUnknownPriority for an unknown label, and ErrClosed
+// once Stop or Shutdown has begun. On error nothing was stored.
+//
+// Jobs enqueued before Start run once the queue starts. A job accepted by
+// Enqueue is never dropped without being counted.
+func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
+	q.inflight.Add(1)
+	defer q.inflight.Add(-1)
+	if q.state.Load() >= stateStopping {
+		return ErrClosed
+	}
+	job.ID, job.Attempt = 0, 0
+	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
+		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
+	}
+	added, err := q.store.Add(ctx, job)
+	if err != nil {
+		if err == ErrQueueFull {
+			q.ctr.dropped.Add(1)
+			q.emit(EventDropped, &job, nil, 0)
+		}
+		return err
+	}
+	q.ctr.enqueued.Add(1)
+	if q.obs.active {
+		job.ID = added.ID
+		kind := EventEnqueued
+		if added.Coalesced {
+			kind = EventCoalesced
+		}
+		q.emit(kind, &job, nil, 0)
+	}
+	if added.Coalesced {
+		q.ctr.coalesced.Add(1)
+	}
+	return nil
+}
+
+// EnqueueAt schedules job to run at t (or now, if t is not in the future).
+func (q *Queue[T]) EnqueueAt(ctx context.Context, job Job[T], t time.Time) error {
+	job.RunAt = t
+	return q.Enqueue(ctx, job)
+}
+
+// EnqueueIn schedules job to run after d.
+func (q *Queue[T]) EnqueueIn(ctx context.Context, job Job[T], d time.Duration) error {
+	if d > 0 {
+		job.RunAt = q.clock.Now().Add(d)
+	}
+	return q.Enqueue(ctx, job)
+}
+
+// Cancel cancels the queued or scheduled job with key, or the coalesced
+// rerun of a running one, so that it never runs. A running job is not
+// interrupted. It reports how many jobs it cancelled (0 or 1); each is
+// counted as cancelled.
+func (q *Queue[T]) Cancel(ctx context.Context, key string) (int, error) {
+	n, err := q.store.Cancel(ctx, key)
+	q.cancelled(n, key)
+	return n, err
+}
+
+// CancelMatch cancels every queued, scheduled or rerun job whose key
+// satisfies match (for a forwarder: all jobs of one peer for one torrent,
+// across upstreams) and reports how many. match must be fast and must not
+// call the queue; it may see every pending key.
+func (q *Queue[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
+	n, err := q.store.CancelMatch(ctx, match)
+	q.cancelled(n, "")
+	return n, err
+}
+
+func (q *Queue[T]) cancelled(n int, key string) {
+	if n == 0 {
+		return
+	}
+	q.ctr.cancelled.Add(uint64(n))
+	if q.obs.active {
+		for range n {
+			q.emit(EventCancelled, &Job[T]{Key: key}, nil, 0)
+		}
+	}
+}
+
+// Purge removes every queued and scheduled job, counting each as
+// cancelled, and reports how many. Running jobs are not touched. It is
+// meant for test isolation.
+func (q *Queue[T]) Purge(ctx context.Context) (int, error) {
+	n, err := q.store.Purge(ctx)
+	q.cancelled(n, "")
+	return n, err
+}
+
+// Stop stops accepting jobs (Enqueue returns ErrClosed), lets the workers
+// finish the ready jobs (the in-memory store) or their running jobs
+// (durable stores, whose backlog other processes share), and returns when
+// they are done. Scheduled jobs are kept, not run. If ctx ends first, Stop
+// returns ctx.Err() and the queue keeps draining; calling Stop or Shutdown
+// again waits again. Stop before Start closes the queue; jobs enqueued
+// before it stay in the store.
+func (q *Queue[T]) Stop(ctx context.Context) error {
+	q.begin(false)
+	return q.wait(ctx)
+}
+
+// Shutdown stops accepting jobs, cancels the contexts of running jobs and
+// waits for their handlers to return. Ready and scheduled jobs stay in the
+// store; a job interrupted by Shutdown is put back without using up an
+// attempt. If ctx ends first, Shutdown returns a *StuckError listing the
+// jobs whose handlers have not returned; it matches ctx.Err() with
+// errors.Is.
+func (q *Queue[T]) Shutdown(ctx context.Context) error {
+	q.begin(true)
+	return q.wait(ctx)
+}
+
+// Done returns a channel closed when the queue has stopped.
+func (q *Queue[T]) Done() <-chan struct{} { return q.done }
+
+// begin moves the queue into stopping once; cancel also interrupts jobs.
+func (q *Queue[T]) begin(cancel bool) {
+	q.mu.Lock()
+	started := q.runStop != nil
+	if cancel && started {
+		q.runStop()
+		q.pool.retireAll()
+	}
+	q.mu.Unlock()
+	q.stopOnce.Do(func() {
+		prev := q.state.Swap(stateStopping)
+		close(q.stopping)
+		// Let Enqueue calls that passed the state check reach the store,
+		// so the drain below sees every accepted job.
+		for q.inflight.Load() > 0 {
+			runtime.Gosched()
+		}
+		q.store.Drain()
+		if prev == stateNew {
+			q.finishStop()
+			return
+		}
+		go func() {
+			q.pool.wait()
+			q.finishStop()
+		}()
+	})
+}
+
+func (q *Queue[T]) finishStop() {
+	q.mu.Lock()
+	if q.bgStop != nil {
+		q.bgStop()
+	}
+	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	q.closeErr = q.store.Close(ctx)
+	cancel()
+	q.obs.unregister()
+	q.state.Store(stateStopped)
+	close(q.done)
+}
+
+func (q *Queue[T]) wait(ctx context.Context) error {
+	select {
+	case <-q.done:
+		return q.closeErr
+	case <-ctx.Done():
+		if stuck := q.pool.runningIDs(); len(stuck) > 0 {
+			return &StuckError{JobIDs: stuck, Err: ctx.Err()}
+		}
+		return ctx.Err()
+	}
+}
+
+// StuckError is returned by Shutdown and Stop when their context ends
+// while handlers are still running.
+type StuckError struct {
+	JobIDs []int64 // the jobs whose handlers had not returned
+	Err    error   // the context's error
+}
+
+func (e *StuckError) Error() string {
+	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *StuckError) Unwrap() error { return e.Err }
+
+// storeEvent counts and forwards events a store decided on its own.
+func (q *Queue[T]) storeEvent(ev Event) {
+	switch ev.Kind {
+	case EventRequeued:
+		q.ctr.requeued.Add(1)
+	case EventRescued:
+		q.ctr.rescued.Add(1)
+	case EventDead:
+		q.ctr.dead.Add(1)
+	case EventCancelled:
+		q.ctr.cancelled.Add(1)
+	}
+	if q.obs.active {
+		if ev.Time.IsZero() {
+			ev.Time = q.clock.Now()
+		}
+		q.obs.send(ev)
+	}
+}
+
+var errTargetDisabled = errors.New("queue: target disabled")

@@ -1,0 +1,144 @@
+package queue
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// counters are a set of event counts. The queue keeps one set for
+// producer-side events and one per worker for outcomes, so that no two
+// cores fight over one counter on the hot path; Stats adds them up.
+type counters struct {
+	enqueued, dropped, coalesced, cancelled, rateLimited, throttled atomic.Uint64
+	done, retried, failed, dead, deferred, panics, requeued, rescued  atomic.Uint64
+}
+
+func (c *counters) add(o *counters) {
+	c.enqueued.Add(o.enqueued.Load())
+	c.dropped.Add(o.dropped.Load())
+	c.coalesced.Add(o.coalesced.Load())
+	c.cancelled.Add(o.cancelled.Load())
+	c.rateLimited.Add(o.rateLimited.Load())
+	c.throttled.Add(o.throttled.Load())
+	c.done.Add(o.done.Load())
+	c.retried.Add(o.retried.Load())
+	c.failed.Add(o.failed.Load())
+	c.dead.Add(o.dead.Load())
+	c.deferred.Add(o.deferred.Load())
+	c.panics.Add(o.panics.Load())
+	c.requeued.Add(o.requeued.Load())
+	c.rescued.Add(o.rescued.Load())
+}
+
+// Counts are the queue's event counters since New. Every accepted job is
+// eventually counted once as Done, Dead or Cancelled; until then it is
+// pending (ready or scheduled) or running, so that
+// Enqueued = Done + Dead + Cancelled + Ready + Scheduled + Running
+// (for the in-memory store, once the counts are quiescent).
+type Counts struct {
+	Enqueued    uint64 `json:"enqueued"`     // accepted by Enqueue (coalesced reruns included)
+	Done        uint64 `json:"done"`         // handler succeeded, or RetryAfter past the ceiling
+	Retried     uint64 `json:"retried"`      // scheduled again after a failed run
+	Failed      uint64 `json:"failed"`       // handler runs that returned an error or panicked
+	Dead        uint64 `json:"dead"`         // dead-lettered
+	Cancelled   uint64 `json:"cancelled"`    // cancelled before running (Cancel, Purge, disabled target, superseded)
+	DroppedFull uint64 `json:"dropped_full"` // refused by Enqueue: ready queue full
+	Coalesced   uint64 `json:"coalesced"`    // accepted as the rerun of a running key
+	Requeued    uint64 `json:"requeued"`     // due but the ready queue was full: rescheduled
+	Deferred    uint64 `json:"deferred"`     // put back without an attempt (target suspended or busy, shutdown)
+	Rescued     uint64 `json:"rescued"`      // returned to the queue after a lost lease
+	Panics      uint64 `json:"panics"`       // handler panics recovered
+	RateLimited uint64 `json:"rate_limited"` // Admit refusals
+	Throttled   uint64 `json:"throttled"`    // targets left out of a Fanout by throttling
+}
+
+// Stats is a snapshot of a queue.
+type Stats struct {
+	Name            string         `json:"name"`
+	State           string         `json:"state"` // new, running, stopping, stopped
+	Depth           int            `json:"depth"` // ready jobs
+	Capacity        int            `json:"capacity"`
+	FillPct         float64        `json:"fill_pct"`
+	ReadyByPriority map[string]int `json:"ready_by_priority"`
+	Scheduled       int            `json:"scheduled"`
+	PendingKeys     int            `json:"pending_keys"`
+	Running         int            `json:"running"`
+	Workers         int            `json:"workers"` // active workers
+	BaseWorkers     int            `json:"base_workers"`
+	MaxWorkers      int            `json:"max_workers"`
+	Counts
+	// NextScheduled lists the next 10 scheduled jobs, earliest first.
+	NextScheduled []ScheduledInfo `json:"next_scheduled"`
+	// Targets lists the targets that are suspended, disabled or have an
+	// open or half-open circuit breaker.
+	Targets []TargetStatus `json:"targets,omitempty"`
+	// RecentErrors holds the latest job errors, newest first.
+	RecentErrors []ErrorRecord `json:"recent_errors,omitempty"`
+	// Store describes the store: backend, leadership, health.
+	Store StoreStats `json:"store"`
+}
+
+// ScheduledInfo is a scheduled job and its time to execution.
+type ScheduledInfo struct {
+	ScheduledJob
+	In time.Duration `json:"in"`
+}
+
+var stateNames = [...]string{stateNew: "new", stateRunning: "running", stateStopping: "stopping", stateStopped: "stopped"}
+
+// Stats returns a snapshot of the queue. It does not block on workers;
+// with a durable store it queries the store, bounded by a 2 s timeout, and
+// returns what it has if that fails.
+func (q *Queue[T]) Stats() Stats {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st := Stats{
+		Name:        q.cfg.name,
+		State:       stateNames[q.state.Load()],
+		Capacity:    q.cfg.capacity,
+		BaseWorkers: q.cfg.baseWorkers,
+		MaxWorkers:  q.cfg.maxWorkers,
+	}
+	ss, err := q.store.Stats(ctx)
+	if err != nil {
+		ss.Detail = "stats: " + err.Error()
+		ss.Ready = q.store.Len()
+	}
+	st.Store = ss
+	st.Depth, st.ReadyByPriority, st.Scheduled, st.PendingKeys, st.Running = ss.Ready, ss.ReadyByPriority, ss.Scheduled, ss.PendingKeys, ss.Running
+	st.FillPct = float64(st.Depth) * 100 / float64(st.Capacity)
+	st.Counts = q.counts()
+	q.mu.Lock()
+	st.Workers = len(q.pool.workers)
+	q.mu.Unlock()
+	now := q.clock.Now()
+	if next, err := q.store.Scheduled(ctx, 10); err == nil {
+		st.NextScheduled = make([]ScheduledInfo, len(next))
+		for i, j := range next {
+			st.NextScheduled[i] = ScheduledInfo{ScheduledJob: j, In: j.RunAt.Sub(now)}
+		}
+	}
+	st.Targets = q.targets.statuses(now)
+	st.RecentErrors = q.obs.recentErrors()
+	return st
+}
+
+// counts sums the producer-side counters and every worker's.
+func (q *Queue[T]) counts() Counts {
+	var c counters
+	c.add(&q.ctr)
+	q.mu.Lock()
+	c.add(&q.pool.exited)
+	for _, w := range q.pool.all() {
+		c.add(&w.ctr)
+	}
+	q.mu.Unlock()
+	return Counts{
+		Enqueued: c.enqueued.Load(), Done: c.done.Load(), Retried: c.retried.Load(),
+		Failed: c.failed.Load(), Dead: c.dead.Load(), Cancelled: c.cancelled.Load(),
+		DroppedFull: c.dropped.Load(), Coalesced: c.coalesced.Load(), Requeued: c.requeued.Load(),
+		Deferred: c.deferred.Load(), Rescued: c.rescued.Load(), Panics: c.panics.Load(),
+		RateLimited: c.rateLimited.Load(), Throttled: c.throttled.Load(),
+	}
+}

@@ -1,0 +1,213 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Store is the seam between the queue engine and where jobs live. The
+// engine owns workers, outcomes, retries, target health, admission and
+// metrics; a Store owns the jobs: the ready queues (strict priority order,
+// FIFO within a priority), the schedule, pending keys, coalesced reruns,
+// cancellation and, for durable stores, leases.
+//
+// The in-memory store is the default. The pgstore and redisstore modules
+// implement the same contract, which queuetest.RunStoreTests checks. A
+// Store value belongs to one Queue.
+//
+// All methods are safe for concurrent use. Methods that take a Job accept
+// the Job exactly as Claim returned it.
+type Store[T any] interface {
+	// Init binds the store to its queue's configuration. New calls it
+	// once, before any other method; an error fails New.
+	Init(cfg StoreConfig) error
+
+	// Start starts the store's background work: the in-memory
+	// scheduler, a durable store's listener, janitor and leader election.
+	// Add works before Start; Claim may block until Start.
+	Start(ctx context.Context) error
+
+	// Add accepts a job. A job whose RunAt is zero or not after the
+	// clock's now is ready at once; a later one is scheduled. Add returns
+	// ErrDuplicate when job.Key is queued or scheduled (or running, when
+	// coalescing is off) or when job.Group has a scheduled job and job is
+	// scheduled; ErrQueueFull when a ready job does not fit in Capacity.
+	// When job.Key is running and coalescing is on, the job is kept as
+	// the key's single rerun and Added.Coalesced is true. On error nothing
+	// is stored.
+	Add(ctx context.Context, job Job[T]) (Added, error)
+
+	// Claim waits for the next ready job in priority order, marks it
+	// running, increments its Attempt, and returns it. It returns
+	// ctx.Err() when ctx ends first and ErrDrained once Drain was called
+	// and no ready job remains for this process.
+	Claim(ctx context.Context) (Job[T], error)
+
+	// Complete ends a claimed job as done (or, for a retry past the
+	// ceiling, treated as done) and releases its key; a coalesced rerun of
+	// the key becomes ready.
+	Complete(ctx context.Context, job Job[T]) error
+
+	// Retry schedules a claimed job to run again at at, keeping its key.
+	// cause is recorded as the job's last error. If the key has a
+	// coalesced rerun waiting, the retry is dropped in favour of the newer
+	// job and Retry returns ErrSuperseded.
+	Retry(ctx context.Context, job Job[T], at time.Time, cause error) error
+
+	// Defer puts a claimed job back to run at at without using up an
+	// attempt: for jobs taken before their time, for targets that are
+	// suspended or at their concurrency limit.
+	Defer(ctx context.Context, job Job[T], at time.Time) error
+
+	// Dead ends a claimed job as dead-lettered with cause and releases its
+	// key (a coalesced rerun becomes ready).
+	Dead(ctx context.Context, job Job[T], cause error) error
+
+	// Cancel cancels the queued or scheduled job with key, and a
+	// coalesced rerun of a running one, so that it never runs. It reports
+	// how many jobs it cancelled (0 or 1).
+	Cancel(ctx context.Context, key string) (int, error)
+
+	// CancelMatch cancels every queued, scheduled or rerun job whose key
+	// satisfies match, and reports how many. It may visit every pending
+	// key; match must be fast and must not call the queue.
+	CancelMatch(ctx context.Context, match func(key string) bool) (int, error)
+
+	// PromoteDue moves scheduled jobs that are due into the ready queues
+	// and reports how many it moved. A job that finds its ready queue full
+	// is rescheduled RequeueDelay later, never dropped. Stores run it by
+	// themselves; tests call it to step a fake clock.
+	PromoteDue(ctx context.Context) (int, error)
+
+	// Len returns the number of ready jobs. It is called on hot paths and
+	// must be cheap; a durable store may return a recent count.
+	Len() int
+
+	// Stats returns a snapshot of the store's contents.
+	Stats(ctx context.Context) (StoreStats, error)
+
+	// Scheduled returns up to n scheduled jobs, earliest first.
+	Scheduled(ctx context.Context, n int) ([]ScheduledJob, error)
+
+	// Purge removes every ready and scheduled job (and rerun) and their
+	// keys, and reports how many it removed. Running jobs are untouched.
+	Purge(ctx context.Context) (int, error)
+
+	// Drain tells the store that this process will stop claiming: Claim
+	// stops waiting and returns ErrDrained when no ready job remains (the
+	// in-memory store) or at once (durable stores, whose backlog other
+	// processes share). Drain is idempotent.
+	Drain()
+
+	// Close stops the store's background work and waits for it, or for
+	// ctx to end. It does not close connections the caller passed in.
+	Close(ctx context.Context) error
+}
+
+// Leaser is implemented by stores whose claims are leases that expire
+// unless renewed: the durable stores. The queue heartbeats the leases of its
+// running jobs every HeartbeatInterval and cancels the context of a job
+// whose lease was lost.
+type Leaser interface {
+	// Heartbeat extends the leases of the given running jobs and returns
+	// the IDs whose lease this process no longer holds.
+	Heartbeat(ctx context.Context, ids []int64) (lost []int64, err error)
+	// RescueExpired returns jobs whose lease expired to the ready queue
+	// (or dead-letters them after their last attempt) and reports how many
+	// it rescued. The leader runs it by itself; tests call it directly.
+	RescueExpired(ctx context.Context) (int, error)
+	// HeartbeatInterval is how often the queue should call Heartbeat.
+	HeartbeatInterval() time.Duration
+}
+
+// ErrDrained is returned by Store.Claim after Store.Drain once there is no
+// more work for this process.
+var ErrDrained = errors.New("queue: store drained")
+
+// ErrSuperseded is returned by Store.Retry when a newer coalesced job for
+// the same key replaced the retry. The queue counts the retried job as
+// cancelled.
+var ErrSuperseded = errors.New("queue: retry superseded by a newer job for the same key")
+
+// Added describes an accepted job.
+type Added struct {
+	ID        int64 // the job's ID
+	Scheduled bool  // the job waits in the schedule
+	Coalesced bool  // the job is the rerun of its running key
+}
+
+// Priority is one named priority level.
+type Priority struct {
+	Name   string // label used in Job.Priority
+	Weight int    // lower runs first; must be unique
+}
+
+// StoreConfig is what a Store learns from its queue in Init.
+type StoreConfig struct {
+	// Name is the queue's name (WithName), "default" unless set.
+	Name string
+	// Priorities lists the priority levels, highest first (lowest Weight).
+	Priorities []Priority
+	// DefaultPriority is the label used for Job.Priority == "".
+	DefaultPriority string
+	// Capacity bounds the ready jobs.
+	Capacity int
+	// RequeueDelay is how long a due job waits when its ready queue is
+	// full at promotion.
+	RequeueDelay time.Duration
+	// Coalesce tells whether an Add for a running key becomes its rerun
+	// (true) or ErrDuplicate (false).
+	Coalesce bool
+	// MaxAttempts is the default attempt limit, for stores that
+	// dead-letter expired leases.
+	MaxAttempts int
+	// Clock is the time source; never nil.
+	Clock Clock
+	// Logger receives the store's logs; never nil (it may discard).
+	Logger *slog.Logger
+	// Report receives the events a store decides on its own: EventRequeued,
+	// EventRescued, EventDead (janitor) and EventCancelled (superseded).
+	// Never nil. It must be called without holding store locks.
+	Report func(Event)
+}
+
+// PriorityIndex returns the index of label in Priorities ("" is the
+// default priority), or -1.
+func (c *StoreConfig) PriorityIndex(label string) int {
+	if label == "" {
+		label = c.DefaultPriority
+	}
+	for i := range c.Priorities {
+		if c.Priorities[i].Name == label {
+			return i
+		}
+	}
+	return -1
+}
+
+// StoreStats is a snapshot of a store's contents.
+type StoreStats struct {
+	Ready           int            // jobs ready to run
+	ReadyByPriority map[string]int // ready jobs per priority label
+	Scheduled       int            // jobs waiting for their time (including retries)
+	Running         int            // jobs claimed and not finished (for durable stores: by any process)
+	PendingKeys     int            // keys held by queued, scheduled or running jobs
+	Dead            int            // dead-lettered jobs retained (durable stores)
+	Backend         string         // "memory", "postgres", "redis"
+	Leader          bool           // this process runs the store's maintenance
+	Healthy         bool           // the backend is reachable
+	Detail          string         // backend-specific state, e.g. "fallback: in-memory"
+}
+
+// ScheduledJob describes one job waiting in the schedule.
+type ScheduledJob struct {
+	ID       int64
+	Key      string
+	Group    string
+	Target   string
+	Priority string
+	RunAt    time.Time
+	Attempt  int // attempts already made
+}

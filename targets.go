@@ -1,0 +1,528 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Target health: every job may name a Target (a forwarder, an upstream
+// API). The queue tracks each target's health from job outcomes:
+//
+//   - suspension: an overload (Overloaded, HTTP 429) suspends the target
+//     for WithSuspendDuration; queued jobs for it wait, fan-out skips it.
+//   - disabling: a non-retryable error, a rejection, "retry in: never" or
+//     WithDisableAfter consecutive failures disables it until Resume;
+//     queued jobs for it are cancelled.
+//   - circuit breaking (WithCircuitBreaker): closed → open after N
+//     consecutive failures → half-open after the cool-down, letting a few
+//     probe jobs through; a probe's success closes it, a failure re-opens.
+//   - concurrency (WithTargetConcurrency): at most K jobs of one target run
+//     at once; the rest wait their turn in the queue.
+
+// maxReasonLen bounds the stored disable reason.
+const maxReasonLen = 256
+
+type targetConfig struct {
+	suspend       time.Duration
+	disableAfter  int // consecutive failures; 0 = never
+	brkFailures   int // 0 = no breaker
+	brkCooldown   time.Duration
+	brkProbes     int
+	concurrency   int // 0 = unlimited
+	fanoutMax     int
+	throttlePct   int // 0 = never throttle
+	throttleTopN  int
+	shouldSuspend func(status int, err error) bool
+	shuffle       func(n int, swap func(i, j int))
+}
+
+func defaultTargets() targetConfig {
+	return targetConfig{
+		suspend:      DefaultSuspendDuration,
+		fanoutMax:    DefaultFanoutMax,
+		throttlePct:  DefaultThrottlePct,
+		throttleTopN: DefaultThrottleTopN,
+	}
+}
+
+func (c *targetConfig) validate() error {
+	if c.throttlePct > 0 && c.throttleTopN <= 0 {
+		return optErr("WithThrottle", c.throttleTopN, "top-N must be >= 1 while throttling is on")
+	}
+	return nil
+}
+
+// WithSuspendDuration sets how long an overloaded target is suspended
+// (default 300s).
+func WithSuspendDuration(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithSuspendDuration", d, "must be > 0")
+		}
+		c.targets.suspend = d
+		return nil
+	}
+}
+
+// WithDisableAfter disables a target after n consecutive failed runs; a
+// success resets the count (default 0: failures alone never disable).
+func WithDisableAfter(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return optErr("WithDisableAfter", n, "must be >= 0 (0 turns it off)")
+		}
+		c.targets.disableAfter = n
+		return nil
+	}
+}
+
+// WithCircuitBreaker adds a per-target circuit breaker (default: none): it
+// opens after failures consecutive failures, stays open for cooldown
+// (jobs for the target wait), then lets probes jobs run; a success closes
+// it, a failure opens it again. It may be combined with WithDisableAfter.
+func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option {
+	return func(c *config) error {
+		if failures < 1 {
+			return optErr("WithCircuitBreaker", failures, "failures must be >= 1")
+		}
+		if cooldown <= 0 {
+			return optErr("WithCircuitBreaker", cooldown, "cool-down must be > 0")
+		}
+		if probes < 1 {
+			return optErr("WithCircuitBreaker", probes, "probes must be >= 1")
+		}
+		c.targets.brkFailures, c.targets.brkCooldown, c.targets.brkProbes = failures, cooldown, probes
+		return nil
+	}
+}
+
+// WithTargetConcurrency runs at most k jobs of one target at once (default
+// 0: unlimited). Jobs beyond it wait in the queue; none is dropped.
+func WithTargetConcurrency(k int) Option {
+	return func(c *config) error {
+		if k < 0 {
+			return optErr("WithTargetConcurrency", k, "must be >= 0 (0 is unlimited)")
+		}
+		c.targets.concurrency = k
+		return nil
+	}
+}
+
+// WithShouldSuspend replaces the overload test ClassifyHTTP uses through
+// Queue.Classify (default: status 429). It is the seed's
+// shouldSuspendForwarder: other overload signals are added here.
+func WithShouldSuspend(fn func(status int, err error) bool) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return optErr("WithShouldSuspend", nil, "must not be nil")
+		}
+		c.targets.shouldSuspend = fn
+		return nil
+	}
+}
+
+type breakerState uint8
+
+const (
+	breakerClosed breakerState = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+var breakerNames = [...]string{"closed", "open", "half-open"}
+
+// String returns "closed", "open" or "half-open".
+func (b breakerState) String() string { return breakerNames[b] }
+
+type target struct {
+	mu        sync.Mutex
+	name      string
+	suspended time.Time // zero or past: not suspended
+	disabled  bool
+	reason    string
+	disableAt time.Time
+	fails     int // consecutive failures
+	total     int // failures ever
+	brk       breakerState
+	brkUntil  time.Time // end of the open state
+	probes    int       // probes running in half-open
+	running   int
+	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot
+}
+
+// TargetStatus describes one target's health.
+type TargetStatus struct {
+	Name           string    `json:"name"`
+	SuspendedUntil time.Time `json:"suspended_until,omitzero"`
+	Disabled       bool      `json:"disabled"`
+	Reason         string    `json:"reason,omitempty"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	Failures       int       `json:"failures"` // consecutive failures
+	Breaker        string    `json:"breaker"`  // closed, open, half-open
+	Running        int       `json:"running"`
+}
+
+type targets struct {
+	cfg   targetConfig
+	clock Clock
+	event func(kind EventKind, name string, err error, d time.Duration)
+	m     sync.Map // name -> *target
+	due   dueTable
+}
+
+func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
+	return &targets{cfg: cfg, clock: clk, event: event, due: dueTable{m: map[dueKey]int64{}}}
+}
+
+func (ts *targets) get(name string) *target {
+	if t, ok := ts.m.Load(name); ok {
+		return t.(*target)
+	}
+	t, _ := ts.m.LoadOrStore(name, &target{name: name})
+	return t.(*target)
+}
+
+func (ts *targets) lookup(name string) (*target, bool) {
+	t, ok := ts.m.Load(name)
+	if !ok {
+		return nil, false
+	}
+	return t.(*target), true
+}
+
+// jobDecision says what to do with a claimed job of a target.
+type jobDecision uint8
+
+const (
+	runJob jobDecision = iota
+	waitJob
+	cancelJob
+)
+
+// admitJob decides whether job, of target, may run now. waitJob comes
+// with the time to try again, or the zero time when job was parked to wait
+// for a concurrency slot (release hands it out).
+func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, time.Time) {
+	t := ts.get(name)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.disabled:
+		return cancelJob, time.Time{}
+	case now.Before(t.suspended):
+		return waitJob, t.suspended
+	}
+	probe := false
+	if t.brk == breakerOpen {
+		if now.Before(t.brkUntil) {
+			return waitJob, t.brkUntil
+		}
+		t.brk, t.probes = breakerHalfOpen, 0
+	}
+	if t.brk == breakerHalfOpen {
+		if t.probes >= ts.cfg.brkProbes {
+			return waitJob, now.Add(ts.cfg.brkCooldown)
+		}
+		probe = true
+	}
+	if ts.cfg.concurrency > 0 && t.running >= ts.cfg.concurrency {
+		t.waiting = append(t.waiting, job)
+		return waitJob, time.Time{}
+	}
+	if probe {
+		t.probes++
+	}
+	t.running++
+	return runJob, time.Time{}
+}
+
+// release frees a running slot of target. If a job is parked waiting for
+// one, the slot passes straight to it: release returns it, to be run by
+// the caller.
+func (ts *targets) release(name string) (any, bool) {
+	t := ts.get(name)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.brk == breakerHalfOpen && t.probes > 0 {
+		t.probes--
+	}
+	if len(t.waiting) > 0 {
+		job := t.waiting[0]
+		t.waiting[0] = nil
+		t.waiting = t.waiting[1:]
+		return job, true // the slot stays taken, by job
+	}
+	t.running--
+	return nil, false
+}
+
+func (ts *targets) success(name string) {
+	if name == "" {
+		return
+	}
+	t := ts.get(name)
+	t.mu.Lock()
+	t.fails = 0
+	if t.brk != breakerClosed {
+		t.brk = breakerClosed
+	}
+	t.mu.Unlock()
+}
+
+// failure records a failed run; it reports whether the target is now
+// disabled.
+func (ts *targets) failure(name string, err error) bool {
+	if name == "" {
+		return false
+	}
+	if isNonRetryable(err) {
+		ts.disable(name, err)
+		return true
+	}
+	now := ts.clock.Now()
+	t := ts.get(name)
+	t.mu.Lock()
+	t.fails++
+	t.total++
+	opened := false
+	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || t.fails >= ts.cfg.brkFailures) && t.brk != breakerOpen {
+		t.brk, t.brkUntil, opened = breakerOpen, now.Add(ts.cfg.brkCooldown), true
+	}
+	disable := ts.cfg.disableAfter > 0 && t.fails >= ts.cfg.disableAfter
+	fails := t.fails
+	t.mu.Unlock()
+	if opened {
+		ts.event(EventSuspended, name, fmt.Errorf("circuit breaker open after %d failures: %w", fails, err), ts.cfg.brkCooldown)
+	}
+	if disable {
+		ts.disable(name, fmt.Errorf("%d consecutive failures, last: %w", fails, err))
+		return true
+	}
+	return false
+}
+
+// suspend suspends target for d (the configured duration when d is 0)
+// from now and returns the end of the suspension.
+func (ts *targets) suspend(name string, now time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		d = ts.cfg.suspend
+	}
+	until := now.Add(d)
+	if name == "" {
+		return until
+	}
+	t := ts.get(name)
+	t.mu.Lock()
+	if until.After(t.suspended) {
+		t.suspended = until
+	}
+	until = t.suspended
+	t.mu.Unlock()
+	ts.event(EventSuspended, name, nil, d)
+	return until
+}
+
+func (ts *targets) disable(name string, reason error) {
+	if name == "" {
+		return
+	}
+	msg := "disabled"
+	if reason != nil {
+		msg = reason.Error()
+	}
+	if len(msg) > maxReasonLen {
+		msg = msg[:maxReasonLen-3] + "..."
+	}
+	t := ts.get(name)
+	t.mu.Lock()
+	was := t.disabled
+	t.disabled, t.reason, t.disableAt = true, msg, ts.clock.Now()
+	t.mu.Unlock()
+	if !was {
+		ts.event(EventDisabled, name, reason, 0)
+	}
+}
+
+func (ts *targets) resume(name string) bool {
+	t, ok := ts.lookup(name)
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	t.suspended, t.disabled, t.reason, t.disableAt = time.Time{}, false, "", time.Time{}
+	t.fails, t.brk, t.probes = 0, breakerClosed, 0
+	t.mu.Unlock()
+	ts.event(EventResumed, name, nil, 0)
+	return true
+}
+
+// eligible reports whether fan-out may pick target now.
+func (ts *targets) eligible(name string, now time.Time) bool {
+	t, ok := ts.lookup(name)
+	if !ok {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.disabled && !now.Before(t.suspended) && !(t.brk == breakerOpen && now.Before(t.brkUntil))
+}
+
+// statuses lists targets with something to report, sorted by name.
+func (ts *targets) statuses(now time.Time) []TargetStatus {
+	var out []TargetStatus
+	ts.m.Range(func(_, v any) bool {
+		t := v.(*target)
+		t.mu.Lock()
+		st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
+			Failures: t.fails, Breaker: t.brk.String(), Running: t.running}
+		if now.Before(t.suspended) {
+			st.SuspendedUntil = t.suspended
+		}
+		t.mu.Unlock()
+		if st.Disabled || !st.SuspendedUntil.IsZero() || st.Breaker != "closed" || st.Failures > 0 {
+			out = append(out, st)
+		}
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Suspend suspends target for d (WithSuspendDuration when d is 0): Fanout
+// skips it and its queued jobs wait until the suspension ends.
+func (q *Queue[T]) Suspend(target string, d time.Duration) error {
+	if target == "" {
+		return fmt.Errorf("%w: empty name", ErrUnknownTarget)
+	}
+	if d < 0 {
+		return fmt.Errorf("queue: Suspend(%q): negative duration %s", target, d)
+	}
+	q.targets.suspend(target, q.clock.Now(), d)
+	return nil
+}
+
+// Disable disables target with reason until Resume: Fanout skips it and
+// its queued jobs are cancelled when they come up.
+func (q *Queue[T]) Disable(target string, reason error) error {
+	if target == "" {
+		return fmt.Errorf("%w: empty name", ErrUnknownTarget)
+	}
+	q.targets.disable(target, reason)
+	return nil
+}
+
+// Resume clears target's suspension, disabled state, failure count and
+// breaker. It returns an error wrapping ErrUnknownTarget for a target the
+// queue has never seen.
+func (q *Queue[T]) Resume(target string) error {
+	if !q.targets.resume(target) {
+		return fmt.Errorf("%w %q", ErrUnknownTarget, target)
+	}
+	return nil
+}
+
+// Target returns the health of target, and false if the queue has never
+// seen it.
+func (q *Queue[T]) Target(name string) (TargetStatus, bool) {
+	t, ok := q.targets.lookup(name)
+	if !ok {
+		return TargetStatus{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
+		Failures: t.fails, Breaker: t.brk.String(), Running: t.running}
+	if q.clock.Now().Before(t.suspended) {
+		st.SuspendedUntil = t.suspended
+	}
+	return st, true
+}
+
+// targetEvent counts and reports a target's state change.
+func (q *Queue[T]) targetEvent(kind EventKind, name string, err error, d time.Duration) {
+	lvl := "target suspended"
+	switch kind {
+	case EventDisabled:
+		lvl = "target disabled"
+	case EventResumed:
+		lvl = "target resumed"
+	}
+	q.log.Warn(lvl, "target", name, "err", err, "for", d)
+	if q.obs != nil && q.obs.active {
+		q.obs.send(Event{Kind: kind, Time: q.clock.Now(), Target: name, Err: err, Delay: d})
+	}
+}
+
+// ClassifyHTTP maps the result of an HTTP call to a handler outcome:
+//
+//	2xx                      → nil (done)
+//	429                      → Overloaded (suspend the target)
+//	400, 403, 404            → Disable (the target rejects us)
+//	other 4xx                → Permanent
+//	5xx, timeouts, other err → the error itself (retried with backoff)
+//	DNS "no such host", connection refused, no route to host,
+//	network unreachable      → Disable (non-retryable)
+//
+// err, if non-nil, is the transport error and status is ignored.
+func ClassifyHTTP(status int, err error) error {
+	if err != nil {
+		if isNonRetryable(err) {
+			return Disable(err)
+		}
+		return err
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return nil
+	case status == http.StatusTooManyRequests:
+		return Overloaded(&HTTPError{Status: status})
+	case status == http.StatusBadRequest || status == http.StatusForbidden || status == http.StatusNotFound:
+		return Disable(&HTTPError{Status: status})
+	case status >= 400 && status < 500:
+		return Permanent(&HTTPError{Status: status})
+	default:
+		return &HTTPError{Status: status}
+	}
+}
+
+// Classify is ClassifyHTTP with the queue's WithShouldSuspend test.
+func (q *Queue[T]) Classify(status int, err error) error {
+	if fn := q.cfg.targets.shouldSuspend; fn != nil && fn(status, err) {
+		if err == nil {
+			err = &HTTPError{Status: status}
+		}
+		return Overloaded(err)
+	}
+	return ClassifyHTTP(status, err)
+}
+
+// HTTPError is an HTTP status treated as a failure by ClassifyHTTP.
+type HTTPError struct{ Status int }
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// isNonRetryable reports DNS failures and refused or unreachable
+// connections: errors that retrying soon will not fix.
+func isNonRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var dis *disableError
+	if errors.As(err, &dis) {
+		return true
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns.IsNotFound || (!dns.IsTimeout && !dns.IsTemporary)
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH)
+}

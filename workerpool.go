@@ -1,0 +1,439 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// pool is the set of workers. Its slice changes only under Queue.mu; the
+// hot path (claim, run, finish) touches no shared lock.
+type pool[T any] struct {
+	q       *Queue[T]
+	workers []*worker[T] // active workers
+	leaving []*worker[T] // retired, finishing their current job
+	wg      sync.WaitGroup
+	exited  counters // outcome counts of workers that have exited
+	nextID  int
+}
+
+type worker[T any] struct {
+	id     int
+	ctx    context.Context // cancelled to retire the worker between jobs
+	retire context.CancelFunc
+	cur    atomic.Int64 // ID of the running job, 0 when idle
+	lost   atomic.Pointer[context.CancelFunc]
+	ctr    counters // this worker's outcome counts, summed by Stats
+}
+
+func (p *pool[T]) init(q *Queue[T]) { p.q = q }
+
+// add starts one worker; Queue.mu is held.
+func (p *pool[T]) add() {
+	p.nextID++
+	ctx, cancel := context.WithCancel(p.q.runCtx)
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel}
+	p.workers = append(p.workers, w)
+	p.wg.Add(1)
+	go p.q.work(w)
+}
+
+// retireOne asks the newest worker to exit after its current job; Queue.mu is held.
+func (p *pool[T]) retireOne() {
+	if n := len(p.workers); n > 0 {
+		w := p.workers[n-1]
+		p.workers = p.workers[:n-1]
+		p.leaving = append(p.leaving, w)
+		w.retire()
+	}
+}
+
+func (p *pool[T]) retireAll() {
+	for len(p.workers) > 0 {
+		p.retireOne()
+	}
+}
+
+func (p *pool[T]) wait() { p.wg.Wait() }
+
+// runningIDs returns the IDs of jobs whose handlers are running.
+func (p *pool[T]) runningIDs() []int64 {
+	p.q.mu.Lock()
+	defer p.q.mu.Unlock()
+	var ids []int64
+	for _, w := range p.all() {
+		if id := w.cur.Load(); id != 0 {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// all returns live and retiring workers; Queue.mu is held.
+func (p *pool[T]) all() []*worker[T] { return append(p.workers[:len(p.workers):len(p.workers)], p.leaving...) }
+
+// work is one worker's loop.
+func (q *Queue[T]) work(w *worker[T]) {
+	defer q.pool.wg.Done()
+	defer q.leave(w)
+	var (
+		storeErrs int
+		handoff   Job[T]
+		handed    bool
+	)
+	for {
+		if handed {
+			handoff, handed = q.run(w, handoff, true)
+			continue
+		}
+		job, err := q.store.Claim(w.ctx)
+		if err != nil {
+			if w.ctx.Err() != nil || errors.Is(err, ErrDrained) {
+				return
+			}
+			// A durable store's backend is failing: back off, then retry.
+			storeErrs++
+			q.log.Warn("claim failed", "err", err, "failures", storeErrs)
+			if !q.sleep(w.ctx, q.backoff(min(storeErrs, 6))) {
+				return
+			}
+			continue
+		}
+		storeErrs = 0
+		handoff, handed = q.run(w, job, false)
+	}
+}
+
+// leave removes an exiting worker from the pool's bookkeeping.
+func (q *Queue[T]) leave(w *worker[T]) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := &q.pool
+	p.workers = remove(p.workers, w)
+	p.leaving = remove(p.leaving, w)
+	p.exited.add(&w.ctr)
+}
+
+func remove[E comparable](s []E, e E) []E {
+	for i, x := range s {
+		if x == e {
+			return append(s[:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+// sleep waits d on the queue's clock; false if ctx ended first.
+func (q *Queue[T]) sleep(ctx context.Context, d time.Duration) bool {
+	t := q.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// run runs one claimed job and records its outcome. When the job's target
+// has a job waiting for a concurrency slot, run hands it back to be run
+// next by the same worker; held says job already owns its slot.
+func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed bool) {
+	ctx := q.runCtx
+	if ctx.Err() != nil {
+		// Shutdown: back to the store, with any job parked behind it.
+		q.deferJob(w, job, q.clock.Now())
+		for held {
+			var v any
+			if v, held = q.targets.release(job.Target); held {
+				job = v.(Job[T])
+				q.deferJob(w, job, q.clock.Now())
+			}
+		}
+		return next, false
+	}
+	if job.Target != "" && !held {
+		var park any // boxed only when it may be parked
+		if q.cfg.targets.concurrency > 0 {
+			park = job
+		}
+		d, at := q.targets.admitJob(job.Target, q.clock.Now(), park)
+		switch d {
+		case cancelJob:
+			q.cancelJob(w, job)
+			return next, false
+		case waitJob:
+			if !at.IsZero() {
+				q.deferJob(w, job, at)
+			}
+			return next, false // zero time: parked until a slot frees
+		}
+	}
+	if job.Target != "" {
+		defer func() {
+			if v, ok := q.targets.release(job.Target); ok {
+				next, handed = v.(Job[T]), true
+			}
+		}()
+	}
+	var cancel context.CancelFunc
+	if q.cfg.jobTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, q.cfg.jobTimeout)
+	} else if q.leaser != nil {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	if cancel != nil {
+		if q.leaser != nil {
+			w.lost.Store(&cancel)
+		}
+		defer cancel()
+	}
+	w.cur.Store(job.ID)
+	var start time.Time
+	timed := q.obs.timed || q.obs.sample()
+	if timed {
+		start = q.clock.Now()
+		if q.obs.prom != nil && !job.RunAt.IsZero() {
+			q.obs.prom.waitTime.Observe(max(start.Sub(job.RunAt), 0).Seconds())
+		}
+		q.emit(EventStarted, &job, nil, 0)
+	}
+	err := q.call(ctx, job)
+	w.cur.Store(0)
+	if q.leaser != nil {
+		w.lost.Store(nil)
+	}
+	var took time.Duration
+	if timed {
+		took = max(q.clock.Now().Sub(start), 1)
+	}
+	q.finish(w, job, err, took)
+	return next, false
+}
+
+// cancelJob ends a claimed job of a disabled target as cancelled.
+func (q *Queue[T]) cancelJob(w *worker[T], job Job[T]) {
+	if err := q.store.Complete(context.WithoutCancel(q.runCtx), job); err != nil {
+		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	w.ctr.cancelled.Add(1)
+	q.emit(EventCancelled, &job, errTargetDisabled, 0)
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (q *Queue[T]) call(ctx context.Context, job Job[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return q.handler(ctx, job)
+}
+
+// finish records the outcome of one run.
+func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duration) {
+	bg := context.WithoutCancel(q.runCtx)
+	if err == nil {
+		q.targets.success(job.Target)
+		q.complete(w, bg, job, took)
+		return
+	}
+	w.ctr.failed.Add(1)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		w.ctr.panics.Add(1)
+		q.log.Error("handler panicked", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "panic", pe.Value)
+	}
+	q.obs.recordError(job.ID, job.Key, job.Target, job.Attempt, err, q.clock.Now())
+	if q.runCtx.Err() != nil {
+		// Shutdown interrupted it: put it back as it was.
+		q.deferJob(w, job, q.clock.Now())
+		return
+	}
+	now := q.clock.Now()
+	var (
+		ra  *retryAfterError
+		pm  *permanentError
+		ov  *overloadError
+		dis *disableError
+	)
+	switch {
+	case errors.As(err, &dis):
+		q.targets.disable(job.Target, err)
+		q.kill(w, bg, job, err, took)
+	case errors.As(err, &pm):
+		q.targets.failure(job.Target, err)
+		q.kill(w, bg, job, err, took)
+	case errors.As(err, &ov):
+		until := q.targets.suspend(job.Target, now, 0)
+		q.retry(w, bg, job, until, err)
+	case errors.As(err, &ra):
+		if ra.delay >= q.cfg.retryCeiling {
+			q.complete(w, bg, job, took) // BEP 31: too far out, treat as done
+			return
+		}
+		q.retry(w, bg, job, now.Add(ra.delay), err)
+	default:
+		if q.targets.failure(job.Target, err) {
+			q.kill(w, bg, job, err, took) // the target was disabled by this failure
+			return
+		}
+		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+			q.kill(w, bg, job, err, took)
+			return
+		}
+		q.retry(w, bg, job, now.Add(q.backoff(job.Attempt)), err)
+	}
+}
+
+func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job Job[T], took time.Duration) {
+	if err := q.store.Complete(ctx, job); err != nil {
+		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	w.ctr.done.Add(1)
+	q.emit(EventDone, &job, nil, took)
+}
+
+func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job Job[T], at time.Time, cause error) {
+	err := q.store.Retry(ctx, job, at, cause)
+	switch {
+	case err == nil:
+		w.ctr.retried.Add(1)
+		q.emit(EventRetried, &job, cause, at.Sub(q.clock.Now()))
+	case errors.Is(err, ErrSuperseded):
+		w.ctr.cancelled.Add(1)
+		q.emit(EventCancelled, &job, err, 0)
+	default:
+		q.log.Error("store: retry failed", "job", job.ID, "key", job.Key, "err", err)
+		w.ctr.retried.Add(1)
+	}
+}
+
+func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job Job[T], cause error, took time.Duration) {
+	if err := q.store.Dead(ctx, job, cause); err != nil {
+		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	w.ctr.dead.Add(1)
+	q.log.Warn("job dead-lettered", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
+	q.emit(EventDead, &job, cause, took)
+	if q.onDead != nil {
+		q.onDead(ctx, job, cause)
+	}
+}
+
+// deferJob puts a claimed job back to run at at without using an attempt.
+func (q *Queue[T]) deferJob(w *worker[T], job Job[T], at time.Time) {
+	bg := context.WithoutCancel(q.runCtx)
+	err := q.store.Defer(bg, job, at)
+	switch {
+	case err == nil:
+		w.ctr.deferred.Add(1)
+		q.emit(EventDeferred, &job, nil, at.Sub(q.clock.Now()))
+	case errors.Is(err, ErrSuperseded):
+		w.ctr.cancelled.Add(1)
+		q.emit(EventCancelled, &job, err, 0)
+	default:
+		q.log.Error("store: defer failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+}
+
+// backoff returns the wait before attempt n+1: a random time in [d/2, d]
+// with d = min(max, base·2^(n-1)).
+func (q *Queue[T]) backoff(n int) time.Duration {
+	d := q.cfg.backoffBase
+	for i := 1; i < n && d < q.cfg.backoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, q.cfg.backoffMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// scaler resizes the pool every scale interval.
+func (q *Queue[T]) scaler(ctx context.Context) {
+	t := q.clock.NewTimer(q.cfg.scaleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		q.scale()
+		q.obs.tick()
+		t.Reset(q.cfg.scaleInterval)
+	}
+}
+
+// scale adds or retires at most one worker.
+func (q *Queue[T]) scale() {
+	depth := q.store.Len()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state.Load() != stateRunning {
+		return
+	}
+	n := len(q.pool.workers)
+	var want int
+	switch q.cfg.scalePolicy {
+	case ScaleByDepth:
+		want = min(max(depth, q.cfg.baseWorkers), q.cfg.maxWorkers)
+	default:
+		fill := depth * 100
+		switch {
+		case fill >= q.cfg.scaleUp*q.cfg.capacity:
+			want = n + 1
+		case fill < q.cfg.scaleDown*q.cfg.capacity:
+			want = n - 1
+		default:
+			want = n
+		}
+		want = min(max(want, q.cfg.baseWorkers), q.cfg.maxWorkers)
+	}
+	switch {
+	case want > n:
+		q.pool.add()
+	case want < n:
+		q.pool.retireOne()
+	}
+}
+
+// heartbeats renews the leases of running jobs on a durable store and
+// cancels the jobs whose lease was lost.
+func (q *Queue[T]) heartbeats(ctx context.Context) {
+	every := q.leaser.HeartbeatInterval()
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	for q.sleep(ctx, every) {
+		q.mu.Lock()
+		var ids []int64
+		byID := map[int64]*worker[T]{}
+		for _, w := range q.pool.all() {
+			if id := w.cur.Load(); id != 0 {
+				ids = append(ids, id)
+				byID[id] = w
+			}
+		}
+		q.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		lost, err := q.leaser.Heartbeat(ctx, ids)
+		if err != nil {
+			q.log.Warn("heartbeat failed", "err", err, "jobs", len(ids))
+			continue
+		}
+		for _, id := range lost {
+			if w := byID[id]; w != nil && w.cur.Load() == id {
+				if c := w.lost.Load(); c != nil {
+					(*c)()
+				}
+				q.log.Warn("lease lost; job cancelled", "job", id)
+			}
+		}
+	}
+}
