@@ -10,8 +10,8 @@ import (
 // producer-side events and one per worker for outcomes, so that no two
 // cores fight over one counter on the hot path; Stats adds them up.
 type counters struct {
-	enqueued, dropped, coalesced, cancelled, rateLimited, throttled atomic.Uint64
-	done, retried, failed, dead, deferred, panics, requeued, rescued  atomic.Uint64
+	enqueued, dropped, coalesced, cancelled, rateLimited, throttled  atomic.Uint64
+	done, retried, failed, dead, deferred, panics, requeued, rescued atomic.Uint64
 }
 
 func (c *counters) add(o *counters) {

@@ -74,7 +74,9 @@ func (p *pool[T]) runningIDs() []int64 {
 }
 
 // all returns live and retiring workers; Queue.mu is held.
-func (p *pool[T]) all() []*worker[T] { return append(p.workers[:len(p.workers):len(p.workers)], p.leaving...) }
+func (p *pool[T]) all() []*worker[T] {
+	return append(p.workers[:len(p.workers):len(p.workers)], p.leaving...)
+}
 
 // work is one worker's loop.
 func (q *Queue[T]) work(w *worker[T]) {
