@@ -68,7 +68,9 @@ func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
 		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
 	}
 	s.cfg = cfg
-	s.epoch = cfg.Clock.Now()
+	// Instants count from a day before now, so that every instant the
+	// store deals in is positive and 0 can mean "no instant".
+	s.epoch = cfg.Clock.Now().Add(-24 * time.Hour)
 	s.ready = make([]chan item[T], len(cfg.Priorities))
 	for i := range s.ready {
 		s.ready[i] = make(chan item[T], cfg.Capacity)
