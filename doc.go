@@ -1,0 +1,90 @@
+// Package queue is an embeddable job queue: a bounded FIFO with
+// non-blocking enqueue, precise scheduling of future jobs, a pending-key
+// dedupe set, named priorities, retries with backoff and BitTorrent BEP 31
+// "retry in" rules, admission control that engages only when the queue
+// fills, fan-out throttling with per-target suspension, disabling and
+// circuit breaking, an autoscaling worker pool, and Prometheus metrics.
+// The same API runs on PostgreSQL or Redis through a Store (the pgstore
+// and redisstore modules).
+//
+// Quick start:
+//
+//	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
+//		return announce(ctx, j.Target, j.Payload)
+//	}, queue.WithCapacity(10000), queue.WithWorkers(10, 20))
+//	if err != nil {
+//		return err
+//	}
+//	q.Start(ctx)
+//	defer q.Stop(ctx)
+//	err = q.Enqueue(ctx, queue.Job[string]{Key: "hash:tracker1:peer", Target: "tracker1", Payload: req})
+//
+// # Concurrency
+//
+// Every method of Queue is safe for concurrent use. Enqueue, Admit and
+// Fanout never block; Stop and Shutdown block until the workers are done
+// or their context ends. Handlers run on the pool's workers, at most
+// WithWorkers' max at a time.
+//
+// # Lifecycle
+//
+// New validates the options; nothing runs until Start, though Enqueue
+// already accepts jobs. Start returns at once. Stop stops accepting jobs
+// (Enqueue returns ErrClosed), lets the workers finish the ready jobs and
+// returns; scheduled jobs are kept (durable stores keep them across
+// restarts). Shutdown also cancels the running handlers' contexts. Both
+// return ctx.Err() (Shutdown: a *StuckError naming the running jobs) if
+// their context ends first, and may be called again. Done is closed once
+// the queue has stopped. The library never installs signal handlers.
+//
+// # Scheduling
+//
+// A job whose RunAt is in the future waits in a time-ordered schedule. One
+// goroutine sleeps until the earliest due time, so a job starts within
+// milliseconds of its time; no job has a timer of its own. When the ready
+// queue is full as a job comes due, the job is rescheduled
+// WithRequeueDelay later (default 10 s), never dropped.
+//
+// # Deduplication
+//
+// A job's Key is its pending key: while it is queued or scheduled, another
+// Enqueue with that key returns ErrDuplicate. While it runs, another
+// Enqueue is coalesced into exactly one more run after it (WithCoalesce).
+// Retries keep the key. Group is a coarser key for scheduled jobs: one
+// scheduled job per group. Cancel and CancelMatch cancel pending jobs by
+// key so that they never run.
+//
+// # Outcomes and retries
+//
+// A handler's return value decides what happens next: nil is done,
+// RetryAfter(d, err) runs again after d (at or beyond WithRetryCeiling,
+// default 10 min, it counts as done), Permanent(err) dead-letters at once,
+// Overloaded(err) suspends the job's target and waits for it, Disable(err)
+// disables the target, and any other error is retried with exponential
+// backoff and jitter until WithMaxAttempts, then dead-lettered
+// (WithOnDead). A panic is recovered and counted as a failure.
+//
+// # Admission control
+//
+// Admit is for a host to call when a new client request arrives. Below
+// the WithRateLimit fill threshold (default 80 %) it always admits; at or
+// above it a token bucket decides, and a refusal carries a retry hint and
+// a ready client message. Fanout picks the targets a request goes to:
+// healthy, due, shuffled, capped — at top-N while the queue fills
+// (WithThrottle).
+//
+// # Metrics
+//
+// Stats returns a snapshot; StatsHandler serves it as text and JSON.
+// WithMetrics registers Prometheus collectors on a registry the host
+// passes, with a queue=<name> label. WithObserver receives every
+// lifecycle event, for tracing.
+//
+// # Testing
+//
+// Build the queue inside a testing/synctest bubble and time is fake: a
+// job scheduled an hour out runs after time.Sleep(time.Hour) returns,
+// instantly. Package queuetest has helpers (Advance, Start, Drain,
+// CheckCounts), a FakeClock for tests that cannot use a bubble, and
+// RunStoreTests, the contract every Store passes.
+package queue

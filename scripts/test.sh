@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: gofmt, go vet and go test -race for each module
+# of the repo. Store tests use the real PostgreSQL and Redis named by
+# QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults: 127.0.0.1:5432 database
+# test, 127.0.0.1:6379); without them they skip and say so, except under
+# CI=true, where an unreachable server fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export QUEUE_PG_URL="${QUEUE_PG_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+export QUEUE_REDIS_ADDR="${QUEUE_REDIS_ADDR:-127.0.0.1:6379}"
+
+# Under CI, start the local servers if they are installed but down.
+if [ "${CI:-}" = "true" ]; then
+  if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    echo "test.sh: starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  fi
+  if command -v redis-cli >/dev/null && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    echo "test.sh: starting Redis"
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+  fi
+fi
+
+modules=(. examples pgstore redisstore bench)
+
+fail=0
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; fail=1
+fi
+
+for m in "${modules[@]}"; do
+  [ -f "$m/go.mod" ] || continue
+  echo "== $m: go vet"
+  (cd "$m" && go vet ./...) || fail=1
+  echo "== $m: go test -race"
+  (cd "$m" && go test -race -count=1 ./...) || fail=1
+done
+
+if [ -x scripts/e2e-bittorrent.sh ]; then
+  echo "== e2e: real BitTorrent software"
+  scripts/e2e-bittorrent.sh || fail=1
+fi
+
+if [ "$fail" != 0 ]; then
+  echo "FAIL"
+  exit 1
+fi
+echo "all checks passed"

@@ -1,0 +1,91 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// StatsHandler returns an http.Handler serving the queue's Stats: text by
+// default, JSON with ?format=json or an Accept header asking for
+// application/json. Methods other than GET and HEAD get 405. Payloads are
+// never shown; keys are. Safe for concurrent use.
+func (q *Queue[T]) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		st := q.Stats()
+		w.Header().Set("Cache-Control", "no-store")
+		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(st)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		WriteStats(w, st)
+	})
+}
+
+// WriteStats writes st as the human-readable text StatsHandler serves.
+func WriteStats(w io.Writer, st Stats) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("queue %s (%s, store %s)", st.Name, st.State, st.Store.Backend)
+	p("depth %d / %d (%.1f%% full), scheduled %d, running %d, pending keys %d",
+		st.Depth, st.Capacity, st.FillPct, st.Scheduled, st.Running, st.PendingKeys)
+	if len(st.ReadyByPriority) > 0 {
+		names := make([]string, 0, len(st.ReadyByPriority))
+		for n := range st.ReadyByPriority {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = fmt.Sprintf("%s=%d", n, st.ReadyByPriority[n])
+		}
+		p("ready by priority: %s", strings.Join(parts, " "))
+	}
+	p("workers %d active (base %d, max %d)", st.Workers, st.BaseWorkers, st.MaxWorkers)
+	c := st.Counts
+	p("enqueued %d  done %d  retried %d  failed %d  dead %d  cancelled %d", c.Enqueued, c.Done, c.Retried, c.Failed, c.Dead, c.Cancelled)
+	p("dropped_full %d  rate_limited %d  throttled %d  coalesced %d  requeued %d  deferred %d  rescued %d  panics %d",
+		c.DroppedFull, c.RateLimited, c.Throttled, c.Coalesced, c.Requeued, c.Deferred, c.Rescued, c.Panics)
+	if st.Store.Backend != "memory" {
+		p("store: healthy %t, leader %t %s", st.Store.Healthy, st.Store.Leader, st.Store.Detail)
+	}
+	if len(st.NextScheduled) > 0 {
+		p("next scheduled:")
+		for _, j := range st.NextScheduled {
+			p("  in %-10s job %d key %q target %q attempt %d", j.In.Round(time.Millisecond), j.ID, j.Key, j.Target, j.Attempt)
+		}
+	}
+	if len(st.Targets) > 0 {
+		p("targets:")
+		for _, t := range st.Targets {
+			state := "failing"
+			switch {
+			case t.Disabled:
+				state = "disabled: " + t.Reason
+			case !t.SuspendedUntil.IsZero():
+				state = "suspended until " + t.SuspendedUntil.Format(time.RFC3339)
+			case t.Breaker != "closed":
+				state = "breaker " + t.Breaker
+			}
+			p("  %-20s %s (consecutive failures %d)", t.Name, state, t.Failures)
+		}
+	}
+	if len(st.RecentErrors) > 0 {
+		p("recent errors:")
+		for _, e := range st.RecentErrors {
+			p("  %s job %d key %q target %q attempt %d: %s", e.Time.Format(time.RFC3339), e.JobID, e.Key, e.Target, e.Attempt, e.Error)
+		}
+	}
+}
