@@ -34,6 +34,7 @@ type Queue[T any] struct {
 
 	mu       sync.Mutex // guards the fields below and the pool
 	runCtx   context.Context
+	bgCtx    context.Context    // runCtx's values without its cancellation: for store writes that must outlive Shutdown
 	runStop  context.CancelFunc // cancels running jobs (Shutdown)
 	bgStop   context.CancelFunc // stops the scaler and heartbeats
 	pool     pool[T]
@@ -144,6 +145,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 		return fmt.Errorf("queue: starting store: %w", err)
 	}
 	base := context.WithoutCancel(ctx)
+	q.bgCtx = base
 	q.runCtx, q.runStop = context.WithCancel(base)
 	var bg context.Context
 	bg, q.bgStop = context.WithCancel(base)

@@ -92,6 +92,11 @@ func (q *Queue[T]) work(w *worker[T]) {
 			handoff, handed = q.run(w, handoff, true)
 			continue
 		}
+		if w.ctx.Err() != nil {
+			// Retired or shut down: Claim would still hand over a ready
+			// job, which this worker would only put back.
+			return
+		}
 		job, err := q.store.Claim(w.ctx)
 		if err != nil {
 			if w.ctx.Err() != nil || errors.Is(err, ErrDrained) {
@@ -219,7 +224,7 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
 func (q *Queue[T]) cancelJob(w *worker[T], job Job[T]) {
-	if err := q.store.Complete(context.WithoutCancel(q.runCtx), job); err != nil {
+	if err := q.store.Complete(q.bgCtx, job); err != nil {
 		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.cancelled.Add(1)
@@ -238,7 +243,7 @@ func (q *Queue[T]) call(ctx context.Context, job Job[T]) (err error) {
 
 // finish records the outcome of one run.
 func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duration) {
-	bg := context.WithoutCancel(q.runCtx)
+	bg := q.bgCtx
 	if err == nil {
 		q.targets.success(job.Target)
 		q.complete(w, bg, job, took)
@@ -329,7 +334,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job Job[T], cause err
 
 // deferJob puts a claimed job back to run at at without using an attempt.
 func (q *Queue[T]) deferJob(w *worker[T], job Job[T], at time.Time) {
-	bg := context.WithoutCancel(q.runCtx)
+	bg := q.bgCtx
 	err := q.store.Defer(bg, job, at)
 	switch {
 	case err == nil:
