@@ -53,8 +53,10 @@ type Job[T any] struct {
 	// past means now.
 	RunAt time.Time
 
-	// Attempt is the number of the current run, starting at 1. It is zero
-	// in a Job passed to Enqueue.
+	// Attempt is the number of the current attempt, starting at 1. Runs
+	// that end in [RetryAfter], and claims put back because the job's
+	// target was suspended or busy, do not use up an attempt, so the next
+	// run has the same number. It is zero in a Job passed to Enqueue.
 	Attempt int
 
 	// MaxAttempts overrides [WithMaxAttempts] for this job; 0 means the

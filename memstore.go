@@ -145,7 +145,8 @@ func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
 		if e.state == keyPending || e.rerun != nil || !s.cfg.Coalesce {
 			return Added{}, ErrDuplicate
 		}
-		e.rerun = &it
+		rerun := it // a copy, so that it itself does not escape on the fast path
+		e.rerun = &rerun
 		sh.m[job.Key] = e
 		return Added{ID: it.id, Coalesced: true}, nil
 	}
@@ -191,7 +192,9 @@ func (s *MemoryStore[T]) Len() int {
 	for _, c := range s.ready {
 		n += len(c)
 	}
-	return n - int(s.tombs.Load())
+	// A claimer takes an item out of its channel before it drops the
+	// item's tombstone; never report less than nothing meanwhile.
+	return max(n-int(s.tombs.Load()), 0)
 }
 
 // Claim implements Store.

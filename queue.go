@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -74,7 +73,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		cfg.clock = SystemClock{}
 	}
 	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.logger = slog.New(slog.DiscardHandler) // quiet, at no cost
 	}
 	q := &Queue[T]{
 		cfg:      cfg,
@@ -190,7 +189,7 @@ func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
 	}
 	added, err := q.store.Add(ctx, job)
 	if err != nil {
-		if err == ErrQueueFull {
+		if errors.Is(err, ErrQueueFull) {
 			q.ctr.dropped.Add(1)
 			q.emit(EventDropped, &job, nil, 0)
 		}
@@ -219,6 +218,7 @@ func (q *Queue[T]) EnqueueAt(ctx context.Context, job Job[T], t time.Time) error
 
 // EnqueueIn schedules job to run after d.
 func (q *Queue[T]) EnqueueIn(ctx context.Context, job Job[T], d time.Duration) error {
+	job.RunAt = time.Time{} // d <= 0: now, whatever RunAt said
 	if d > 0 {
 		job.RunAt = q.clock.Now().Add(d)
 	}

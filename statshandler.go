@@ -10,10 +10,13 @@ import (
 	"time"
 )
 
-// StatsHandler returns an http.Handler serving the queue's Stats: text by
-// default, JSON with ?format=json or an Accept header asking for
-// application/json. Methods other than GET and HEAD get 405. Payloads are
-// never shown; keys are. Safe for concurrent use.
+// StatsHandler returns an http.Handler serving the queue's Stats (the
+// seed's /stats): human-readable text by default; JSON, which decodes into
+// Stats, with ?format=json or an Accept header naming application/json
+// (?format=text forces text). Times are shown in UTC. Payloads are never
+// shown; keys, targets and error texts are. Methods other than GET and
+// HEAD get 405 with an Allow header. Safe for concurrent use; each request
+// takes one Stats snapshot.
 func (q *Queue[T]) StatsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -21,9 +24,9 @@ func (q *Queue[T]) StatsHandler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		st := q.Stats()
+		st := statsUTC(q.Stats())
 		w.Header().Set("Cache-Control", "no-store")
-		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		if wantJSON(r) {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
@@ -35,9 +38,49 @@ func (q *Queue[T]) StatsHandler() http.Handler {
 	})
 }
 
+func wantJSON(r *http.Request) bool {
+	switch r.URL.Query().Get("format") {
+	case "json":
+		return true
+	case "text":
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+// statsUTC returns st with every time in UTC, so that the output does not
+// depend on the host's time zone. st's slices are copied, not changed.
+func statsUTC(st Stats) Stats {
+	utc := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return t
+		}
+		return t.UTC()
+	}
+	next := make([]ScheduledInfo, len(st.NextScheduled))
+	for i, j := range st.NextScheduled {
+		j.RunAt = utc(j.RunAt)
+		next[i] = j
+	}
+	targets := make([]TargetStatus, len(st.Targets))
+	for i, t := range st.Targets {
+		t.SuspendedUntil, t.DisabledAt = utc(t.SuspendedUntil), utc(t.DisabledAt)
+		targets[i] = t
+	}
+	errs := make([]ErrorRecord, len(st.RecentErrors))
+	for i, e := range st.RecentErrors {
+		e.Time = utc(e.Time)
+		errs[i] = e
+	}
+	st.NextScheduled, st.Targets, st.RecentErrors = next, targets, errs
+	return st
+}
+
 // WriteStats writes st as the human-readable text StatsHandler serves.
+// Times are printed in UTC.
 func WriteStats(w io.Writer, st Stats) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	p("queue %s (%s, store %s)", st.Name, st.State, st.Store.Backend)
 	p("depth %d / %d (%.1f%% full), scheduled %d, running %d, pending keys %d",
 		st.Depth, st.Capacity, st.FillPct, st.Scheduled, st.Running, st.PendingKeys)
@@ -59,7 +102,7 @@ func WriteStats(w io.Writer, st Stats) {
 	p("dropped_full %d  rate_limited %d  throttled %d  coalesced %d  requeued %d  deferred %d  rescued %d  panics %d",
 		c.DroppedFull, c.RateLimited, c.Throttled, c.Coalesced, c.Requeued, c.Deferred, c.Rescued, c.Panics)
 	if st.Store.Backend != "memory" {
-		p("store: healthy %t, leader %t %s", st.Store.Healthy, st.Store.Leader, st.Store.Detail)
+		p("store: healthy %t, leader %t %s", st.Store.Healthy, st.Store.Leader, oneLine(st.Store.Detail))
 	}
 	if len(st.NextScheduled) > 0 {
 		p("next scheduled:")
@@ -73,9 +116,9 @@ func WriteStats(w io.Writer, st Stats) {
 			state := "failing"
 			switch {
 			case t.Disabled:
-				state = "disabled: " + t.Reason
+				state = "disabled since " + ts(t.DisabledAt) + ": " + oneLine(t.Reason)
 			case !t.SuspendedUntil.IsZero():
-				state = "suspended until " + t.SuspendedUntil.Format(time.RFC3339)
+				state = "suspended until " + ts(t.SuspendedUntil)
 			case t.Breaker != "closed":
 				state = "breaker " + t.Breaker
 			}
@@ -83,9 +126,14 @@ func WriteStats(w io.Writer, st Stats) {
 		}
 	}
 	if len(st.RecentErrors) > 0 {
-		p("recent errors:")
+		p("recent errors (newest first):")
 		for _, e := range st.RecentErrors {
-			p("  %s job %d key %q target %q attempt %d: %s", e.Time.Format(time.RFC3339), e.JobID, e.Key, e.Target, e.Attempt, e.Error)
+			p("  %s job %d key %q target %q attempt %d: %s", ts(e.Time), e.JobID, e.Key, e.Target, e.Attempt, oneLine(e.Error))
 		}
 	}
+}
+
+// oneLine keeps a multi-line error text on its line of the report.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }

@@ -58,7 +58,10 @@ type Store[T any] interface {
 
 	// Defer puts a claimed job back to run at at without using up an
 	// attempt: for jobs taken before their time, for targets that are
-	// suspended or at their concurrency limit.
+	// suspended or at their concurrency limit, and for a RetryAfter
+	// outcome (the downstream's "retry in", not a failure of the job).
+	// If the key has a coalesced rerun waiting, the job is dropped in
+	// favour of the newer one and Defer returns ErrSuperseded.
 	Defer(ctx context.Context, job Job[T], at time.Time) error
 
 	// Dead ends a claimed job as dead-lettered with cause and releases its

@@ -3,10 +3,12 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -174,10 +176,75 @@ type targets struct {
 	event func(kind EventKind, name string, err error, d time.Duration)
 	m     sync.Map // name -> *target
 	due   dueTable
+
+	// blocked maps each target that is, or was lately, disabled,
+	// suspended or open to the instant (UnixNano) it may be picked again,
+	// math.MaxInt64 while disabled. Fan-out reads it without a lock, so
+	// that checking a hundred candidates costs a hundred map reads, or
+	// nothing when no target is blocked; it is rebuilt, copy on write,
+	// when a target's state changes, which is rare.
+	blocked atomic.Pointer[blockSet]
+	blockMu sync.Mutex // serialises rebuilds of blocked
+}
+
+// blockSet is an immutable snapshot of the blocked targets.
+type blockSet struct {
+	until map[string]int64 // target -> may be picked again at (UnixNano)
+	last  int64            // the latest instant in until
+}
+
+// eligible reports whether fan-out may pick target name at now (UnixNano):
+// it is not disabled, suspended or open.
+func (b *blockSet) eligible(name string, now int64) bool {
+	if now >= b.last {
+		return true // nothing is blocked any more: no lookup
+	}
+	until, ok := b.until[name]
+	return !ok || until <= now
 }
 
 func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
-	return &targets{cfg: cfg, clock: clk, event: event, due: dueTable{m: map[dueKey]int64{}}}
+	ts := &targets{cfg: cfg, clock: clk, event: event, due: dueTable{m: map[string]map[string]int64{}}}
+	ts.blocked.Store(&blockSet{})
+	return ts
+}
+
+// blockedUntil returns when fan-out may pick t again (0: now); t.mu is held.
+func (t *target) blockedUntil() int64 {
+	if t.disabled {
+		return math.MaxInt64
+	}
+	var until int64
+	if !t.suspended.IsZero() {
+		until = t.suspended.UnixNano()
+	}
+	if t.brk == breakerOpen {
+		until = max(until, t.brkUntil.UnixNano())
+	}
+	return until
+}
+
+// publish records t's state in ts.blocked; t.mu is held, so that two
+// changes of one target are published in order.
+func (ts *targets) publish(t *target) {
+	until := t.blockedUntil()
+	now := ts.clock.Now().UnixNano()
+	ts.blockMu.Lock()
+	defer ts.blockMu.Unlock()
+	old := ts.blocked.Load().until
+	if cur, ok := old[t.name]; (!ok && until <= now) || (ok && cur == until) {
+		return // nothing changes
+	}
+	b := &blockSet{until: make(map[string]int64, len(old)+1)}
+	for name, u := range old {
+		if u > now && name != t.name { // drop what has expired
+			b.until[name], b.last = u, max(b.last, u)
+		}
+	}
+	if until > now {
+		b.until[t.name], b.last = until, max(b.last, until)
+	}
+	ts.blocked.Store(b)
 }
 
 func (ts *targets) get(name string) *target {
@@ -271,6 +338,7 @@ func (ts *targets) success(name string) {
 	t.fails = 0
 	if t.brk != breakerClosed {
 		t.brk = breakerClosed
+		ts.publish(t)
 	}
 	t.mu.Unlock()
 }
@@ -293,6 +361,7 @@ func (ts *targets) failure(name string, err error) bool {
 	opened := false
 	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || t.fails >= ts.cfg.brkFailures) && t.brk != breakerOpen {
 		t.brk, t.brkUntil, opened = breakerOpen, now.Add(ts.cfg.brkCooldown), true
+		ts.publish(t)
 	}
 	disable := ts.cfg.disableAfter > 0 && t.fails >= ts.cfg.disableAfter
 	fails := t.fails
@@ -321,6 +390,7 @@ func (ts *targets) suspend(name string, now time.Time, d time.Duration) time.Tim
 	t.mu.Lock()
 	if until.After(t.suspended) {
 		t.suspended = until
+		ts.publish(t)
 	}
 	until = t.suspended
 	t.mu.Unlock()
@@ -343,6 +413,7 @@ func (ts *targets) disable(name string, reason error) {
 	t.mu.Lock()
 	was := t.disabled
 	t.disabled, t.reason, t.disableAt = true, msg, ts.clock.Now()
+	ts.publish(t)
 	t.mu.Unlock()
 	if !was {
 		ts.event(EventDisabled, name, reason, 0)
@@ -357,20 +428,10 @@ func (ts *targets) resume(name string) bool {
 	t.mu.Lock()
 	t.suspended, t.disabled, t.reason, t.disableAt = time.Time{}, false, "", time.Time{}
 	t.fails, t.brk, t.probes = 0, breakerClosed, 0
+	ts.publish(t)
 	t.mu.Unlock()
 	ts.event(EventResumed, name, nil, 0)
 	return true
-}
-
-// eligible reports whether fan-out may pick target now.
-func (ts *targets) eligible(name string, now time.Time) bool {
-	t, ok := ts.lookup(name)
-	if !ok {
-		return true
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return !t.disabled && !now.Before(t.suspended) && !(t.brk == breakerOpen && now.Before(t.brkUntil))
 }
 
 // statuses lists targets with something to report, sorted by name.
@@ -464,8 +525,9 @@ func (q *Queue[T]) targetEvent(kind EventKind, name string, err error, d time.Du
 //	2xx                      → nil (done)
 //	429                      → Overloaded (suspend the target)
 //	400, 403, 404            → Disable (the target rejects us)
-//	other 4xx                → Permanent
-//	5xx, timeouts, other err → the error itself (retried with backoff)
+//	other 4xx but 408        → Permanent
+//	5xx, 408, timeouts,
+//	other err                → the error itself (retried with backoff)
 //	DNS "no such host", connection refused, no route to host,
 //	network unreachable      → Disable (non-retryable)
 //
@@ -481,15 +543,31 @@ func ClassifyHTTP(status int, err error) error {
 	case status >= 200 && status < 300:
 		return nil
 	case status == http.StatusTooManyRequests:
-		return Overloaded(&HTTPError{Status: status})
-	case status == http.StatusBadRequest || status == http.StatusForbidden || status == http.StatusNotFound:
-		return Disable(&HTTPError{Status: status})
+		return errOverloaded429
+	case status == http.StatusBadRequest:
+		return errDisable400
+	case status == http.StatusForbidden:
+		return errDisable403
+	case status == http.StatusNotFound:
+		return errDisable404
+	case status == http.StatusRequestTimeout:
+		return &HTTPError{Status: status} // a timeout: retried
 	case status >= 400 && status < 500:
 		return Permanent(&HTTPError{Status: status})
 	default:
 		return &HTTPError{Status: status}
 	}
 }
+
+// The outcomes of the statuses that decide a target's health, built once:
+// ClassifyHTTP returns them without allocating. They are shared; do not
+// modify them.
+var (
+	errOverloaded429 = Overloaded(&HTTPError{Status: http.StatusTooManyRequests})
+	errDisable400    = Disable(&HTTPError{Status: http.StatusBadRequest})
+	errDisable403    = Disable(&HTTPError{Status: http.StatusForbidden})
+	errDisable404    = Disable(&HTTPError{Status: http.StatusNotFound})
+)
 
 // Classify is ClassifyHTTP with the queue's WithShouldSuspend test.
 func (q *Queue[T]) Classify(status int, err error) error {
@@ -512,8 +590,13 @@ func (e *HTTPError) Error() string {
 // isNonRetryable reports DNS failures and refused or unreachable
 // connections: errors that retrying soon will not fix.
 func isNonRetryable(err error) bool {
-	if err == nil {
+	switch e := err.(type) { // unwrapped: no errors.As, no allocation
+	case nil:
 		return false
+	case *disableError:
+		return true
+	case *net.DNSError:
+		return e.IsNotFound || (!e.IsTimeout && !e.IsTemporary)
 	}
 	var dis *disableError
 	if errors.As(err, &dis) {

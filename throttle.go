@@ -71,33 +71,60 @@ func (q *Queue[T]) Fanout(key string, candidates []string) []string {
 	if len(candidates) == 0 {
 		return nil
 	}
-	now := q.clock.Now()
+	now := q.clock.Now().UnixNano()
 	ts := q.targets
-	out := make([]string, 0, len(candidates))
-	for _, c := range candidates {
-		if ts.eligible(c, now) && ts.due.due(c, key, now.UnixNano()) {
-			out = append(out, c)
-		}
+	// Work on indices into candidates, in a stack buffer when they fit:
+	// shuffling them moves no pointers, and only the targets kept are
+	// copied out.
+	var buf [128]int32
+	picked := buf[:0]
+	if len(candidates) > len(buf) {
+		picked = make([]int32, 0, len(candidates))
 	}
-	if ts.cfg.shuffle != nil {
-		ts.cfg.shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	} else {
-		for i := len(out) - 1; i > 0; i-- { // Fisher–Yates
-			j := rand.IntN(i + 1)
-			out[i], out[j] = out[j], out[i]
+	blocked := ts.blocked.Load()
+	ts.due.mu.RLock()
+	waiting := ts.due.m[key] // targets not yet due for key
+	for i, c := range candidates {
+		if !blocked.eligible(c, now) {
+			continue
 		}
+		if at, ok := waiting[c]; ok && at > now {
+			continue
+		}
+		picked = append(picked, int32(i))
 	}
+	ts.due.mu.RUnlock()
 	limit := ts.cfg.fanoutMax
 	if p := ts.cfg.throttlePct; p > 0 && q.store.Len()*100 >= p*q.cfg.capacity {
 		if ts.cfg.throttleTopN < limit {
 			limit = ts.cfg.throttleTopN
-			if len(out) > limit {
-				q.ctr.throttled.Add(uint64(len(out) - limit))
+			if len(picked) > limit {
+				q.ctr.throttled.Add(uint64(len(picked) - limit))
 			}
 		}
 	}
-	if len(out) > limit {
-		out = out[:limit]
+	if ts.cfg.shuffle != nil {
+		out := make([]string, len(picked))
+		for i, ci := range picked {
+			out[i] = candidates[ci]
+		}
+		ts.cfg.shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		return out[:min(limit, len(out))]
+	}
+	// Fisher–Yates, stopped after the places that are kept: the first k
+	// places hold a uniformly random k-subset in random order. A PCG seeded
+	// once per call draws faster than the global source.
+	var rng rand.PCG
+	rng.Seed(rand.Uint64(), rand.Uint64())
+	n := len(picked)
+	for i := range min(limit, n-1) {
+		// Lemire's multiply-shift: bias below n/2^32, none that matters here.
+		j := i + int((rng.Uint64()>>32)*uint64(n-i)>>32)
+		picked[i], picked[j] = picked[j], picked[i]
+	}
+	out := make([]string, min(limit, n))
+	for i := range out {
+		out[i] = candidates[picked[i]]
 	}
 	return out
 }
@@ -117,33 +144,54 @@ func (q *Queue[T]) SetNextDue(target, key string, at time.Time) {
 	q.targets.due.set(target, key, at, q.clock.Now().UnixNano())
 }
 
-type dueKey struct{ target, key string }
-
-// dueTable holds next-due instants (UnixNano) per target and key.
+// dueTable holds next-due instants (UnixNano) per key and target: keyed by
+// key first, so that a fan-out looks its key up once and then each
+// candidate by name alone.
 type dueTable struct {
-	mu    sync.Mutex
-	m     map[dueKey]int64
-	sweep int64 // next time to drop past-due entries
+	mu    sync.RWMutex
+	m     map[string]map[string]int64 // key -> target -> next due
+	n     int                         // entries
+	sweep int64                       // next time to drop past-due entries
 }
 
 func (d *dueTable) due(target, key string, now int64) bool {
-	d.mu.Lock()
-	at, ok := d.m[dueKey{target, key}]
-	d.mu.Unlock()
+	d.mu.RLock()
+	at, ok := d.m[key][target]
+	d.mu.RUnlock()
 	return !ok || at <= now
 }
 
 func (d *dueTable) set(target, key string, at time.Time, now int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	waiting := d.m[key]
 	if at.IsZero() || at.UnixNano() <= now {
-		delete(d.m, dueKey{target, key})
+		if _, ok := waiting[target]; ok {
+			delete(waiting, target)
+			d.n--
+			if len(waiting) == 0 {
+				delete(d.m, key)
+			}
+		}
 	} else {
-		d.m[dueKey{target, key}] = at.UnixNano()
+		if waiting == nil {
+			waiting = make(map[string]int64)
+			d.m[key] = waiting
+		}
+		if _, ok := waiting[target]; !ok {
+			d.n++
+		}
+		waiting[target] = at.UnixNano()
 	}
-	if now >= d.sweep && len(d.m) > 1024 {
-		for k, v := range d.m {
-			if v <= now {
+	if now >= d.sweep && d.n > 1024 {
+		for k, waiting := range d.m {
+			for t, v := range waiting {
+				if v <= now {
+					delete(waiting, t)
+					d.n--
+				}
+			}
+			if len(waiting) == 0 {
 				delete(d.m, k)
 			}
 		}
@@ -151,4 +199,4 @@ func (d *dueTable) set(target, key string, at time.Time, now int64) {
 	}
 }
 
-func (d *dueTable) String() string { return fmt.Sprintf("dueTable(%d)", len(d.m)) }
+func (d *dueTable) String() string { return fmt.Sprintf("dueTable(%d)", d.n) }

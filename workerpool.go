@@ -195,20 +195,13 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 	}
 	if cancel != nil {
 		if q.leaser != nil {
-			w.lost.Store(&cancel)
+			c := cancel // only this copy escapes, and only with a leaser
+			w.lost.Store(&c)
 		}
 		defer cancel()
 	}
 	w.cur.Store(job.ID)
-	var start time.Time
-	timed := q.obs.timed || q.obs.sample()
-	if timed {
-		start = q.clock.Now()
-		if q.obs.prom != nil && !job.RunAt.IsZero() {
-			q.obs.prom.waitTime.Observe(max(start.Sub(job.RunAt), 0).Seconds())
-		}
-		q.emit(EventStarted, &job, nil, 0)
-	}
+	start, timed := q.startRun(&job)
 	err := q.call(ctx, job)
 	w.cur.Store(0)
 	if q.leaser != nil {
@@ -218,7 +211,7 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 	if timed {
 		took = max(q.clock.Now().Sub(start), 1)
 	}
-	q.finish(w, job, err, took)
+	q.finishRun(w, &job, err, took)
 	return next, false
 }
 
@@ -277,13 +270,15 @@ func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duratio
 		q.kill(w, bg, job, err, took)
 	case errors.As(err, &ov):
 		until := q.targets.suspend(job.Target, now, 0)
-		q.retry(w, bg, job, until, err)
+		q.retry(w, bg, job, until, err, false)
 	case errors.As(err, &ra):
 		if ra.delay >= q.cfg.retryCeiling {
 			q.complete(w, bg, job, took) // BEP 31: too far out, treat as done
 			return
 		}
-		q.retry(w, bg, job, now.Add(ra.delay), err)
+		// The downstream asked us to come back later: not a failure of
+		// the job's, so the rerun does not use up an attempt.
+		q.retry(w, bg, job, now.Add(ra.delay), err, true)
 	default:
 		if q.targets.failure(job.Target, err) {
 			q.kill(w, bg, job, err, took) // the target was disabled by this failure
@@ -293,7 +288,7 @@ func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duratio
 			q.kill(w, bg, job, err, took)
 			return
 		}
-		q.retry(w, bg, job, now.Add(q.backoff(job.Attempt)), err)
+		q.retry(w, bg, job, now.Add(q.backoff(job.Attempt)), err, false)
 	}
 }
 
@@ -305,8 +300,15 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job Job[T], took 
 	q.emit(EventDone, &job, nil, took)
 }
 
-func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job Job[T], at time.Time, cause error) {
-	err := q.store.Retry(ctx, job, at, cause)
+// retry schedules job to run again at at; free says the run just ended
+// does not count against the job's attempts.
+func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job Job[T], at time.Time, cause error, free bool) {
+	var err error
+	if free {
+		err = q.store.Defer(ctx, job, at)
+	} else {
+		err = q.store.Retry(ctx, job, at, cause)
+	}
 	switch {
 	case err == nil:
 		w.ctr.retried.Add(1)
@@ -325,7 +327,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job Job[T], cause err
 		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.dead.Add(1)
-	q.log.Warn("job dead-lettered", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
+	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
 	q.emit(EventDead, &job, cause, took)
 	if q.onDead != nil {
 		q.onDead(ctx, job, cause)

@@ -1,0 +1,311 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// Benchmarks for the in-memory engine. Run them with
+//
+//	go test -run '^$' -bench . -benchtime 200000x -count 3
+//
+// BenchmarkEnqueueRun/channel is the baseline: a bare buffered channel of
+// the queue's default capacity drained by the same number of worker
+// goroutines (10). The other sub-benchmarks push the same no-op jobs
+// through a Queue; compare their jobs/s with the channel's.
+
+const benchWorkers = 10
+
+// countdown closes done when its counter reaches zero.
+type countdown struct {
+	left atomic.Int64
+	done chan struct{}
+}
+
+func newCountdown(n int) *countdown {
+	c := &countdown{done: make(chan struct{})}
+	c.left.Store(int64(n))
+	return c
+}
+
+func (c *countdown) tick() {
+	if c.left.Add(-1) == 0 {
+		close(c.done)
+	}
+}
+
+func reportJobs(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueRun(b *testing.B) {
+	b.Run("channel", func(b *testing.B) {
+		b.ReportAllocs()
+		cd := newCountdown(b.N)
+		ch := make(chan int, queue.DefaultCapacity)
+		var wg sync.WaitGroup
+		work := func(int) { cd.tick() }
+		for range benchWorkers {
+			wg.Go(func() {
+				for j := range ch {
+					work(j)
+				}
+			})
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			for {
+				select {
+				case ch <- i:
+				default:
+					runtime.Gosched() // full: spin, as the queue producers do
+					continue
+				}
+				break
+			}
+		}
+		<-cd.done
+		b.StopTimer()
+		reportJobs(b)
+		close(ch)
+		wg.Wait()
+	})
+	b.Run("queue/no-key", func(b *testing.B) {
+		benchQueue(b, nil)
+	})
+	b.Run("queue/keys", func(b *testing.B) {
+		keys := make([]string, b.N)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("infohash%08d:forwarder:peer", i)
+		}
+		benchQueue(b, keys)
+	})
+}
+
+// benchQueue enqueues b.N no-op jobs (with keys[i] as key, if keys is not
+// nil) from one producer and waits until all have run.
+func benchQueue(b *testing.B, keys []string) {
+	b.ReportAllocs()
+	cd := newCountdown(b.N)
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { cd.tick(); return nil },
+		queue.WithWorkers(benchWorkers, benchWorkers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := q.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		job := queue.Job[int]{Payload: i}
+		if keys != nil {
+			job.Key = keys[i]
+		}
+		for {
+			err := q.Enqueue(ctx, job)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, queue.ErrQueueFull) {
+				b.Fatal(err)
+			}
+			runtime.Gosched()
+		}
+	}
+	<-cd.done
+	b.StopTimer()
+	reportJobs(b)
+	if err := q.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkSchedule measures EnqueueIn throughput: b.N jobs with delays
+// spread over 10 s, an hour out so that none comes due while measuring.
+func BenchmarkSchedule(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		name := "no-key"
+		if keyed {
+			name = "keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := q.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			delays := make([]time.Duration, b.N)
+			var keys []string
+			if keyed {
+				keys = make([]string, b.N)
+			}
+			for i := range delays {
+				// A scrambled order over 10 s, at 1 µs resolution.
+				delays[i] = time.Hour + time.Duration((uint64(i)*2654435761)%10_000_000)*time.Microsecond
+				if keyed {
+					keys[i] = fmt.Sprintf("infohash%08d:forwarder:peer", i)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				job := queue.Job[int]{Payload: i}
+				if keyed {
+					job.Key = keys[i]
+				}
+				if err := q.EnqueueIn(ctx, job, delays[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportJobs(b)
+			if err := q.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkScheduledHeld reports the heap held per scheduled job, beyond
+// its payload (an int) and its key string, with at least a million jobs.
+func BenchmarkScheduledHeld(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		name := "no-key"
+		if keyed {
+			name = "keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			n := max(b.N, 1_000_000)
+			var keys []string
+			if keyed {
+				keys = make([]string, n)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("infohash%08d:forwarder:peer", i)
+				}
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range n {
+				job := queue.Job[int]{Payload: i}
+				if keyed {
+					job.Key = keys[i]
+				}
+				if err := q.EnqueueIn(ctx, job, time.Hour+time.Duration(i%10000)*time.Millisecond); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if got := q.Stats().Scheduled; got != n {
+				b.Fatalf("scheduled %d, want %d", got, n)
+			}
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/job")
+			runtime.KeepAlive(keys)
+			if err := q.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = q.Stop(context.Background()) }()
+	for range 50 { // 50 %: below the default 80 % threshold
+		if err := q.Enqueue(context.Background(), queue.Job[int]{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("below-threshold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := q.Admit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("below-threshold/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := q.Admit(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkFanout100(b *testing.B) {
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = q.Stop(context.Background()) }()
+	cands := make([]string, 100)
+	for i := range cands {
+		cands[i] = fmt.Sprintf("udp://tracker%03d.example:6969/announce", i)
+		// Make every target known, as in a running forwarder.
+		if err := q.Suspend(cands[i], time.Nanosecond); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Ten targets were announced to for this key and are not due again yet.
+	for _, c := range cands[:10] {
+		q.SetNextDue(c, "infohash", time.Now().Add(time.Hour))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := q.Fanout("infohash", cands); len(got) != 90 {
+			b.Fatalf("got %d targets", len(got))
+		}
+	}
+}
+
+func BenchmarkClassifyHTTP(b *testing.B) {
+	dns := &net.DNSError{Err: "no such host", Name: "tracker.invalid", IsNotFound: true}
+	cases := []struct {
+		name   string
+		status int
+		err    error
+	}{
+		{"200", 200, nil},
+		{"429", 429, nil},
+		{"404", 404, nil},
+		{"503", 503, nil},
+		{"dns", 0, dns},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = queue.ClassifyHTTP(tc.status, tc.err)
+			}
+		})
+	}
+}

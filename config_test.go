@@ -1,0 +1,245 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultConfigMatchesNew(t *testing.T) {
+	var got config = defaultConfig()
+	for _, o := range DefaultConfig().Options() {
+		require.NoError(t, o(&got))
+	}
+	require.NoError(t, got.validate())
+	want := defaultConfig()
+	assert.Equal(t, want.capacity, got.capacity)
+	assert.Equal(t, want.baseWorkers, got.baseWorkers)
+	assert.Equal(t, want.maxWorkers, got.maxWorkers)
+	assert.Equal(t, want.scaleUp, got.scaleUp)
+	assert.Equal(t, want.scaleDown, got.scaleDown)
+	assert.Equal(t, want.maxAttempts, got.maxAttempts)
+	assert.Equal(t, want.backoffBase, got.backoffBase)
+	assert.Equal(t, want.backoffMax, got.backoffMax)
+	assert.Equal(t, want.admission, got.admission)
+	assert.Equal(t, want.targets.suspend, got.targets.suspend)
+	assert.Equal(t, want.targets.fanoutMax, got.targets.fanoutMax)
+	assert.Equal(t, want.targets.throttlePct, got.targets.throttlePct)
+	assert.Equal(t, want.targets.throttleTopN, got.targets.throttleTopN)
+}
+
+// seed001 lists seed 001's flag and environment names with the field
+// each sets and a value to set it to.
+var seed001 = []struct {
+	flag, env, value string
+	get              func(Config) any
+	want             any
+}{
+	{"Q", "FORWARDER_QUEUE_SIZE", "500", func(c Config) any { return c.QueueSize }, 500},
+	{"w", "FORWARDER_WORKERS", "3", func(c Config) any { return c.Workers }, 3},
+	{"W", "MAX_FORWARDER_WORKERS", "9", func(c Config) any { return c.MaxWorkers }, 9},
+	{"queue-scale-threshold", "QUEUE_SCALE_THRESHOLD", "70", func(c Config) any { return c.ScaleThresholdPct }, 70},
+	{"queue-throttle-threshold", "QUEUE_THROTTLE_THRESHOLD", "65", func(c Config) any { return c.ThrottleThresholdPct }, 65},
+	{"queue-throttle-top", "QUEUE_THROTTLE_TOP", "7", func(c Config) any { return c.ThrottleTopN }, 7},
+	{"max-forwarders-per-announce", "MAX_FORWARDERS_PER_ANNOUNCE", "40", func(c Config) any { return c.FanoutMax }, 40},
+	{"queue-rate-limit-threshold", "QUEUE_RATE_LIMIT_THRESHOLD", "0", func(c Config) any { return c.RateLimitThresholdPct }, 0},
+	{"rate-limit-initial-ps", "RATE_LIMIT_INITIAL_PER_SEC", "2.5", func(c Config) any { return c.RateLimitPerSec }, 2.5},
+	{"rate-limit-initial-burst", "RATE_LIMIT_INITIAL_BURST", "15", func(c Config) any { return c.RateLimitBurst }, 15},
+	{"rate-limit-retry", "RATE_LIMIT_RETRY_SECONDS", "30", func(c Config) any { return c.RateLimitRetrySeconds }, 30},
+	{"forwarder-suspend", "FORWARDER_SUSPEND_SECONDS", "120", func(c Config) any { return c.SuspendSeconds }, 120},
+	{"forwarder-retry-attempts", "FORWARDER_RETRY_ATTEMPTS", "5", func(c Config) any { return c.RetryAttempts }, 5},
+	{"forwarder-retry-base-ms", "FORWARDER_RETRY_BASE_MS", "250", func(c Config) any { return c.RetryBaseMs }, 250},
+}
+
+func TestRegisterFlagsSeed001Names(t *testing.T) {
+	for _, tc := range seed001 {
+		t.Run(tc.flag, func(t *testing.T) {
+			c := DefaultConfig()
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			c.RegisterFlags(fs)
+			// Two dashes, as seed 001 writes the long names.
+			require.NoError(t, fs.Parse([]string{"--" + tc.flag, tc.value}))
+			assert.Equal(t, tc.want, tc.get(c))
+			f := fs.Lookup(tc.flag)
+			require.NotNil(t, f)
+			assert.Contains(t, f.Usage, "env "+tc.env, "usage names the variable")
+		})
+	}
+}
+
+func TestRegisterFlagsDocumentsDefaults(t *testing.T) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	c.RegisterFlags(fs)
+	fs.PrintDefaults()
+	help := out.String()
+	for _, want := range []string{
+		"-Q N", "(default 10000)", "-w N", "(default 10)", "0, the default, means twice -w",
+		"-queue-scale-threshold PCT", "(default 60)", "-queue-throttle-top N", "(default 20)",
+		"-queue-rate-limit-threshold PCT", "(default 80)", "0 disables rate limiting",
+		"-rate-limit-initial-ps TOKENS", "(default 100)", "(default 200)",
+		"-forwarder-suspend SECONDS", "(default 300s)", "(default 3)", "(default 1000)",
+	} {
+		assert.Contains(t, help, want)
+	}
+	assert.Len(t, strings.Split(strings.TrimSpace(help), "\n"), 2*len(seed001), "one flag per binding")
+}
+
+func TestRegisterFlagsRejectsGarbage(t *testing.T) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	c.RegisterFlags(fs)
+	err := fs.Parse([]string{"-Q", "lots"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-Q")
+	assert.Equal(t, DefaultCapacity, c.QueueSize)
+}
+
+func TestFromEnvSeed001Names(t *testing.T) {
+	for _, tc := range seed001 {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			c := DefaultConfig()
+			require.NoError(t, c.FromEnv(""))
+			assert.Equal(t, tc.want, tc.get(c))
+		})
+	}
+}
+
+func TestFromEnvPrefix(t *testing.T) {
+	t.Setenv("FORWARDER_QUEUE_SIZE", "111")
+	t.Setenv("RT_FORWARDER_QUEUE_SIZE", "222")
+	c := DefaultConfig()
+	require.NoError(t, c.FromEnv("RT_"))
+	assert.Equal(t, 222, c.QueueSize)
+}
+
+func TestFromEnvLeavesUnsetAndEmptyAlone(t *testing.T) {
+	t.Setenv("FORWARDER_WORKERS", "")
+	c := DefaultConfig()
+	require.NoError(t, c.FromEnv(""))
+	assert.Equal(t, DefaultConfig(), c)
+}
+
+func TestFromEnvMalformedNamesTheVariable(t *testing.T) {
+	t.Setenv("FORWARDER_QUEUE_SIZE", "10k")
+	t.Setenv("FORWARDER_SUSPEND_SECONDS", "1.5s")
+	t.Setenv("RATE_LIMIT_INITIAL_PER_SEC", "fast")
+	t.Setenv("FORWARDER_WORKERS", " 7 ")
+	c := DefaultConfig()
+	err := c.FromEnv("")
+	require.Error(t, err)
+	for _, name := range []string{"FORWARDER_QUEUE_SIZE", "FORWARDER_SUSPEND_SECONDS", "RATE_LIMIT_INITIAL_PER_SEC"} {
+		assert.Contains(t, err.Error(), name)
+	}
+	assert.NotContains(t, err.Error(), "FORWARDER_WORKERS")
+	assert.Equal(t, 7, c.Workers, "well-formed variables are applied")
+	assert.Equal(t, DefaultCapacity, c.QueueSize, "malformed ones are not")
+}
+
+func TestSecondsAcceptDurations(t *testing.T) {
+	for in, want := range map[string]int{"300": 300, "5m": 300, "90s": 90, "1h": 3600} {
+		c := DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		c.RegisterFlags(fs)
+		require.NoError(t, fs.Parse([]string{"-forwarder-suspend", in}), in)
+		assert.Equal(t, want, c.SuspendSeconds, in)
+	}
+}
+
+func TestFlagsWinOverEnv(t *testing.T) {
+	t.Setenv("FORWARDER_QUEUE_SIZE", "300")
+	t.Setenv("FORWARDER_WORKERS", "2")
+	c := DefaultConfig()
+	require.NoError(t, c.FromEnv(""))
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"-Q", "400"}))
+	assert.Equal(t, 400, c.QueueSize)
+	assert.Equal(t, 2, c.Workers)
+}
+
+func TestConfigOptions(t *testing.T) {
+	c := DefaultConfig()
+	c.QueueSize, c.Workers, c.MaxWorkers = 50, 3, 0
+	c.ScaleThresholdPct = 90
+	c.ThrottleThresholdPct, c.ThrottleTopN, c.FanoutMax = 70, 5, 8
+	c.RateLimitThresholdPct, c.RateLimitPerSec, c.RateLimitBurst, c.RateLimitRetrySeconds = 85, 7.5, 9, 20
+	c.SuspendSeconds, c.RetryAttempts, c.RetryBaseMs = 60, 4, 400
+	got := defaultConfig()
+	for _, o := range c.Options() {
+		require.NoError(t, o(&got))
+	}
+	require.NoError(t, got.validate())
+	assert.Equal(t, 50, got.capacity)
+	assert.Equal(t, 3, got.baseWorkers)
+	assert.Equal(t, 6, got.maxWorkers, "0 max workers means twice the base")
+	assert.Equal(t, 90, got.scaleUp)
+	assert.Equal(t, 60, got.scaleDown)
+	assert.Equal(t, 70, got.targets.throttlePct)
+	assert.Equal(t, 5, got.targets.throttleTopN)
+	assert.Equal(t, 8, got.targets.fanoutMax)
+	assert.Equal(t, admissionConfig{thresholdPct: 85, perSec: 7.5, burst: 9, retryAfter: 20 * time.Second}, got.admission)
+	assert.Equal(t, time.Minute, got.targets.suspend)
+	assert.Equal(t, 4, got.maxAttempts)
+	assert.Equal(t, 400*time.Millisecond, got.backoffBase)
+	assert.Equal(t, DefaultBackoffMax, got.backoffMax)
+}
+
+func TestConfigRateLimitZeroDisables(t *testing.T) {
+	c := DefaultConfig()
+	c.RateLimitThresholdPct, c.RateLimitPerSec, c.RateLimitBurst = 0, 0, 0
+	require.NoError(t, c.Validate())
+	q, err := New(func(context.Context, Job[int]) error { return nil }, c.Options()...)
+	require.NoError(t, err)
+	assert.NoError(t, q.Admit())
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mut    func(*Config)
+		option string
+	}{
+		"negative size":       {func(c *Config) { c.QueueSize = -1 }, "WithCapacity"},
+		"max below base":      {func(c *Config) { c.Workers, c.MaxWorkers = 10, 5 }, "WithWorkers"},
+		"threshold over 100":  {func(c *Config) { c.ThrottleThresholdPct = 101 }, "WithThrottle"},
+		"rate-limit no burst": {func(c *Config) { c.RateLimitBurst = 0 }, "WithRateLimit"},
+		"zero suspend":        {func(c *Config) { c.SuspendSeconds = 0 }, "WithSuspendDuration"},
+		"zero attempts":       {func(c *Config) { c.RetryAttempts = 0 }, "WithMaxAttempts"},
+		"zero backoff":        {func(c *Config) { c.RetryBaseMs = 0 }, "WithBackoff"},
+		"scale threshold 0":   {func(c *Config) { c.ScaleThresholdPct = 0 }, "WithScaleThresholds"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mut(&c)
+			err := c.Validate()
+			var oe *OptionError
+			require.True(t, errors.As(err, &oe), "got %v", err)
+			assert.Equal(t, tc.option, oe.Option)
+			_, err = New(func(context.Context, Job[int]) error { return nil }, c.Options()...)
+			require.True(t, errors.As(err, &oe), "New agrees: %v", err)
+			assert.Equal(t, tc.option, oe.Option)
+		})
+	}
+}
+
+func TestConfigJSONTags(t *testing.T) {
+	var c Config
+	require.NoError(t, json.Unmarshal([]byte(`{"queue_size": 42, "workers": 2, "max_workers": 4,
+		"throttle_top_n": 3, "rate_limit_per_sec": 1.5, "suspend_seconds": 9}`), &c))
+	assert.Equal(t, Config{QueueSize: 42, Workers: 2, MaxWorkers: 4, ThrottleTopN: 3, RateLimitPerSec: 1.5, SuspendSeconds: 9}, c)
+	b, err := json.Marshal(DefaultConfig())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"rate_limit_threshold_pct":80`)
+}

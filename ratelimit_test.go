@@ -1,0 +1,95 @@
+package queue_test
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+)
+
+// admitN calls Admit n times and returns how many were admitted.
+func admitN[T any](q *queue.Queue[T], n int) int {
+	ok := 0
+	for range n {
+		if q.Admit() == nil {
+			ok++
+		}
+	}
+	return ok
+}
+
+func TestAdmitDisabledAtThresholdZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithCapacity(10), queue.WithRateLimit(0, 0, 0))
+		fill(t, q, 8) // 80 %: the default threshold
+		assert.Equal(t, 10000, admitN(q, 10000), "never limited")
+		fill(t, q, 2)
+		assert.Equal(t, 1000, admitN(q, 1000), "not even when full")
+		assert.Zero(t, q.Stats().RateLimited)
+	})
+}
+
+func TestAdmitBelowThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithCapacity(10)) // default: 80 %, 100/s, burst 200
+		fill(t, q, 7)
+		assert.Equal(t, 10000, admitN(q, 10000), "below the threshold every request is admitted")
+		assert.Zero(t, q.Stats().RateLimited)
+	})
+}
+
+func TestAdmitActiveAboveThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithCapacity(10)) // default: 80 %, 100/s, burst 200
+		fill(t, q, 8)
+		assert.Equal(t, 200, admitN(q, 1000), "the burst, then refusals")
+		err := q.Admit()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, queue.ErrRateLimited)
+		var rl *queue.RateLimitError
+		require.True(t, errors.As(err, &rl))
+		assert.Equal(t, 10*time.Second, rl.RetryAfter)
+		assert.Equal(t, "tracker busy, retry in 10 seconds", rl.Message())
+		assert.Equal(t, uint64(801), q.Stats().RateLimited)
+	})
+}
+
+func TestAdmitTokensRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithCapacity(10), queue.WithRateLimit(50, 10, 5),
+			queue.WithRateLimitRetryAfter(30*time.Second))
+		fill(t, q, 5)
+		assert.Equal(t, 5, admitN(q, 100), "burst 5")
+		advance(100 * time.Millisecond)
+		assert.Equal(t, 1, admitN(q, 100), "10/s: one token per 100ms")
+		advance(99 * time.Millisecond)
+		assert.Zero(t, admitN(q, 100), "not yet")
+		advance(time.Millisecond)
+		assert.Equal(t, 1, admitN(q, 100))
+		advance(350 * time.Millisecond)
+		assert.Equal(t, 3, admitN(q, 100))
+		advance(time.Hour)
+		assert.Equal(t, 5, admitN(q, 100), "refill stops at the burst")
+
+		var rl *queue.RateLimitError
+		require.ErrorAs(t, q.Admit(), &rl)
+		assert.Equal(t, "tracker busy, retry in 30 seconds", rl.Message())
+	})
+}
+
+func TestAdmitFollowsFill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithCapacity(10), queue.WithRateLimit(80, 1, 1))
+		fill(t, q, 8)
+		assert.Equal(t, 1, admitN(q, 10))
+		n, err := q.Purge(bg)
+		require.NoError(t, err)
+		require.Equal(t, 8, n)
+		assert.Equal(t, 10, admitN(q, 10), "the limiter disengages when the queue empties")
+	})
+}

@@ -1,0 +1,420 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+)
+
+func targetStatus[T any](t *testing.T, q *queue.Queue[T], name string) queue.TargetStatus {
+	t.Helper()
+	st, ok := q.Target(name)
+	require.True(t, ok, "target %q unknown", name)
+	return st
+}
+
+func TestSuspensionExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop, queue.WithSuspendDuration(5*time.Minute))
+		start := time.Now()
+		require.NoError(t, q.Suspend("a", 0), "0: the configured duration")
+		require.NoError(t, q.Suspend("b", time.Minute))
+		assert.Equal(t, []string{"c"}, q.Fanout("k", []string{"a", "b", "c"}))
+		assert.Equal(t, start.Add(5*time.Minute), targetStatus(t, q, "a").SuspendedUntil)
+		assert.False(t, targetStatus(t, q, "a").Disabled)
+		require.Len(t, q.Stats().Targets, 2)
+
+		advance(time.Minute)
+		assert.ElementsMatch(t, []string{"b", "c"}, q.Fanout("k", []string{"a", "b", "c"}))
+		assert.True(t, targetStatus(t, q, "b").SuspendedUntil.IsZero())
+		advance(4 * time.Minute)
+		assert.ElementsMatch(t, []string{"a", "b", "c"}, q.Fanout("k", []string{"a", "b", "c"}), "expired by itself")
+		assert.Empty(t, q.Stats().Targets)
+	})
+}
+
+func TestTargetNamesAndResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop)
+		err := q.Resume("never-seen")
+		require.ErrorIs(t, err, queue.ErrUnknownTarget)
+		assert.Contains(t, err.Error(), "never-seen")
+		assert.ErrorIs(t, q.Suspend("", time.Second), queue.ErrUnknownTarget)
+		assert.ErrorIs(t, q.Disable("", nil), queue.ErrUnknownTarget)
+		assert.Error(t, q.Suspend("a", -time.Second), "negative duration")
+		_, ok := q.Target("never-seen")
+		assert.False(t, ok)
+
+		require.NoError(t, q.Disable("a", errors.New("retry in: never")))
+		require.NoError(t, q.Suspend("b", time.Hour))
+		st := targetStatus(t, q, "a")
+		assert.True(t, st.Disabled)
+		assert.Equal(t, "retry in: never", st.Reason)
+		assert.Equal(t, time.Now(), st.DisabledAt)
+		assert.Empty(t, q.Fanout("k", []string{"a", "b"}))
+
+		require.NoError(t, q.Resume("a"))
+		require.NoError(t, q.Resume("b"))
+		assert.ElementsMatch(t, []string{"a", "b"}, q.Fanout("k", []string{"a", "b"}))
+		st = targetStatus(t, q, "a")
+		assert.False(t, st.Disabled)
+		assert.Empty(t, st.Reason)
+		assert.Empty(t, q.Stats().Targets)
+	})
+}
+
+func TestDisableReasonIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop)
+		long := make([]byte, 10000)
+		for i := range long {
+			long[i] = 'x'
+		}
+		require.NoError(t, q.Disable("a", errors.New(string(long))))
+		assert.LessOrEqual(t, len(targetStatus(t, q, "a").Reason), 256)
+	})
+}
+
+func Test429SuspendsButDoesNotDisable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(_ context.Context, job queue.Job[int]) error {
+			if len(rec.all()) == 1 {
+				return queue.ClassifyHTTP(429, nil)
+			}
+			return nil
+		}), queue.WithDisableAfter(1), queue.WithWorkers(1, 1))
+		start := time.Now()
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k", Target: "a"}))
+		synctest.Wait()
+		st := targetStatus(t, q, "a")
+		assert.False(t, st.Disabled, "an overload does not disable, even with WithDisableAfter(1)")
+		assert.Equal(t, start.Add(300*time.Second), st.SuspendedUntil, "default suspension 300s")
+		assert.Empty(t, q.Fanout("x", []string{"a"}))
+		assert.Equal(t, 1, q.Stats().Scheduled, "the job waits for the suspension to end")
+
+		advance(300 * time.Second)
+		runs := rec.all()
+		require.Len(t, runs, 2)
+		assert.Equal(t, 300*time.Second, runs[1].at.Sub(start))
+		st2 := q.Stats()
+		assert.Equal(t, uint64(1), st2.Done)
+		assert.Zero(t, st2.Dead)
+		balance(t, st2)
+	})
+}
+
+func TestJobsForSuspendedTargetWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[string]
+		q := newQueue(t, rec.handler(nil), queue.WithWorkers(1, 1))
+		require.NoError(t, q.Suspend("a", time.Minute))
+		start := time.Now()
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: fmt.Sprint("a", i), Key: fmt.Sprint("a", i), Target: "a"}))
+		}
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "b", Target: "b"}))
+		require.NoError(t, q.Start(bg))
+		synctest.Wait()
+		assert.Equal(t, []string{"b"}, rec.payloads())
+		st := q.Stats()
+		assert.Equal(t, uint64(3), st.Deferred, "deferred, and counted")
+		assert.Equal(t, 3, st.Scheduled)
+		assert.Equal(t, 3, st.PendingKeys, "they keep their keys")
+		balance(t, st)
+
+		advance(time.Minute)
+		assert.Equal(t, []string{"b", "a0", "a1", "a2"}, rec.payloads(), "run after the suspension, in order")
+		for _, r := range rec.all()[1:] {
+			assert.Equal(t, time.Minute, r.at.Sub(start))
+			assert.Equal(t, 1, r.job.Attempt, "waiting does not use up an attempt")
+		}
+		balance(t, q.Stats())
+	})
+}
+
+func TestJobsForDisabledTargetCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[string]
+		q := newQueue(t, rec.handler(nil), queue.WithWorkers(1, 1))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "a1", Key: "a1", Target: "a"}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "b", Target: "b"}))
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[string]{Payload: "a2", Key: "a2", Target: "a"}, time.Minute))
+		require.NoError(t, q.Disable("a", errors.New("HTTP 404")))
+		require.NoError(t, q.Start(bg))
+		advance(time.Minute)
+		assert.Equal(t, []string{"b"}, rec.payloads())
+		st := q.Stats()
+		assert.Equal(t, uint64(2), st.Cancelled)
+		assert.Zero(t, st.PendingKeys, "their keys are released")
+		balance(t, st)
+
+		require.NoError(t, q.Resume("a"))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "a3", Key: "a1", Target: "a"}))
+		synctest.Wait()
+		assert.Equal(t, []string{"b", "a3"}, rec.payloads(), "Resume lets jobs run again")
+	})
+}
+
+func TestDNSErrorDisablesAtOnce(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "tracker.invalid", IsNotFound: true}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"classified", queue.ClassifyHTTP(0, dns)},
+		{"raw", fmt.Errorf("announce: %w", dns)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var rec recorder[int]
+				dead := make(chan error, 1)
+				q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return tc.err }),
+					queue.WithDisableAfter(100), queue.WithMaxAttempts(10), queue.WithWorkers(1, 1),
+					queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
+				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Target: "a"}))
+				advance(time.Hour)
+				assert.Equal(t, []int{1}, rec.payloads(), "one run: no retry, and the next job is cancelled")
+				st := targetStatus(t, q, "a")
+				assert.True(t, st.Disabled)
+				assert.Contains(t, st.Reason, "no such host")
+				assert.ErrorIs(t, <-dead, dns)
+				s := q.Stats()
+				assert.Equal(t, uint64(1), s.Dead)
+				assert.Equal(t, uint64(1), s.Cancelled)
+				balance(t, s)
+			})
+		})
+	}
+}
+
+func Test404DisablesWithReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := startQueue(t, func(context.Context, queue.Job[int]) error { return queue.ClassifyHTTP(404, nil) })
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
+		synctest.Wait()
+		st := targetStatus(t, q, "a")
+		assert.True(t, st.Disabled)
+		assert.Contains(t, st.Reason, "404")
+		assert.Contains(t, st.Reason, "Not Found")
+		assert.Equal(t, time.Now(), st.DisabledAt)
+		ts := q.Stats().Targets
+		require.Len(t, ts, 1)
+		assert.Equal(t, "a", ts[0].Name)
+		assert.True(t, ts[0].Disabled)
+		assert.Equal(t, uint64(1), q.Stats().Dead)
+	})
+}
+
+func TestConsecutiveFailuresDisable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[string]
+		q := newQueue(t, rec.handler(func(_ context.Context, job queue.Job[string]) error {
+			if job.Payload == "ok" {
+				return nil
+			}
+			return errors.New("HTTP 500")
+		}), queue.WithDisableAfter(3), queue.WithMaxAttempts(1), queue.WithWorkers(1, 1))
+		for _, p := range []string{"fail", "fail", "ok", "fail", "fail"} {
+			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p, Target: "a"}))
+		}
+		require.NoError(t, q.Start(bg))
+		synctest.Wait()
+		st := targetStatus(t, q, "a")
+		assert.False(t, st.Disabled, "a success in between reset the count")
+		assert.Equal(t, 2, st.Failures)
+
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "fail", Target: "a"}))
+		synctest.Wait()
+		st = targetStatus(t, q, "a")
+		assert.True(t, st.Disabled, "the third consecutive failure disables")
+		assert.Contains(t, st.Reason, "3 consecutive failures")
+		assert.Contains(t, st.Reason, "HTTP 500")
+		assert.Equal(t, 3, st.Failures)
+
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "ok", Target: "a"}))
+		synctest.Wait()
+		assert.Len(t, rec.all(), 6, "jobs of the disabled target do not run")
+		s := q.Stats()
+		assert.Equal(t, uint64(1), s.Cancelled)
+		balance(t, s)
+	})
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failing atomic.Bool
+		failing.Store(true)
+		probe := make(gate)
+		var probing atomic.Bool
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error {
+			if probing.Load() {
+				if err := probe.wait(ctx); err != nil {
+					return err
+				}
+			}
+			if failing.Load() {
+				return errors.New("HTTP 503")
+			}
+			return nil
+		}), queue.WithCircuitBreaker(2, 30*time.Second, 1), queue.WithMaxAttempts(100),
+			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(2, 2))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Target: "a"}))
+		advance(2 * time.Second)
+
+		assert.Equal(t, 2, rec.len(), "two failures opened the breaker; retries wait")
+		assert.Equal(t, "open", targetStatus(t, q, "a").Breaker)
+		assert.Empty(t, q.Fanout("k", []string{"a"}), "fan-out skips an open target")
+		assert.False(t, targetStatus(t, q, "a").Disabled)
+		assert.Equal(t, uint64(2), q.Stats().Deferred)
+
+		// The cool-down ends at 30s: half-open, one probe at a time.
+		probing.Store(true)
+		failing.Store(false)
+		advance(30*time.Second - 2*time.Second)
+		assert.Equal(t, 3, rec.len(), "only the probe runs")
+		assert.Equal(t, "half-open", targetStatus(t, q, "a").Breaker)
+		assert.Equal(t, 1, q.Stats().Running)
+		assert.Equal(t, 1, q.Stats().Scheduled, "the other job waits")
+
+		probing.Store(false)
+		close(probe) // the probe succeeds: closed
+		synctest.Wait()
+		assert.Equal(t, "closed", targetStatus(t, q, "a").Breaker)
+		advance(30 * time.Second)
+		assert.Equal(t, 4, rec.len())
+		s := q.Stats()
+		assert.Equal(t, uint64(2), s.Done)
+		balance(t, s)
+	})
+}
+
+func TestCircuitBreakerProbeFailureReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return errors.New("down") }),
+			queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithMaxAttempts(100),
+			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(1, 1))
+		start := time.Now()
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
+		synctest.Wait()
+		assert.Equal(t, "open", targetStatus(t, q, "a").Breaker)
+		advance(10 * time.Second)
+		assert.Equal(t, 2, rec.len(), "the probe ran at the end of the cool-down")
+		assert.Equal(t, 10*time.Second, rec.all()[1].at.Sub(start))
+		assert.Equal(t, "open", targetStatus(t, q, "a").Breaker, "its failure re-opened the breaker")
+		advance(9 * time.Second)
+		assert.Equal(t, 2, rec.len())
+		advance(time.Second)
+		assert.Equal(t, 3, rec.len())
+	})
+}
+
+func TestTargetConcurrencyLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			limit   = 3
+			targets = 5
+			jobs    = 1000
+		)
+		var running [targets]atomic.Int32
+		var peak [targets]atomic.Int32
+		var mu sync.Mutex
+		ran := map[int]int{}
+		q := startQueue(t, func(_ context.Context, job queue.Job[int]) error {
+			i := job.Payload % targets
+			n := running[i].Add(1)
+			for {
+				p := peak[i].Load()
+				if n <= p || peak[i].CompareAndSwap(p, n) {
+					break
+				}
+			}
+			<-time.After(time.Millisecond) // simulated work, on the bubble's clock
+			running[i].Add(-1)
+			mu.Lock()
+			ran[job.Payload]++
+			mu.Unlock()
+			return nil
+		}, queue.WithTargetConcurrency(limit), queue.WithWorkers(50, 50), queue.WithCapacity(jobs))
+		for i := range jobs {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: fmt.Sprint("t", i%targets)}))
+		}
+		advance(time.Minute)
+		require.NoError(t, q.Stop(bg))
+		for i := range targets {
+			assert.LessOrEqual(t, peak[i].Load(), int32(limit), "target %d", i)
+			assert.Equal(t, int32(limit), peak[i].Load(), "target %d used its slots", i)
+		}
+		assert.Len(t, ran, jobs, "no job lost")
+		for p, n := range ran {
+			if n != 1 {
+				t.Errorf("job %d ran %d times", p, n)
+			}
+		}
+		st := q.Stats()
+		assert.Equal(t, uint64(jobs), st.Done)
+		balance(t, st)
+		for i := range targets {
+			assert.Zero(t, targetStatus(t, q, fmt.Sprint("t", i)).Running)
+		}
+	})
+}
+
+func TestTargetConcurrencyStopDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Jobs parked behind a busy target still run when the queue drains.
+		g := make(gate)
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) }),
+			queue.WithTargetConcurrency(1), queue.WithWorkers(4, 4))
+		for i := range 6 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: "a"}))
+		}
+		synctest.Wait()
+		assert.Equal(t, 1, targetStatus(t, q, "a").Running)
+		close(g)
+		require.NoError(t, q.Stop(bg))
+		assert.Equal(t, 6, rec.len())
+		balance(t, q.Stats())
+	})
+}
+
+func TestTargetConcurrencyShutdownPutsParkedJobsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}), queue.WithTargetConcurrency(1), queue.WithWorkers(3, 3))
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Key: fmt.Sprint(i), Target: "a"}))
+		}
+		synctest.Wait()
+		assert.Equal(t, 1, rec.len(), "one runs, two are parked for the slot")
+		assert.Equal(t, 3, q.Stats().Running, "parked jobs are claimed")
+		require.NoError(t, q.Shutdown(bg))
+		st := q.Stats()
+		assert.Equal(t, 1, rec.len(), "parked jobs do not start after Shutdown")
+		assert.Zero(t, st.Running)
+		assert.Equal(t, 3, st.Scheduled, "all three are put back")
+		assert.Equal(t, 3, st.PendingKeys)
+		assert.Equal(t, uint64(3), st.Deferred)
+		assert.Zero(t, targetStatus(t, q, "a").Running)
+		balance(t, st)
+	})
+}

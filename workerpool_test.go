@@ -1,0 +1,361 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+)
+
+func TestScaleByFill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := make(gate)
+		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
+			queue.WithCapacity(10), queue.WithWorkers(2, 5), queue.WithScaleInterval(time.Second))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+		synctest.Wait() // both base workers busy
+		for i := 2; i < 12; i++ {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		st := q.Stats()
+		require.Equal(t, 2, st.Workers)
+		require.Equal(t, 10, st.Depth, "two jobs running, the queue full again")
+
+		// Every added worker takes a job, but the fill stays >= 60 %:
+		// one more worker per tick until max.
+		for want := 3; want <= 5; want++ {
+			advance(999 * time.Millisecond)
+			assert.Equal(t, want-1, q.Stats().Workers, "not before the tick")
+			advance(time.Millisecond)
+			assert.Equal(t, want, q.Stats().Workers, "one per tick")
+		}
+		advance(10 * time.Second)
+		st = q.Stats()
+		assert.Equal(t, 5, st.Workers, "never above max")
+		assert.Equal(t, 5, st.Running)
+		assert.Equal(t, 7, st.Depth)
+
+		close(g) // the queue drains; fill < 40 %: one fewer per tick
+		synctest.Wait()
+		assert.Zero(t, q.Stats().Depth)
+		for want := 4; want >= 2; want-- {
+			advance(time.Second)
+			assert.Equal(t, want, q.Stats().Workers)
+		}
+		advance(10 * time.Second)
+		st = q.Stats()
+		assert.Equal(t, 2, st.Workers, "never below base")
+		assert.Equal(t, uint64(12), st.Done)
+		balance(t, st)
+	})
+}
+
+func TestScaleByFillHoldsBetweenThresholds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := make(gate)
+		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
+			queue.WithCapacity(10), queue.WithWorkers(1, 4), queue.WithScaleThresholds(80, 20))
+		for i := range 6 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		advance(5 * time.Second)
+		st := q.Stats()
+		assert.Equal(t, 5, st.Depth, "50 %: between the thresholds")
+		assert.Equal(t, 1, st.Workers, "no change between the thresholds")
+		close(g)
+	})
+}
+
+func TestScaleByDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := make(gate)
+		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
+			queue.WithCapacity(100), queue.WithWorkers(1, 4), queue.WithScalePolicy(queue.ScaleByDepth))
+		for i := range 10 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		synctest.Wait()
+		assert.Equal(t, 1, q.Stats().Workers, "10 % fill would not scale by fill; depth 9 does")
+		for want := 2; want <= 4; want++ {
+			advance(time.Second)
+			assert.Equal(t, want, q.Stats().Workers, "one per tick toward the depth")
+		}
+		advance(5 * time.Second)
+		assert.Equal(t, 4, q.Stats().Workers, "bounded by max")
+
+		close(g)
+		synctest.Wait()
+		for want := 3; want >= 1; want-- {
+			advance(time.Second)
+			assert.Equal(t, want, q.Stats().Workers, "one per tick back to base")
+		}
+		advance(5 * time.Second)
+		assert.Equal(t, 1, q.Stats().Workers)
+	})
+}
+
+func TestScaleDownDoesNotInterruptRunningJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := make(gate)
+		var mu sync.Mutex
+		var errs []error
+		q := startQueue(t, func(ctx context.Context, job queue.Job[int]) error {
+			err := g.wait(ctx)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			return err
+		}, queue.WithCapacity(4), queue.WithWorkers(1, 3))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
+		synctest.Wait()
+		for i := 1; i <= 4; i++ {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		advance(2 * time.Second) // two extra workers, three jobs running
+		require.Equal(t, 3, q.Stats().Workers)
+		require.Equal(t, 3, q.Stats().Running)
+		n, err := q.Purge(bg)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		advance(5 * time.Second) // fill 0 % < 40 %: workers retire, after their jobs
+		st := q.Stats()
+		assert.Equal(t, 1, st.Workers)
+		assert.Equal(t, 3, st.Running, "retired workers finish their jobs")
+		close(g)
+		synctest.Wait()
+		st = q.Stats()
+		assert.Equal(t, uint64(3), st.Done)
+		assert.Equal(t, []error{nil, nil, nil}, errs, "no running job was interrupted")
+		balance(t, st)
+	})
+}
+
+func TestPanicRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(_ context.Context, job queue.Job[int]) error {
+			if job.Attempt == 1 {
+				panic("kaboom")
+			}
+			return nil
+		}), queue.WithBackoff(time.Second, time.Second))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k", Target: "t"}))
+		advance(time.Second)
+		require.Equal(t, 2, rec.len(), "retried after the panic")
+		st := q.Stats()
+		assert.Equal(t, uint64(1), st.Panics)
+		assert.Equal(t, uint64(1), st.Failed)
+		assert.Equal(t, uint64(1), st.Retried)
+		assert.Equal(t, uint64(1), st.Done)
+		require.NotEmpty(t, st.RecentErrors)
+		assert.Contains(t, st.RecentErrors[0].Error, "kaboom")
+		assert.Equal(t, "k", st.RecentErrors[0].Key)
+		balance(t, st)
+	})
+}
+
+func TestPanicDeadLettered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dead := make(chan error, 1)
+		q := startQueue(t, func(context.Context, queue.Job[int]) error { panic(errors.New("bad")) },
+			queue.WithMaxAttempts(1),
+			queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+		synctest.Wait()
+		err := <-dead
+		var pe *queue.PanicError
+		require.ErrorAs(t, err, &pe)
+		assert.EqualError(t, pe.Value.(error), "bad")
+		assert.NotEmpty(t, pe.Stack)
+		assert.Equal(t, "running", q.Stats().State, "the queue survives")
+	})
+}
+
+func TestRetryBackoffThenDeadLetter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type dl struct {
+			job queue.Job[int]
+			err error
+		}
+		dead := make(chan dl, 4)
+		var rec recorder[int]
+		boom := errors.New("boom")
+		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return boom }),
+			queue.WithMaxAttempts(5), queue.WithBackoff(time.Second, 6*time.Second),
+			queue.WithOnDead(func(_ context.Context, job queue.Job[int], err error) { dead <- dl{job, err} }))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
+		advance(time.Minute)
+
+		runs := rec.all()
+		require.Len(t, runs, 5)
+		// Attempt n waits a random time in [d/2, d], d = min(6s, 1s·2^(n-1)).
+		caps := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 6 * time.Second}
+		for i := 1; i < len(runs); i++ {
+			assert.Equal(t, i+1, runs[i].job.Attempt)
+			wait := runs[i].at.Sub(runs[i-1].at)
+			d := caps[i-1]
+			assert.True(t, wait >= d/2 && wait <= d, "wait before attempt %d: %v not in [%v, %v]", i+1, wait, d/2, d)
+		}
+		got := <-dead
+		assert.Equal(t, 5, got.job.Attempt)
+		assert.Equal(t, "k", got.job.Key)
+		assert.Equal(t, 1, got.job.Payload)
+		assert.ErrorIs(t, got.err, boom)
+		st := q.Stats()
+		assert.Equal(t, uint64(5), st.Failed)
+		assert.Equal(t, uint64(4), st.Retried)
+		assert.Equal(t, uint64(1), st.Dead)
+		assert.Zero(t, st.PendingKeys)
+		balance(t, st)
+	})
+}
+
+func TestBackoffJitterSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Many jobs failing once: their retry delays spread over [d/2, d].
+		var mu sync.Mutex
+		first := map[int]time.Time{}
+		var delays []time.Duration
+		q := startQueue(t, func(_ context.Context, job queue.Job[int]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if job.Attempt == 1 {
+				first[job.Payload] = time.Now()
+				return errors.New("once")
+			}
+			delays = append(delays, time.Since(first[job.Payload]))
+			return nil
+		}, queue.WithBackoff(8*time.Second, time.Minute), queue.WithCapacity(1000))
+		for i := range 200 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		advance(time.Minute)
+		require.Len(t, delays, 200)
+		var lo, hi int
+		for _, d := range delays {
+			require.True(t, d >= 4*time.Second && d <= 8*time.Second, "%v", d)
+			if d < 6*time.Second {
+				lo++
+			} else {
+				hi++
+			}
+		}
+		assert.Greater(t, lo, 50, "jittered, not fixed")
+		assert.Greater(t, hi, 50, "jittered, not fixed")
+	})
+}
+
+func TestJobMaxAttemptsOverride(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return errors.New("x") }),
+			queue.WithMaxAttempts(5), queue.WithBackoff(time.Millisecond, time.Millisecond))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, MaxAttempts: 2}))
+		advance(time.Second)
+		assert.Equal(t, 2, rec.len())
+		assert.Equal(t, uint64(1), q.Stats().Dead)
+	})
+}
+
+func TestPermanentDeadAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dead := make(chan error, 1)
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error {
+			return queue.Permanent(errors.New("malformed"))
+		}), queue.WithMaxAttempts(10),
+			queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
+		advance(time.Hour)
+		assert.Equal(t, 1, rec.len())
+		err := <-dead
+		assert.True(t, queue.IsPermanent(err))
+		assert.EqualError(t, errors.Unwrap(err), "malformed")
+		st := q.Stats()
+		assert.Equal(t, uint64(1), st.Dead)
+		assert.Zero(t, st.Retried)
+		assert.Zero(t, st.PendingKeys)
+	})
+}
+
+func TestRetryAfterBEP31(t *testing.T) {
+	cases := []struct {
+		name     string
+		ceiling  time.Duration // 0: default (10 min)
+		delay    time.Duration
+		rerunsAt time.Duration // 0: treated as done, no rerun
+	}{
+		{name: "under the ceiling", delay: 30 * time.Second, rerunsAt: 30 * time.Second},
+		{name: "just under the ceiling", delay: 10*time.Minute - time.Second, rerunsAt: 10*time.Minute - time.Second},
+		{name: "zero", delay: 0, rerunsAt: 0 + 1}, // runs again at once
+		{name: "at the ceiling", delay: 10 * time.Minute},
+		{name: "above the ceiling", delay: time.Hour},
+		{name: "custom ceiling", ceiling: time.Minute, delay: time.Minute},
+		{name: "under custom ceiling", ceiling: time.Minute, delay: 59 * time.Second, rerunsAt: 59 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var rec recorder[int]
+				opts := []queue.Option{}
+				if tc.ceiling > 0 {
+					opts = append(opts, queue.WithRetryCeiling(tc.ceiling))
+				}
+				q := startQueue(t, rec.handler(func(_ context.Context, job queue.Job[int]) error {
+					assert.Equal(t, 1, job.Attempt, "RetryAfter does not use up an attempt")
+					if rec.len() == 1 {
+						return queue.RetryAfter(tc.delay, errors.New("tracker busy"))
+					}
+					return nil
+				}), opts...)
+				start := time.Now()
+				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
+				advance(time.Hour)
+				runs := rec.all()
+				st := q.Stats()
+				assert.Equal(t, uint64(1), st.Done)
+				assert.Zero(t, st.PendingKeys)
+				if tc.rerunsAt == 0 {
+					assert.Len(t, runs, 1, "treated as done")
+					assert.Zero(t, st.Retried)
+					return
+				}
+				require.Len(t, runs, 2)
+				assert.Equal(t, (tc.rerunsAt/time.Second)*time.Second, runs[1].at.Sub(start), "re-run at now+d")
+				assert.Equal(t, uint64(1), st.Retried)
+			})
+		})
+	}
+}
+
+func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// RetryAfter is the downstream asking us to come back later, not a
+		// failure of ours: it must not use up WithMaxAttempts.
+		var calls int
+		var mu sync.Mutex
+		q := startQueue(t, func(context.Context, queue.Job[int]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if calls <= 3 {
+				return queue.RetryAfter(time.Second, nil)
+			}
+			return errors.New("real failure")
+		}, queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+		advance(time.Minute)
+		assert.Equal(t, 5, calls, "three retry-afters, then two real attempts")
+		st := q.Stats()
+		assert.Equal(t, uint64(1), st.Dead)
+		assert.Equal(t, uint64(4), st.Retried)
+	})
+}
