@@ -6,6 +6,7 @@ require (
 	github.com/anacrolix/torrent v1.59.1
 	github.com/prometheus/client_golang v1.24.1
 	github.com/queuekit/queue v0.0.0
+	github.com/stretchr/testify v1.11.1
 )
 
 require (
@@ -13,8 +14,10 @@ require (
 	github.com/anacrolix/missinggo/v2 v2.10.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/huandu/xstrings v1.3.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
@@ -22,6 +25,7 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 replace github.com/queuekit/queue => ../

@@ -1,0 +1,196 @@
+// Command forwarder is a BitTorrent tracker that forwards its clients'
+// announces to upstream trackers through a queue.Queue: the library's
+// first user, as described in seeds 000 and 001.
+//
+//	go run ./examples/forwarder -demo 20s
+//	go run ./examples/forwarder -listen :6969 -upstream http://tracker.example/announce -upstream udp://other.example:6969
+//
+// Every queue setting is a flag and an environment variable (queue.Config);
+// -h lists them with their defaults.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// settings are the command's own flags, beyond queue.Config.
+type settings struct {
+	listen    string
+	upstreams []string
+	interval  time.Duration
+	timeout   time.Duration
+	demo      time.Duration
+	verbose   bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	qc, s, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "forwarder:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if s.demo > 0 {
+		err = runDemo(ctx, qc, s, stdout)
+	} else {
+		err = serve(ctx, qc, s, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "forwarder:", err)
+		return 1
+	}
+	return 0
+}
+
+// parseArgs reads the environment, then the flags (which win).
+func parseArgs(args []string, stderr io.Writer) (queue.Config, settings, error) {
+	qc := queue.DefaultConfig()
+	s := settings{listen: "127.0.0.1:6969", interval: 30 * time.Minute, timeout: 10 * time.Second}
+	if err := qc.FromEnv(""); err != nil {
+		return qc, s, err
+	}
+	if err := s.fromEnv(); err != nil {
+		return qc, s, err
+	}
+	fs := flag.NewFlagSet("forwarder", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: forwarder [flags]\n\n"+
+			"A BitTorrent tracker that forwards announces to upstream trackers through a queue.\n"+
+			"Flags may be written with one dash or two; each can also be set by the environment\n"+
+			"variable named in its description (a flag wins over its variable).\n\n")
+		fs.PrintDefaults()
+	}
+	qc.RegisterFlags(fs)
+	fs.StringVar(&s.listen, "listen", s.listen, "address serving /announce, /stats and /metrics (env FORWARDER_LISTEN)")
+	fs.Func("upstream", "upstream tracker: URL or NAME=URL, with http://, https:// or udp://host:port; repeat for more (env FORWARDER_UPSTREAMS, comma-separated)", func(v string) error {
+		s.upstreams = append(s.upstreams, v)
+		return nil
+	})
+	fs.DurationVar(&s.interval, "interval", s.interval, "announce interval given to clients (env FORWARDER_INTERVAL)")
+	fs.DurationVar(&s.timeout, "upstream-timeout", s.timeout, "timeout of one announce to an upstream (env FORWARD_TIMEOUT)")
+	fs.DurationVar(&s.demo, "demo", 0, "run the self-contained demo for this long and exit: simulated upstreams and clients on 127.0.0.1 (e.g. 20s)")
+	fs.BoolVar(&s.verbose, "v", false, "log queue events (target suspended, disabled, jobs dead-lettered) to stderr")
+	envUpstreams := s.upstreams
+	s.upstreams = nil
+	if err := fs.Parse(args); err != nil {
+		return qc, s, err
+	}
+	if fs.NArg() > 0 {
+		return qc, s, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if len(s.upstreams) == 0 {
+		s.upstreams = envUpstreams
+	}
+	if s.demo > 0 {
+		// The demo has its own preset; flags given on the command line
+		// still win over it.
+		preset := demoQueueConfig()
+		pfs := flag.NewFlagSet("demo", flag.ContinueOnError)
+		preset.RegisterFlags(pfs)
+		var err error
+		fs.Visit(func(f *flag.Flag) {
+			if pfs.Lookup(f.Name) != nil && err == nil {
+				err = pfs.Set(f.Name, f.Value.String())
+			}
+		})
+		qc = preset
+		if err != nil {
+			return qc, s, err
+		}
+	}
+	if err := qc.Validate(); err != nil {
+		return qc, s, err
+	}
+	if s.demo <= 0 && len(s.upstreams) == 0 {
+		return qc, s, errors.New("no upstreams: give -upstream URL (or FORWARDER_UPSTREAMS), or try -demo 20s")
+	}
+	return qc, s, nil
+}
+
+func (s *settings) fromEnv() error {
+	if v := os.Getenv("FORWARDER_LISTEN"); v != "" {
+		s.listen = v
+	}
+	if v := os.Getenv("FORWARDER_UPSTREAMS"); v != "" {
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				s.upstreams = append(s.upstreams, u)
+			}
+		}
+	}
+	for name, dst := range map[string]*time.Duration{"FORWARDER_INTERVAL": &s.interval, "FORWARD_TIMEOUT": &s.timeout} {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("environment variable %s=%q: not a positive duration", name, v)
+			}
+			*dst = d
+		}
+	}
+	return nil
+}
+
+// serve runs the forwarder until ctx ends.
+func serve(ctx context.Context, qc queue.Config, s settings, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	client := newHTTPClient(s.timeout)
+	var ups []*Upstream
+	for _, spec := range s.upstreams {
+		up, err := ParseUpstream(spec, client)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, up)
+	}
+	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger},
+		append(qc.Options(), queue.WithJobTimeout(s.timeout))...)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return err
+	}
+	if err := f.Start(ctx); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(ups))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	f.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"-h"}, &out, &errOut))
+	help := errOut.String()
+	for _, want := range []string{
+		"-Q N", "FORWARDER_QUEUE_SIZE", "(default 10000)",
+		"-w N", "FORWARDER_WORKERS", "-W N", "MAX_FORWARDER_WORKERS",
+		"-queue-scale-threshold PCT", "QUEUE_SCALE_THRESHOLD",
+		"-queue-throttle-threshold PCT", "QUEUE_THROTTLE_THRESHOLD",
+		"-queue-throttle-top N", "QUEUE_THROTTLE_TOP",
+		"-queue-rate-limit-threshold PCT", "QUEUE_RATE_LIMIT_THRESHOLD", "0 disables rate limiting",
+		"-rate-limit-initial-ps TOKENS", "RATE_LIMIT_INITIAL_PER_SEC",
+		"-rate-limit-initial-burst TOKENS", "RATE_LIMIT_INITIAL_BURST",
+		"-forwarder-suspend SECONDS", "FORWARDER_SUSPEND_SECONDS", "(default 300s)",
+		"-max-forwarders-per-announce N", "(default 100)",
+		"-upstream", "FORWARDER_UPSTREAMS", "-listen", `(default "127.0.0.1:6969")`,
+		"-interval", "-upstream-timeout", "-demo",
+	} {
+		assert.Contains(t, help, want)
+	}
+}
+
+func TestArgsFromEnvironmentAndFlags(t *testing.T) {
+	t.Setenv("FORWARDER_QUEUE_SIZE", "123")
+	t.Setenv("FORWARDER_WORKERS", "3")
+	t.Setenv("FORWARDER_UPSTREAMS", "a=http://127.0.0.1:1/announce, udp://127.0.0.1:2")
+	t.Setenv("FORWARDER_INTERVAL", "5m")
+	qc, s, err := parseArgs([]string{"-Q", "77", "--queue-throttle-top", "9"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 77, qc.QueueSize, "the flag wins")
+	assert.Equal(t, 3, qc.Workers, "the variable applies")
+	assert.Equal(t, 9, qc.ThrottleTopN)
+	assert.Equal(t, []string{"a=http://127.0.0.1:1/announce", "udp://127.0.0.1:2"}, s.upstreams)
+	assert.Equal(t, 5*time.Minute, s.interval)
+
+	_, s, err = parseArgs([]string{"-upstream", "http://127.0.0.1:3/announce"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://127.0.0.1:3/announce"}, s.upstreams, "flags replace the variable's list")
+}
+
+func TestArgsErrors(t *testing.T) {
+	t.Setenv("FORWARDER_WORKERS", "many")
+	_, _, err := parseArgs([]string{"-upstream", "http://127.0.0.1:1/announce"}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "FORWARDER_WORKERS")
+
+	t.Setenv("FORWARDER_WORKERS", "")
+	_, _, err = parseArgs(nil, &bytes.Buffer{})
+	require.ErrorContains(t, err, "no upstreams")
+
+	_, _, err = parseArgs([]string{"-upstream", "x", "-w", "8", "-W", "4"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "WithWorkers", "values are checked at start-up")
+
+	for _, spec := range []string{"ftp://h/announce", "udp://h", "http:///announce", "::"} {
+		_, err := ParseUpstream(spec, nil)
+		assert.Error(t, err, spec)
+	}
+	up, err := ParseUpstream("http://127.0.0.1:9/announce?passkey=abc", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9", up.Name)
+	a, err := ParseAnnounce(query(nil), remote)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(up.client.(*httpAnnouncer).announceURL(a, EventStarted),
+		"http://127.0.0.1:9/announce?passkey=abc&info_hash="), "an upstream's own query is kept")
+}
+
+func TestDemoPresetYieldsToFlags(t *testing.T) {
+	qc, _, err := parseArgs([]string{"-demo", "1s", "-w", "3"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	want := demoQueueConfig()
+	want.Workers = 3
+	assert.Equal(t, want, qc)
+}
+
+func TestDemoRunsAndExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for 3 s")
+	}
+	var out bytes.Buffer
+	s := settings{demo: 3 * time.Second}
+	require.NoError(t, runDemo(context.Background(), demoQueueConfig(), s, &out))
+	text := out.String()
+	assert.Contains(t, text, "[  1s] fill")
+	assert.Contains(t, text, "upstream  behaviour")
+	assert.Contains(t, text, "gone-404")
+	assert.Contains(t, text, "seen:")
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// peerAnnounce is an announce of testHash by peer i at 10.0.0.i.
+func peerAnnounce(i int, left int64, ev Event) *Announce {
+	a := &Announce{InfoHash: testHash, Left: left, Event: ev, NumWant: defaultNumWant, Compact: true}
+	binary.BigEndian.PutUint32(a.PeerID[16:], uint32(i))
+	a.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 6881)
+	a.hashHex, a.peerHex = "h", "p"
+	return a
+}
+
+func addrs(peers []Peer) []netip.AddrPort {
+	out := make([]netip.AddrPort, len(peers))
+	for i, p := range peers {
+		out[i] = p.Addr
+	}
+	return out
+}
+
+func TestSwarmMergesLocalAndUpstreamPeers(t *testing.T) {
+	s := newSwarms(time.Hour)
+	a1, a2 := peerAnnounce(1, 0, EventStarted), peerAnnounce(2, 100, EventStarted)
+	isNew, _ := s.update(a1, t0)
+	assert.True(t, isNew)
+	s.update(a2, t0)
+	up := netip.MustParseAddrPort("203.0.113.5:51413")
+	// Upstream A knows a1 (by address) and up; upstream B knows up too.
+	s.recordReply(a1, "A", &Reply{Peers: []netip.AddrPort{a1.Addr, up}, Complete: 3, Incomplete: 4}, t0, time.Minute)
+	s.recordReply(a1, "B", &Reply{Peers: []netip.AddrPort{up}, Complete: 1, Incomplete: 9}, t0, time.Minute)
+
+	peers, complete, incomplete := s.peers(a2, 50, t0)
+	assert.ElementsMatch(t, []netip.AddrPort{a1.Addr, up}, addrs(peers), "deduplicated, the asker left out")
+	assert.Equal(t, int64(1+3), complete, "local seeders plus the largest upstream count")
+	assert.Equal(t, int64(1+9), incomplete)
+	for _, p := range peers {
+		if p.Addr == a1.Addr {
+			assert.True(t, p.HasID, "local peers keep their id")
+			assert.Equal(t, a1.PeerID, p.ID)
+			assert.True(t, p.Seeder)
+		}
+	}
+
+	peers, _, _ = s.peers(a1, 50, t0)
+	assert.ElementsMatch(t, []netip.AddrPort{a2.Addr, up}, addrs(peers), "a1's own address from upstream is left out too")
+}
+
+func TestSwarmNumwant(t *testing.T) {
+	s := newSwarms(time.Hour)
+	for i := 1; i <= 100; i++ {
+		s.update(peerAnnounce(i, 1, EventNone), t0)
+	}
+	asker := peerAnnounce(1, 1, EventNone)
+	for _, n := range []int{0, 1, 10, 99, 200} {
+		peers, _, incomplete := s.peers(asker, n, t0)
+		assert.Len(t, peers, min(n, 99), "numwant %d", n)
+		assert.Equal(t, int64(100), incomplete)
+		seen := map[netip.AddrPort]bool{}
+		for _, p := range peers {
+			assert.False(t, seen[p.Addr], "no duplicates")
+			seen[p.Addr] = true
+		}
+	}
+}
+
+func TestSwarmExpiry(t *testing.T) {
+	s := newSwarms(time.Minute)
+	a1, a2 := peerAnnounce(1, 1, EventNone), peerAnnounce(2, 1, EventNone)
+	s.update(a1, t0)
+	s.update(a2, t0.Add(50*time.Second))
+	s.recordReply(a2, "A", &Reply{Peers: []netip.AddrPort{netip.MustParseAddrPort("203.0.113.5:1")}}, t0, 30*time.Second)
+
+	assert.True(t, s.known(a1, t0.Add(59*time.Second)))
+	assert.False(t, s.known(a1, t0.Add(time.Minute)), "silent for the TTL: gone")
+	peers, _, _ := s.peers(a2, 50, t0.Add(40*time.Second))
+	assert.Equal(t, []netip.AddrPort{a1.Addr}, addrs(peers), "the upstream reply expired")
+
+	isNew, _ := s.update(a1, t0.Add(2*time.Minute))
+	assert.True(t, isNew, "an expired peer coming back is new (and goes through admission)")
+
+	assert.Equal(t, 1, s.sweep(t0.Add(2*time.Minute)), "a2 expired, a1 is back")
+	assert.Equal(t, 0, s.sweep(t0.Add(time.Hour)))
+}
+
+func TestSwarmCompletedOnceAndStop(t *testing.T) {
+	s := newSwarms(time.Hour)
+	a := peerAnnounce(1, 10, EventStarted)
+	s.update(a, t0)
+	s.markForwarded(a, []string{"A", "B"})
+	_, first := s.update(peerAnnounce(1, 0, EventCompleted), t0)
+	assert.True(t, first)
+	_, first = s.update(peerAnnounce(1, 0, EventCompleted), t0)
+	assert.False(t, first, "completed is forwarded once")
+	assert.ElementsMatch(t, []string{"A", "B"}, s.forwardedTo(a))
+
+	assert.ElementsMatch(t, []string{"A", "B"}, s.remove(peerAnnounce(1, 0, EventStopped)))
+	assert.False(t, s.known(a, t0))
+	assert.Empty(t, s.remove(a), "stopping twice forwards nothing")
+	require.Equal(t, 0, s.sweep(t0))
+}

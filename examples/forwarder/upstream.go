@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// Upstream is one tracker the forwarder announces to. Its Name is the
+// queue's Target, so the queue keeps its health (suspended, disabled) and
+// its next-due times per torrent.
+type Upstream struct {
+	Name string
+	URL  *url.URL
+	// Kind is a free label shown in the demo's summary ("fast", "429", ...).
+	Kind string
+
+	client announcer
+	stats  upstreamStats
+}
+
+// upstreamStats counts what the upstream answered, for the demo's summary.
+type upstreamStats struct {
+	ok, failed, retryIn, overloaded, rejected atomic.Int64
+}
+
+// announcer sends one announce to one upstream.
+type announcer interface {
+	announce(ctx context.Context, a *Announce, ev Event) (*Reply, error)
+}
+
+// ParseUpstream parses an upstream spec: "URL" or "NAME=URL", where URL is
+// http(s)://host[:port]/path or udp://host:port. Without a NAME the
+// upstream is named host:port.
+func ParseUpstream(spec string, client *http.Client) (*Upstream, error) {
+	name, raw, ok := strings.Cut(spec, "=")
+	if !ok || strings.Contains(name, "/") {
+		name, raw = "", spec
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("upstream %q: %v", spec, err)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("upstream %q: no host", spec)
+	}
+	if name == "" {
+		name = u.Host
+	}
+	up := &Upstream{Name: name, URL: u}
+	switch u.Scheme {
+	case "http", "https":
+		up.client = &httpAnnouncer{base: u, client: client}
+	case "udp":
+		if u.Port() == "" {
+			return nil, fmt.Errorf("upstream %q: udp needs a port", spec)
+		}
+		up.client = &udpAnnouncer{addr: u.Host}
+	default:
+		return nil, fmt.Errorf("upstream %q: scheme must be http, https or udp", spec)
+	}
+	return up, nil
+}
+
+// newHTTPClient returns the client used for every HTTP upstream. timeout
+// bounds each request, body included.
+func newHTTPClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	tr.ResponseHeaderTimeout = timeout
+	return &http.Client{
+		Timeout:   timeout,
+		Transport: tr,
+		// A tracker that redirects is answered as it asks, but not forever.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("too many redirects")
+			}
+			return nil
+		},
+	}
+}
+
+// httpAnnouncer announces over HTTP (BEP 3).
+type httpAnnouncer struct {
+	base   *url.URL
+	client *http.Client
+}
+
+func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*Reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.announceURL(a, ev), nil)
+	if err != nil {
+		return nil, queue.Permanent(err)
+	}
+	req.Header.Set("User-Agent", "queuekit-forwarder/1")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// Keep the request's URL (a passkey, the client's ids) out of
+		// errors, which reach logs and /stats.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s %s: %w", ue.Op, h.base.Host, ue.Err)
+		}
+		return nil, queue.ClassifyHTTP(0, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
+	if resp.StatusCode != http.StatusOK {
+		if c := queue.ClassifyHTTP(resp.StatusCode, nil); c != nil {
+			if reason, ok := isBencodedFailure(body); ok {
+				c = fmt.Errorf("%w: %s", c, reason)
+			}
+			return nil, c
+		}
+		// Some other 2xx: read it as a reply below.
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading reply: %w", err)
+	}
+	if len(body) > maxReplyBytes {
+		return nil, fmt.Errorf("reply longer than %d bytes", maxReplyBytes)
+	}
+	return ParseReply(body)
+}
+
+// announceURL builds the upstream request: the client's parameters, with
+// the forwarder asking for compact peers.
+func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
+	var b strings.Builder
+	b.Grow(len(h.base.String()) + 256)
+	u := *h.base
+	u.RawQuery = ""
+	b.WriteString(u.String())
+	if h.base.RawQuery != "" {
+		b.WriteByte('?')
+		b.WriteString(h.base.RawQuery)
+		b.WriteByte('&')
+	} else {
+		b.WriteByte('?')
+	}
+	b.WriteString("info_hash=")
+	b.WriteString(url.QueryEscape(string(a.InfoHash[:])))
+	b.WriteString("&peer_id=")
+	b.WriteString(url.QueryEscape(string(a.PeerID[:])))
+	b.WriteString("&port=")
+	b.WriteString(strconv.Itoa(int(a.Addr.Port())))
+	b.WriteString("&uploaded=")
+	b.WriteString(strconv.FormatInt(a.Uploaded, 10))
+	b.WriteString("&downloaded=")
+	b.WriteString(strconv.FormatInt(a.Downloaded, 10))
+	if a.Left >= 0 {
+		b.WriteString("&left=")
+		b.WriteString(strconv.FormatInt(a.Left, 10))
+	}
+	b.WriteString("&compact=1&numwant=")
+	b.WriteString(strconv.Itoa(maxNumWant))
+	if ev != EventNone {
+		b.WriteString("&event=")
+		b.WriteString(ev.String())
+	}
+	if a.Key != "" {
+		b.WriteString("&key=")
+		b.WriteString(url.QueryEscape(a.Key))
+	}
+	if ip := a.Addr.Addr(); ip.IsValid() && !ip.IsLoopback() {
+		b.WriteString("&ip=")
+		b.WriteString(ip.String())
+	}
+	return b.String()
+}
+
+// errNoReply marks a UDP tracker that never answered.
+var errNoReply = errors.New("no reply")
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# End-to-end test of the tracker forwarder with real BitTorrent software.
+#
+#   two opentracker instances on 127.0.0.1 (one reached over HTTP, one over
+#   UDP, BEP 15) are the upstreams; the forwarder (examples/forwarder) runs in
+#   front of them; a torrent announces to the forwarder; one aria2c seeds it,
+#   a second downloads it. It passes when the download completes with the
+#   right content and both opentrackers have seen the torrent.
+#
+# Everything stays on 127.0.0.1, DHT, LPD and PEX are off (peers can only come
+# from the tracker), the whole run is bounded (E2E_TIMEOUT, default 120 s), and
+# every process it starts is stopped by its pid at the end.
+#
+# The tools come from Debian's packages (opentracker, aria2, mktorrent). With
+# CI=true missing ones are installed with apt-get; elsewhere the script prints
+# SKIP and exits 0 when one is missing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LIMIT=${E2E_TIMEOUT:-120}
+START=$SECONDS
+PIDS=()
+WORK=
+
+say() { printf 'e2e-bittorrent: %s\n' "$*"; }
+
+cleanup() {
+	local rc=$?
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		# Each was started by this script; wait up to 5 s, then force.
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$rc" -ne 0 ] && [ -n "$WORK" ] && [ -d "$WORK" ]; then
+		for f in "$WORK"/*.log; do
+			[ -f "$f" ] || continue
+			say "---- $(basename "$f") (last 30 lines)"
+			tail -n 30 "$f" | sed 's/^/    /'
+		done
+	fi
+	[ -n "$WORK" ] && rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+	say "FAIL: $*"
+	exit 1
+}
+
+left() { echo $((LIMIT - (SECONDS - START))); }
+
+# wait_for DESCRIPTION SECONDS COMMAND...: run COMMAND every 0.2 s until it
+# succeeds, for at most SECONDS (and never past the overall limit).
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local end=$((SECONDS + secs))
+	[ "$end" -gt $((START + LIMIT)) ] && end=$((START + LIMIT))
+	until "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -ge "$end" ] && fail "timed out waiting for $what"
+		sleep 0.2
+	done
+}
+
+# ---- tools
+missing=()
+for t in opentracker aria2c mktorrent curl; do
+	command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	if [ "${CI:-}" = "true" ]; then
+		say "installing ${missing[*]} from Debian's packages"
+		pkgs=()
+		for t in "${missing[@]}"; do
+			case $t in aria2c) pkgs+=(aria2) ;; *) pkgs+=("$t") ;; esac
+		done
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq "${pkgs[@]}" >/dev/null
+	else
+		say "SKIP: ${missing[*]} not installed (apt-get install opentracker aria2 mktorrent curl; CI=true installs them)"
+		exit 0
+	fi
+fi
+command -v go >/dev/null 2>&1 || fail "go not found"
+
+WORK=$(mktemp -d /tmp/e2e-bt.XXXXXX)
+chmod 755 "$WORK"
+
+# ---- ports: free TCP and UDP ports on 127.0.0.1
+used=$(ss -Htuan 2>/dev/null | awk '{print $5}' | sed 's/.*://' | sort -u)
+pick_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 30000))
+		if ! grep -qx "$p" <<<"$used" && ! grep -qx "$p" <<<"${picked:-}"; then
+			picked="${picked:-}"$'\n'"$p"
+			echo "$p"
+			return
+		fi
+	done
+	fail "no free port"
+}
+picked=
+FWD_PORT=$(pick_port)
+OT1_PORT=$(pick_port)
+OT2_PORT=$(pick_port)
+SEED_PORT=$(pick_port)
+LEECH_PORT=$(pick_port)
+
+# ---- build the forwarder
+say "building the forwarder"
+(cd "$ROOT/examples" && go build -o "$WORK/forwarder" ./forwarder) || fail "build failed"
+
+# ---- the torrent: 3 MB of random data announcing to the forwarder
+mkdir -p "$WORK/seed" "$WORK/leech"
+head -c 3000000 /dev/urandom >"$WORK/seed/payload.bin"
+mktorrent -a "http://127.0.0.1:$FWD_PORT/announce" -o "$WORK/t.torrent" "$WORK/seed/payload.bin" >"$WORK/mktorrent.log" 2>&1 ||
+	fail "mktorrent failed"
+HASH=$(aria2c -S "$WORK/t.torrent" | awk -F': ' '/Info Hash/ {print $2}' | tr -d '[:space:]')
+[ "${#HASH}" -eq 40 ] || fail "could not read the info hash"
+say "torrent $HASH"
+
+# ---- two opentrackers, whitelist mode, as nobody in a chroot
+start_opentracker() {
+	local name=$1 port=$2 dir="$WORK/$1"
+	mkdir -p "$dir"
+	echo "$HASH" >"$dir/wl.txt"
+	printf 'access.whitelist /wl.txt\naccess.stats 127.0.0.1\n' >"$dir/ot.conf"
+	chmod 755 "$dir"
+	chmod 644 "$dir/wl.txt" "$dir/ot.conf"
+	opentracker -i 127.0.0.1 -p "$port" -P "$port" -f "$dir/ot.conf" -u nobody -d "$dir" >"$WORK/$name.log" 2>&1 &
+	PIDS+=($!)
+}
+start_opentracker ot1 "$OT1_PORT"
+start_opentracker ot2 "$OT2_PORT"
+wait_for "opentracker ot1" 10 curl -sf "http://127.0.0.1:$OT1_PORT/stats"
+wait_for "opentracker ot2" 10 curl -sf "http://127.0.0.1:$OT2_PORT/stats"
+
+# ---- the forwarder: ot1 over HTTP, ot2 over UDP
+"$WORK/forwarder" -listen "127.0.0.1:$FWD_PORT" \
+	-upstream "ot1=http://127.0.0.1:$OT1_PORT/announce" \
+	-upstream "ot2=udp://127.0.0.1:$OT2_PORT" \
+	-interval 60s -upstream-timeout 5s -w 2 -W 4 >"$WORK/forwarder.log" 2>&1 &
+PIDS+=($!)
+wait_for "the forwarder" 10 curl -sf "http://127.0.0.1:$FWD_PORT/stats"
+
+# torrents_seen PORT: how many torrents the opentracker on PORT tracks
+# ("opentracker serving N torrents"). Its whitelist holds only our torrent,
+# so 1 means it has seen it.
+torrents_seen() {
+	curl -sf "http://127.0.0.1:$1/stats" | sed -n 's/.*serving \([0-9]*\) torrents.*/\1/p' | grep . || echo 0
+}
+seen_by_both() {
+	[ "$(torrents_seen "$OT1_PORT")" -ge 1 ] && [ "$(torrents_seen "$OT2_PORT")" -ge 1 ]
+}
+
+ARIA=(aria2c --enable-dht=false --enable-dht6=false --bt-enable-lpd=false --enable-peer-exchange=false
+	--bt-max-peers=10 --summary-interval=0 --console-log-level=warn --file-allocation=none
+	--check-certificate=false --allow-overwrite=true --auto-file-renaming=false)
+
+# ---- seed
+say "seeding"
+"${ARIA[@]}" -V --seed-ratio=0.0 --seed-time=5 -d "$WORK/seed" --listen-port="$SEED_PORT" \
+	--log="$WORK/seeder-aria2.log" --log-level=info "$WORK/t.torrent" >"$WORK/seeder.log" 2>&1 &
+PIDS+=($!)
+SEEDER=$!
+
+# The seeder's announce reaches the forwarder, which forwards it to both
+# upstreams: wait until both opentrackers list the torrent.
+wait_for "both opentrackers to see the torrent" 30 seen_by_both
+say "both opentrackers track the torrent"
+
+# ---- leech
+say "downloading"
+"${ARIA[@]}" --seed-time=0 -d "$WORK/leech" --listen-port="$LEECH_PORT" \
+	--log="$WORK/leecher-aria2.log" --log-level=info "$WORK/t.torrent" >"$WORK/leecher.log" 2>&1 &
+LEECHER=$!
+PIDS+=("$LEECHER")
+wait_for "the download" "$(left)" test -f "$WORK/leech/payload.bin" -a ! -f "$WORK/leech/payload.bin.aria2"
+end=$((SECONDS + 20))
+while kill -0 "$LEECHER" 2>/dev/null; do
+	[ "$SECONDS" -ge "$end" ] && fail "the leecher did not exit"
+	sleep 0.2
+done
+wait "$LEECHER" || fail "aria2c (leecher) exited with an error"
+
+cmp "$WORK/seed/payload.bin" "$WORK/leech/payload.bin" || fail "downloaded file differs"
+sum=$(sha256sum <"$WORK/leech/payload.bin" | cut -c1-16)
+kill -0 "$SEEDER" 2>/dev/null || fail "the seeder died"
+
+stats=$(curl -sf "http://127.0.0.1:$FWD_PORT/stats?format=json")
+grep -q '"done": [1-9]' <<<"$stats" || fail "the forwarder completed no upstream announce: $stats"
+say "PASS: 3000000 bytes downloaded through the forwarder (sha256 $sum…), both opentrackers saw $HASH, $((SECONDS - START)) s"
