@@ -1,0 +1,165 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+)
+
+// Benchmarks against the test server (QUEUE_PG_URL). Burn-down size:
+// PGSTORE_BENCH_N (default 10000); workers: PGSTORE_BENCH_WORKERS
+// (default 20). For example:
+//
+//	PGSTORE_BENCH_N=100000 go test -run '^$' -bench . -benchtime 1x ./pgstore
+
+func benchEnv(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func benchStore(b *testing.B, e *env, opts ...pgstore.Option) *pgstore.Store[int] {
+	s := newStore[int](b, e, opts...)
+	if err := s.Init(queue.StoreConfig{Name: "bench", Priorities: queue.DefaultPriorities, DefaultPriority: "normal",
+		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: queue.SystemClock{},
+		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkEnqueue measures one Add (one statement, one round trip, one
+// commit), reporting p50 and p99 latency.
+func BenchmarkEnqueue(b *testing.B) {
+	e := newEnv(b)
+	s := benchStore(b, e, pgstore.WithCapacityCheck(false))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		if _, err := s.Add(bg, queue.Job[int]{Payload: i}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// BenchmarkEnqueueKeyed is BenchmarkEnqueue with a dedupe key and the
+// capacity check on (the default).
+func BenchmarkEnqueueKeyed(b *testing.B) {
+	e := newEnv(b)
+	s := benchStore(b, e)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		if _, err := s.Add(bg, queue.Job[int]{Key: strconv.Itoa(i), Payload: i}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkEnqueueMany measures batch insert: 1000 jobs per op, with COPY
+// (no keys) and with the unnest insert (keys).
+func BenchmarkEnqueueMany(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		name := "copy"
+		if keyed {
+			name = "keyed"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b)
+			s := benchStore(b, e)
+			const batch = 1000
+			jobs := make([]queue.Job[int], batch)
+			n := 0
+			for b.Loop() {
+				for i := range jobs {
+					jobs[i] = queue.Job[int]{Payload: n}
+					if keyed {
+						jobs[i].Key = strconv.Itoa(n)
+					}
+					n++
+				}
+				if _, err := s.EnqueueMany(bg, jobs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkBurnDown inserts N no-op jobs in batches, then measures a queue
+// working them off end to end: claim, run, complete.
+func BenchmarkBurnDown(b *testing.B) {
+	n := benchEnv("PGSTORE_BENCH_N", 10000)
+	workers := benchEnv("PGSTORE_BENCH_WORKERS", 20)
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		s := benchStore(b, e)
+		for i := 0; i < n; i += 5000 {
+			jobs := make([]queue.Job[int], 0, 5000)
+			for j := i; j < min(n, i+5000); j++ {
+				jobs = append(jobs, queue.Job[int]{Payload: j})
+			}
+			if _, err := s.EnqueueMany(bg, jobs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s2 := newStore[int](b, e)
+		var done atomic.Int64
+		finished := make(chan struct{})
+		q, err := queue.New(func(context.Context, queue.Job[int]) error {
+			if done.Add(1) == int64(n) {
+				close(finished)
+			}
+			return nil
+		}, queue.WithStore[int](s2), queue.WithName("bench"), queue.WithWorkers(workers, workers),
+			queue.WithCapacity(1<<30), queue.WithLogger(quietLogger()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := q.Start(bg); err != nil {
+			b.Fatal(err)
+		}
+		<-finished
+		ctx, cancel := context.WithTimeout(bg, time.Minute)
+		if err := q.Stop(ctx); err != nil { // waits for the last completions to be written
+			b.Fatal(err)
+		}
+		cancel()
+		took := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(float64(n)/took.Seconds(), "jobs/s")
+		if c := count(b, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'"); c != n {
+			b.Fatalf("%d completed, want %d", c, n)
+		}
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,413 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/queuekit/queue"
+)
+
+// Claim implements queue.Store. Claims are batched: one goroutine claims
+// as many jobs as there are Claim callers waiting (up to the claim batch
+// size) in one statement, with FOR UPDATE SKIP LOCKED, and hands them to
+// the callers in priority, run_at, id order, first come first served. No
+// transaction stays open while a job runs: the claim is a lease recorded
+// in the row.
+//
+// Claim blocks until Start. After Drain (and Close) it returns the jobs
+// already claimed for this process, then queue.ErrDrained.
+func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
+	select {
+	case <-s.startCh:
+	case <-s.drainCh:
+	case <-ctx.Done():
+		return queue.Job[T]{}, ctx.Err()
+	}
+	for {
+		s.handMu.Lock()
+		if len(s.spare) > 0 {
+			j := s.spare[0]
+			s.spare = s.spare[1:]
+			s.handMu.Unlock()
+			if s.take(j.ID) {
+				return j, nil
+			}
+			continue
+		}
+		if s.drained.Load() {
+			s.handMu.Unlock()
+			return queue.Job[T]{}, queue.ErrDrained
+		}
+		w := make(chan queue.Job[T], 1)
+		s.waiters = append(s.waiters, w)
+		s.handMu.Unlock()
+		kick(s.wakeFetch)
+		select {
+		case j := <-w:
+			if s.take(j.ID) {
+				return j, nil
+			}
+		case <-s.drainCh:
+			s.withdraw(w)
+		case <-ctx.Done():
+			s.withdraw(w)
+			return queue.Job[T]{}, ctx.Err()
+		}
+	}
+}
+
+// withdraw removes a Claim caller that stopped waiting; a job already
+// handed to it goes back to the front of the spare list.
+func (s *Store[T]) withdraw(w chan queue.Job[T]) {
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	for i, x := range s.waiters {
+		if x == w {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			return
+		}
+	}
+	select {
+	case j := <-w:
+		s.spare = append([]queue.Job[T]{j}, s.spare...)
+	default:
+	}
+}
+
+// want returns how many jobs to claim: one per Claim caller waiting
+// without a job, plus one per worker about to come back for its next job
+// (see expectClaims), less the jobs kept in spare.
+func (s *Store[T]) want() int {
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	return max(len(s.waiters), len(s.waiters)+int(s.expect.Swap(0))-len(s.spare), 0)
+}
+
+// expectClaims tells the fetcher that n workers just had their outcome
+// written and will call Claim again: claiming their next jobs while they
+// return keeps them from waiting a round trip, and keeps claims batched.
+func (s *Store[T]) expectClaims(n int) {
+	if n > 0 && !s.drained.Load() {
+		s.expect.Add(int64(n))
+		kick(s.wakeFetch)
+	}
+}
+
+// handOut gives a claimed job to the longest-waiting caller, or keeps it
+// for the next one.
+func (s *Store[T]) handOut(j queue.Job[T]) {
+	s.heldMu.Lock()
+	s.held[j.ID] = j.Attempt
+	s.heldMu.Unlock()
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	if len(s.waiters) > 0 {
+		w := s.waiters[0]
+		s.waiters = s.waiters[1:]
+		w <- j
+		return
+	}
+	s.spare = append(s.spare, j)
+}
+
+// take removes id from the held set; false means its lease was lost or
+// released while it waited to be handed out.
+func (s *Store[T]) take(id int64) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if _, ok := s.held[id]; !ok {
+		return false
+	}
+	delete(s.held, id)
+	return true
+}
+
+// heldIDs returns the IDs of claimed jobs not yet handed out.
+func (s *Store[T]) heldIDs() []int64 {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	ids := make([]int64, 0, len(s.held))
+	for id := range s.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// fetchLoop claims jobs for waiting Claim callers.
+func (s *Store[T]) fetchLoop(ctx context.Context) {
+	failures := 0
+	poll := time.NewTimer(s.o.pollInterval)
+	defer poll.Stop()
+	for ctx.Err() == nil && !s.drained.Load() {
+		want := min(s.want(), s.o.claimBatch)
+		if want > 0 {
+			n, err := s.fetch(ctx, want)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failures++
+				s.cfg.Logger.Warn("pgstore: claim failed", "err", err, "failures", failures)
+				if !sleep(ctx, backoff(failures, s.o.pollInterval)) {
+					return
+				}
+				continue
+			}
+			failures = 0
+			if n == want {
+				continue // there may be more
+			}
+			s.idleFetches.Add(1)
+		}
+		poll.Reset(s.o.pollInterval)
+		select {
+		case <-s.wakeFetch:
+		case <-poll.C:
+		case <-s.drainCh:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// backoff returns the wait after n consecutive failures: 50ms doubling,
+// capped at max(limit, 5s).
+func backoff(n int, limit time.Duration) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < 5*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, max(limit, 5*time.Second))
+}
+
+// fetch claims up to n jobs and queues them for Claim; it reports how
+// many rows it claimed.
+func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
+	now := s.cfg.Clock.Now()
+	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.leaseTTL))
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	type claimed struct {
+		job     queue.Job[T]
+		weight  int
+		runAt   time.Time
+		payload []byte
+	}
+	var (
+		got   []claimed
+		c     claimed
+		sched *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&c.job.ID, &c.weight, &c.runAt, &sched, &c.job.Attempt, &c.job.MaxAttempts,
+		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload}, func() error {
+		c.job.RunAt = time.Time{}
+		if sched != nil {
+			c.job.RunAt = *sched
+		}
+		got = append(got, c)
+		c = claimed{}
+		return nil
+	})
+	s.noteErr(err)
+	if err != nil {
+		// The claim may have committed: those jobs are leased to this
+		// process and come back when the lease expires.
+		return 0, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	s.ready.Add(-int64(len(got)))
+	slices.SortFunc(got, func(a, b claimed) int {
+		if a.weight != b.weight {
+			return a.weight - b.weight
+		}
+		if c := a.runAt.Compare(b.runAt); c != 0 {
+			return c
+		}
+		return int(a.job.ID - b.job.ID)
+	})
+	for i := range got {
+		c := &got[i]
+		c.job.Priority = s.label(c.weight)
+		if err := s.o.codec.Unmarshal(c.payload, &c.job.Payload); err != nil {
+			s.deadLetterUndecodable(c.job, err)
+			continue
+		}
+		s.handOut(c.job)
+	}
+	return len(got), nil
+}
+
+// DecodeError is the cause recorded for a job whose payload could not be
+// decoded into T: the job is dead-lettered, never handed to a worker.
+type DecodeError struct {
+	JobID int64
+	Err   error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("pgstore: job %d: decoding payload: %v", e.JobID, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// deadLetterUndecodable dead-letters a claimed job whose payload does not
+// decode, in the background, and reports it.
+func (s *Store[T]) deadLetterUndecodable(job queue.Job[T], err error) {
+	cause := &DecodeError{JobID: job.ID, Err: err}
+	s.cfg.Logger.Error("pgstore: undecodable payload; job dead-lettered", "job", job.ID, "key", job.Key, "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		defer cancel()
+		if werr := s.Dead(ctx, job, cause); werr != nil {
+			s.cfg.Logger.Error("pgstore: dead-letter failed", "job", job.ID, "err", werr)
+			return
+		}
+		s.cfg.Report(queue.Event{Kind: queue.EventDead, Time: s.cfg.Clock.Now(), JobID: job.ID, Key: job.Key,
+			Target: job.Target, Priority: job.Priority, Attempt: job.Attempt, Err: cause})
+	}()
+}
+
+// releaseHeld gives back the jobs claimed but never handed out.
+func (s *Store[T]) releaseHeld(ctx context.Context) {
+	s.handMu.Lock()
+	s.spare = nil
+	s.handMu.Unlock()
+	s.heldMu.Lock()
+	ids := make([]int64, 0, len(s.held))
+	for id := range s.held {
+		ids = append(ids, id)
+	}
+	clear(s.held)
+	s.heldMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, s.q.release, ids, s.owner); err != nil {
+		s.cfg.Logger.Warn("pgstore: releasing unclaimed jobs failed; they return when their lease expires", "err", err, "jobs", len(ids))
+	}
+}
+
+// promoteLoop promotes due jobs when the next one is due (on the queue's
+// clock), when woken, and every poll interval; it also refreshes Len and
+// keeps the leases of jobs waiting in the hand-off buffer.
+func (s *Store[T]) promoteLoop(ctx context.Context) {
+	clk := s.cfg.Clock
+	due := clk.NewTimer(time.Hour)
+	defer due.Stop()
+	poll := time.NewTimer(s.o.pollInterval)
+	defer poll.Stop()
+	failures := 0
+	lastExtend := time.Now()
+	for ctx.Err() == nil {
+		wait := s.o.pollInterval
+		next, err := s.promoteStep(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait = backoff(failures, s.o.pollInterval)
+		} else {
+			failures = 0
+		}
+		if time.Since(lastExtend) >= s.HeartbeatInterval() {
+			lastExtend = time.Now()
+			if len(s.heldIDs()) > 0 {
+				_, _ = s.Heartbeat(ctx, nil)
+			}
+		}
+		due.Stop()
+		if next != nil {
+			d := next.Sub(clk.Now())
+			if d <= 0 {
+				// Due but not moved: another process holds the rows, or
+				// we are drained. Look again soon, not in a busy loop.
+				d = min(s.o.pollInterval, 50*time.Millisecond)
+			}
+			due.Reset(d)
+		}
+		poll.Reset(wait)
+		select {
+		case <-due.C():
+		case <-poll.C:
+		case <-s.wakePromote:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// promoteStep promotes due jobs (unless drained), refreshes Len and
+// returns the next due time, if any.
+func (s *Store[T]) promoteStep(ctx context.Context) (*time.Time, error) {
+	if !s.drained.Load() {
+		if _, err := s.PromoteDue(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var next *time.Time
+	var ready int64
+	err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name, s.lenLimit()).Scan(&next, &ready)
+	s.noteErr(err)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: next due: %w", err)
+	}
+	s.ready.Store(ready)
+	if s.drained.Load() {
+		return nil, nil
+	}
+	return next, nil
+}
+
+// listenLoop holds a dedicated connection that LISTENs on the schema's
+// channel and wakes the fetcher and promoter on each notification for this
+// queue. It reconnects with backoff; while it is down, polling does the
+// work.
+func (s *Store[T]) listenLoop(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx)
+		s.listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		failures++
+		s.cfg.Logger.Warn("pgstore: listen connection lost; polling meanwhile", "err", err, "failures", failures)
+		if !sleep(ctx, backoff(failures, s.o.pollInterval)) {
+			return
+		}
+	}
+}
+
+func (s *Store[T]) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return err
+	}
+	s.listening.Store(true)
+	// Anything sent while we were not listening is missed: look now.
+	kick(s.wakeFetch)
+	kick(s.wakePromote)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == s.cfg.Name {
+			kick(s.wakeFetch)
+			kick(s.wakePromote)
+		}
+	}
+}

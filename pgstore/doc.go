@@ -1,0 +1,114 @@
+// Package pgstore keeps a queue.Queue's jobs in PostgreSQL, so that several
+// processes share one queue and jobs survive crashes and restarts. It
+// implements queue.Store and queue.Leaser with pgx v5.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
+//	if err := pgstore.Migrate(ctx, pool); err != nil { ... }   // once per deploy; safe to race
+//	store, err := pgstore.New[Announce](pool)
+//	q, err := queue.New(handle, queue.WithStore[Announce](store), queue.WithName("announces"))
+//	q.Start(ctx)
+//	q.Enqueue(ctx, queue.Job[Announce]{Key: "hash:peer", Payload: a})
+//
+// Every process that runs the same queue name against the same database
+// (and schema) works the same queue.
+//
+// # Schema
+//
+// Migrate applies the versioned SQL files embedded from migrations/ (also
+// readable as plain .sql for other migration tools; see Migrations). One
+// table, queuekit_jobs, holds the jobs of every named queue; queuekit_leaders
+// holds one leadership row per queue. WithSchema puts both in a schema of
+// their own.
+//
+// A job's state is one of scheduled (waiting for run_at), available (due,
+// waiting for a worker), running (leased to a process), retryable (put back
+// by Retry or Defer, waiting for run_at), pending (a coalesced rerun waiting
+// for the running job with its key to end), and the final completed, dead
+// and cancelled, which are kept for the retention period (WithRetention)
+// and then pruned in bounded batches.
+//
+// # Dedupe and coalescing
+//
+// A partial unique index over the live states (scheduled, available,
+// running, retryable) makes a key's dedupe atomic across processes; a
+// second one allows one pending rerun per key, a third one scheduled job
+// per group. Add never raises on a duplicate: it returns queue.ErrDuplicate,
+// so EnqueueTx leaves the caller's transaction usable.
+//
+// An Add for a key whose job is running share-locks that row; the
+// completion, which must wait for the lock, releases the rerun in a later
+// statement of its transaction and so always sees it. A rerun is never
+// stranded.
+//
+// # Claims, leases and outcomes
+//
+// One goroutine per process claims jobs with FOR UPDATE SKIP LOCKED in
+// priority, run_at, id order — as many as Claim callers wait, plus one for
+// each worker whose outcome was just written (it is about to ask again) —
+// and sets the lease owner and expiry in the same statement. No
+// transaction stays open while a job runs. A claimed job not yet handed
+// out is extended with the running ones and given back by Close.
+//
+// The queue heartbeats running jobs every third of the lease TTL (default
+// 30 s); the leases are extended in one statement, and a job whose lease
+// was lost has its context cancelled by the queue. Complete, Retry, Defer,
+// Dead and heartbeats go through one writer goroutine that writes
+// everything queued meanwhile in one pipelined implicit transaction: one
+// round trip and one commit per batch. Each call returns after its batch
+// committed, with its own result, so an outcome Complete reported is
+// durable; an outcome for a job this process no longer holds returns
+// ErrLeaseLost and writes nothing. A batch whose connection broke is
+// retried; a job whose outcome could not be written is rescued when its
+// lease expires and runs again (at-least-once).
+//
+// # Scheduling and wake-ups
+//
+// Every process promotes its queue's due scheduled and retryable jobs to
+// available when the earliest is due (on the queue's Clock, so fake clocks
+// work), when woken, and at least every poll interval. Inserts and
+// promotions NOTIFY a channel per schema; a dedicated connection LISTENs
+// and wakes the claimer and promoter, so a new job starts within
+// milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in
+// transaction mode) is enough, at the poll interval's latency.
+//
+// # Leader and janitor
+//
+// One process per queue leads, holding a row in queuekit_leaders whose
+// expiry (database time) it renews every third of the TTL (default 10 s);
+// the others try every tenth, so a dead leader is replaced within TTL +
+// TTL/10, and at once when it resigns in Close. The leader runs the
+// janitor: every janitor interval (default 1 s) it returns jobs whose
+// lease expired to available — the lost run used its attempt — or
+// dead-letters them after their last attempt, and every 60 intervals it
+// prunes old final jobs. Stats().Leader tells whether this process leads.
+//
+// # Capacity
+//
+// The queue's capacity bounds the available jobs of the queue in the whole
+// database, not per process. Add checks it in the insert statement with a
+// count of at most Capacity index entries; concurrent Adds may overshoot
+// by the number of callers, and a promotion or a released rerun that finds
+// no room waits RequeueDelay, as in memory. EnqueueTx and EnqueueMany do
+// not check it; WithCapacityCheck(false) turns the check off for Add.
+//
+// # Differences from the in-memory store
+//
+//   - Drain does not wait for the backlog: other processes share it. Claim
+//     returns the jobs already claimed for this process, then
+//     queue.ErrDrained.
+//   - Len is a recent count (refreshed every poll interval, adjusted by this
+//     process's own adds and claims), and counts every process's jobs.
+//   - Jobs are claimed slightly ahead of the workers (see Claims): a job
+//     claimed ahead is running as far as Cancel and Stats are concerned.
+//   - Delivery is at-least-once: a job whose process dies, or loses its
+//     lease, runs again.
+//   - Dead jobs are kept (state dead, with their error history) until the
+//     retention period passes.
+//   - Job times are stored with microsecond precision.
+//
+// # Testing
+//
+// The tests run against a real server: QUEUE_PG_URL, by default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable; each test uses a
+// schema of its own. Without a server they skip, unless CI=true.
+package pgstore

@@ -1,0 +1,388 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/queuekit/queue"
+)
+
+// querier is what Add needs of a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// row is one job ready to insert.
+type row struct {
+	state     string
+	priority  int
+	runAt     time.Time
+	scheduled bool
+	payload   []byte
+}
+
+// prepare validates and encodes job for insertion at now.
+func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
+	p := s.cfg.PriorityIndex(job.Priority)
+	if p < 0 {
+		return row{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
+	}
+	payload, err := s.o.codec.Marshal(job.Payload)
+	if err != nil {
+		return row{}, fmt.Errorf("pgstore: encoding payload: %w", err)
+	}
+	if len(payload) > s.o.maxPayload {
+		return row{}, &PayloadTooLargeError{Size: len(payload), Limit: s.o.maxPayload}
+	}
+	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
+	if !job.RunAt.IsZero() && job.RunAt.After(now) {
+		r.state, r.runAt, r.scheduled = stScheduled, job.RunAt, true
+	}
+	return r, nil
+}
+
+// Add implements queue.Store. The insert, the dedupe check (a partial
+// unique index over the live states) and the capacity check are one
+// statement, so dedupe holds across processes. A ready job is refused with
+// queue.ErrQueueFull when the queue already has Capacity available jobs in
+// the database (see WithCapacityCheck); concurrent Adds may overshoot by
+// the number of callers.
+func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+	capacity := 0
+	if s.o.checkCapacity {
+		capacity = s.cfg.Capacity
+	}
+	added, err := s.add(ctx, s.pool, &job, capacity)
+	if err != nil {
+		if !errors.Is(err, queue.ErrDuplicate) && !errors.Is(err, queue.ErrQueueFull) {
+			s.noteErr(err)
+		}
+		return added, err
+	}
+	s.healthy.Store(true)
+	switch {
+	case added.Coalesced:
+	case added.Scheduled:
+		kick(s.wakePromote)
+	default:
+		s.ready.Add(1)
+		kick(s.wakeFetch)
+	}
+	return added, nil
+}
+
+// EnqueueTx adds job inside the caller's transaction: the job exists only if
+// tx commits, and other processes are notified at commit. It dedupes and
+// coalesces like Add but does not check capacity, and it never aborts tx on
+// a duplicate: it returns queue.ErrDuplicate and tx stays usable. The store
+// must have been passed to queue.New.
+func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (queue.Added, error) {
+	if !s.bound.Load() {
+		return queue.Added{}, ErrNotBound
+	}
+	return s.add(ctx, tx, &job, 0)
+}
+
+func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capacity int) (queue.Added, error) {
+	now := s.cfg.Clock.Now()
+	r, err := s.prepare(job, now)
+	if err != nil {
+		return queue.Added{}, err
+	}
+	var sched *time.Time
+	if r.scheduled {
+		sched = &r.runAt
+	}
+	var (
+		ok, dup bool
+		id      *int64
+		state   string
+		notes   int
+	)
+	err = db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
+		job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, s.channel,
+	).Scan(&ok, &id, &state, &dup, &notes)
+	if err != nil {
+		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
+	}
+	switch {
+	case id != nil:
+		return queue.Added{ID: *id, Scheduled: state == stScheduled, Coalesced: state == stPending}, nil
+	case dup || ok:
+		return queue.Added{}, queue.ErrDuplicate
+	default:
+		return queue.Added{}, queue.ErrQueueFull
+	}
+}
+
+// EnqueueMany inserts jobs in one transaction and returns, for each job in
+// order, what became of it: an Added with ID 0 means the job was skipped
+// because its key or group was taken (EnqueueMany never coalesces). Jobs
+// without key or group are written with COPY. Capacity is not checked. If
+// any payload cannot be encoded or is too large, or the database fails,
+// nothing is inserted. The store must have been passed to queue.New.
+func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queue.Added, error) {
+	if !s.bound.Load() {
+		return nil, ErrNotBound
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	now := s.cfg.Clock.Now()
+	rows := make([]row, len(jobs))
+	keyed := false
+	for i := range jobs {
+		r, err := s.prepare(&jobs[i], now)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: job %d: %w", i, err)
+		}
+		rows[i] = r
+		keyed = keyed || jobs[i].Key != "" || jobs[i].Group != ""
+	}
+	out := make([]queue.Added, len(jobs))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ids, err := s.allocIDs(ctx, tx, len(jobs))
+		if err != nil {
+			return err
+		}
+		inserted := make(map[int64]bool, len(jobs))
+		if keyed {
+			err = s.insertUnnest(ctx, tx, jobs, rows, ids, now, inserted)
+		} else {
+			err = s.insertCopy(ctx, tx, jobs, rows, ids, now, inserted)
+		}
+		if err != nil {
+			return err
+		}
+		for i, id := range ids {
+			if inserted[id] {
+				out[i] = queue.Added{ID: id, Scheduled: rows[i].scheduled}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.noteErr(err)
+		return nil, fmt.Errorf("pgstore: enqueue many: %w", err)
+	}
+	var ready int64
+	for i := range out {
+		if out[i].ID != 0 && !out[i].Scheduled {
+			ready++
+		}
+	}
+	s.ready.Add(ready)
+	kick(s.wakeFetch)
+	kick(s.wakePromote)
+	return out, nil
+}
+
+// allocIDs takes n IDs from the jobs table's sequence, so that inserted
+// rows can be matched to the input.
+func (s *Store[T]) allocIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
+	rows, err := tx.Query(ctx, "SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2::integer)", s.q.jobs, n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (s *Store[T]) insertUnnest(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+	n := len(jobs)
+	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]bool, n)
+	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
+	for i := range jobs {
+		r := &rows[i]
+		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.scheduled, r.payload
+		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
+	}
+	res, err := tx.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
+		keys, groups, targets, payloads, now, s.channel)
+	if err != nil {
+		return err
+	}
+	var id, notes int64
+	_, err = pgx.ForEachRow(res, []any{&id, &notes}, func() error {
+		inserted[id] = true
+		return nil
+	})
+	return err
+}
+
+func (s *Store[T]) insertCopy(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+	cols := []string{"id", "queue", "state", "priority", "run_at", "scheduled_at", "max_attempts", "target", "payload", "created_at"}
+	i := 0
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(jobs) {
+			return nil, nil
+		}
+		r := &rows[i]
+		var sched any
+		if r.scheduled {
+			sched = r.runAt
+		}
+		vals := []any{ids[i], s.cfg.Name, r.state, int32(r.priority), r.runAt, sched, int32(jobs[i].MaxAttempts), jobs[i].Target, r.payload, now}
+		i++
+		return vals, nil
+	})
+	if _, err := tx.CopyFrom(ctx, s.q.jobsIdent, cols, src); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1::text, $2::text)", s.channel, s.cfg.Name); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		inserted[id] = true
+	}
+	return nil
+}
+
+// Cancel implements queue.Store: it cancels the waiting job with key
+// (queued, scheduled or a rerun); a running job is not touched. The row
+// stays, in state cancelled, until pruned.
+func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
+	if key == "" {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.cancel, s.cfg.Name, key, s.cfg.Clock.Now())
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	s.noteErr(err)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	return len(ids), nil
+}
+
+// CancelMatch implements queue.Store. It reads every waiting key of the
+// queue, calls match on each, and cancels the matches that are still
+// waiting in one statement.
+func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
+	rows, err := s.pool.Query(ctx, s.q.waitingKeys, s.cfg.Name)
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	var ids []int64
+	var id int64
+	var key string
+	_, err = pgx.ForEachRow(rows, []any{&id, &key}, func() error {
+		if match(key) {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, "cancel", s.q.cancelIDs, ids, s.cfg.Clock.Now())
+}
+
+// Purge implements queue.Store: every waiting job of the queue (queued,
+// scheduled, retrying, reruns) is cancelled.
+func (s *Store[T]) Purge(ctx context.Context) (int, error) {
+	n, err := s.execCount(ctx, "purge", s.q.purge, s.cfg.Name, s.cfg.Clock.Now())
+	if err == nil {
+		s.ready.Store(0)
+	}
+	return n, err
+}
+
+func (s *Store[T]) execCount(ctx context.Context, what, sql string, args ...any) (int, error) {
+	var tag pgconn.CommandTag
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	s.noteErr(err)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: %s: %w", what, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// promoteBatch bounds one promotion statement.
+const promoteBatch = 1000
+
+// PromoteDue implements queue.Store: due scheduled and retryable jobs
+// become available, in due order, while the queue has room; the rest are
+// put RequeueDelay later (reported as queue.EventRequeued). Every process
+// runs it by itself when the next job is due and on wake-ups; it is safe
+// to run concurrently (rows are taken with SKIP LOCKED).
+func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
+	// One promotion at a time per process: a caller that finds one running
+	// waits for it (and for the events it reports) instead of skipping
+	// the rows it holds.
+	s.promoteMu.Lock()
+	defer s.promoteMu.Unlock()
+	moved := 0
+	for range 100 {
+		n, full, err := s.promoteOnce(ctx)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+		if !full {
+			break
+		}
+	}
+	if moved > 0 {
+		s.ready.Add(int64(moved))
+		kick(s.wakeFetch)
+	}
+	return moved, nil
+}
+
+// promoteOnce runs one promotion statement; full reports a full batch.
+func (s *Store[T]) promoteOnce(ctx context.Context) (moved int, full bool, err error) {
+	now := s.cfg.Clock.Now()
+	capacity := 0
+	if s.o.checkCapacity {
+		capacity = s.cfg.Capacity
+	}
+	requeueAt := now.Add(s.cfg.RequeueDelay)
+	rows, err := s.pool.Query(ctx, s.q.promote, s.cfg.Name, now, promoteBatch, capacity, requeueAt, s.channel)
+	if err != nil {
+		s.noteErr(err)
+		return 0, false, fmt.Errorf("pgstore: promote: %w", err)
+	}
+	type requeued struct {
+		id              int64
+		key, target     string
+		weight, attempt int
+	}
+	var (
+		id              int64
+		avail           bool
+		key, target     string
+		weight, attempt int
+		notes           int64
+		total           int
+		back            []requeued
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &avail, &key, &target, &weight, &attempt, &notes}, func() error {
+		total++
+		if avail {
+			moved++
+		} else {
+			back = append(back, requeued{id, key, target, weight, attempt})
+		}
+		return nil
+	})
+	s.noteErr(err)
+	if err != nil {
+		return moved, false, fmt.Errorf("pgstore: promote: %w", err)
+	}
+	for _, r := range back {
+		s.report(queue.EventRequeued, r.id, r.key, r.target, r.weight, r.attempt, s.cfg.RequeueDelay, nil)
+	}
+	return moved, total == promoteBatch && len(back) == 0, nil
+}

@@ -1,0 +1,89 @@
+package pgstore_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue/pgstore"
+)
+
+// TestExplainUsesIndexes fills the table with a realistic mix — mostly
+// finished history, a backlog in three priorities, scheduled and running
+// jobs, two queues — and checks that the plans of the claim, promotion and
+// rescue statements use their partial indexes and never scan the table.
+//
+// The default is 200 000 rows, which loads in a few seconds and is far past
+// the size where PostgreSQL would pick a sequential scan if it could; set
+// PGSTORE_EXPLAIN_ROWS=1000000 for the issue's million.
+func TestExplainUsesIndexes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rows := benchEnv("PGSTORE_EXPLAIN_ROWS", 200000)
+	table := jobsTable(e)
+	start := time.Now()
+	// 85% completed, 10% available (3 priorities), 3% scheduled, 2% running;
+	// every other row in a second queue.
+	_, err := e.pool.Exec(bg, `
+INSERT INTO `+table+` (queue, state, priority, run_at, scheduled_at, payload, lease_owner, lease_expires_at, finalized_at)
+SELECT CASE WHEN i % 2 = 0 THEN 'explain' ELSE 'other' END,
+       s.state, (i % 3) * 5,
+       CASE WHEN s.state = 'scheduled' THEN now() + interval '1 hour' ELSE now() - (i || ' ms')::interval END,
+       CASE WHEN s.state = 'scheduled' THEN now() + interval '1 hour' END,
+       '0'::bytea,
+       CASE WHEN s.state = 'running' THEN 'w' END,
+       CASE WHEN s.state = 'running' THEN now() + interval '1 minute' END,
+       CASE WHEN s.state = 'completed' THEN now() END
+FROM generate_series(1, $1::integer) AS i,
+LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN 'available'
+                     WHEN i % 100 < 98 THEN 'scheduled' ELSE 'running' END AS state) s`, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(bg, "ANALYZE "+table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loaded and analysed %d rows in %s", rows, time.Since(start).Round(time.Millisecond))
+
+	s := newStore[int](t, e)
+	claimSQL, promoteSQL, rescueSQL := pgstore.HotSQL(s)
+	now := time.Now()
+	for _, c := range []struct {
+		name, sql, index string
+		args             []any
+	}{
+		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", now.Add(time.Minute)}},
+		{"promote", promoteSQL, "queuekit_jobs_due_idx", []any{"explain", now, 1000, 10000, now.Add(10 * time.Second), "chan"}},
+		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3}},
+	} {
+		var plan []map[string]any
+		if err := e.pool.QueryRow(bg, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var seq, idx []string
+		walkPlan(plan[0]["Plan"].(map[string]any), func(n map[string]any) {
+			if n["Node Type"] == "Seq Scan" && n["Relation Name"] == "queuekit_jobs" {
+				seq = append(seq, fmt.Sprint(n["Relation Name"]))
+			}
+			if name, ok := n["Index Name"].(string); ok {
+				idx = append(idx, name)
+			}
+		})
+		js, _ := json.MarshalIndent(plan, "", " ")
+		if len(seq) > 0 || !strings.Contains(strings.Join(idx, ","), c.index) {
+			t.Fatalf("%s plan: seq scans %v, indexes %v; want %s and no seq scan:\n%s", c.name, seq, idx, c.index, js)
+		}
+		t.Logf("%s uses %v", c.name, idx)
+	}
+}
+
+func walkPlan(n map[string]any, f func(map[string]any)) {
+	f(n)
+	if kids, ok := n["Plans"].([]any); ok {
+		for _, k := range kids {
+			walkPlan(k.(map[string]any), f)
+		}
+	}
+}

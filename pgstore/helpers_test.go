@@ -1,0 +1,188 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/queuetest"
+)
+
+// The tests run against a real PostgreSQL server: QUEUE_PG_URL, or a local
+// one with database test. Without a server they skip, except in CI
+// (CI=true), where they fail.
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+func pgURL() string {
+	if u := os.Getenv("QUEUE_PG_URL"); u != "" {
+		return u
+	}
+	return defaultURL
+}
+
+var (
+	reachOnce sync.Once
+	reachErr  error
+)
+
+// requirePG skips (or, in CI, fails) the test when the server is not
+// reachable.
+func requirePG(tb testing.TB) {
+	tb.Helper()
+	reachOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgURL())
+		if err != nil {
+			reachErr = err
+			return
+		}
+		defer conn.Close(ctx)
+		reachErr = conn.Ping(ctx)
+	})
+	if reachErr == nil {
+		return
+	}
+	msg := fmt.Sprintf("PostgreSQL not reachable at %s: %v\n"+
+		"The pgstore tests need a real server: start one (e.g. database \"test\" on 127.0.0.1:5432, user postgres)\n"+
+		"or point QUEUE_PG_URL at one, then run: cd pgstore && go test -race ./...", pgURL(), reachErr)
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
+
+// newPool returns a pool on the test server, closed when the test ends.
+// Keep maxConns small: many tests run at once against one server.
+func newPool(tb testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", url, err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// newSchema creates and migrates a schema of its own for the test and
+// drops it when the test ends.
+func newSchema(tb testing.TB, pool *pgxpool.Pool) string {
+	tb.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.ToLower(tb.Name())
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	schema := "qt_" + hex.EncodeToString(b[:]) + "_" + name
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pgstore.Migrate(ctx, pool, pgstore.WithSchema(schema)); err != nil {
+		tb.Fatalf("Migrate: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// env is one test's database: a pool and a migrated schema.
+type env struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	requirePG(tb)
+	pool := newPool(tb, pgURL(), 8)
+	return &env{pool: pool, schema: newSchema(tb, pool)}
+}
+
+// store returns a store in the env's schema with opts after the schema.
+func newStore[T any](tb testing.TB, e *env, opts ...pgstore.Option) *pgstore.Store[T] {
+	tb.Helper()
+	s, err := pgstore.New[T](e.pool, append([]pgstore.Option{pgstore.WithSchema(e.schema)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// bind initialises s as the suite's stores are, with a fake clock and an
+// event log, starts it, and closes it when the test ends.
+func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Clock, mutate ...func(*queue.StoreConfig)) *queuetest.EventLog {
+	tb.Helper()
+	log := &queuetest.EventLog{}
+	cfg := queuetest.StoreConfig(name, 100, clk, log.Report)
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if err := s.Init(cfg); err != nil {
+		tb.Fatalf("Init: %v", err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		tb.Fatalf("Start: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return log
+}
+
+// eventually polls cond every 10ms until it holds or timeout passes.
+func eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// count runs a count query.
+func count(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
+	tb.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		tb.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+var bg = context.Background()

@@ -1,0 +1,350 @@
+package pgstore
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The states, as stored. live are the states that hold a job's key;
+// waiting are the states a job can be cancelled or purged from.
+const (
+	stScheduled = "scheduled"
+	stAvailable = "available"
+	stRunning   = "running"
+	stRetryable = "retryable"
+	stPending   = "pending"
+	stCompleted = "completed"
+	stDead      = "dead"
+	stCancelled = "cancelled"
+
+	liveStates    = `('scheduled', 'available', 'running', 'retryable')`
+	waitingStates = `('scheduled', 'available', 'retryable', 'pending')`
+)
+
+// queries holds the store's SQL with its table names filled in. Names come
+// from validated identifiers and are quoted; every value is a parameter.
+type queries struct {
+	jobs, leaders string // quoted, possibly schema-qualified table names
+	jobsIdent     pgx.Identifier
+
+	add, claim, promote, nextDue, heartbeat             string
+	complete, dead, lockRows, retry, releaseReruns      string
+	cancel, cancelIDs, waitingKeys, purge, stats, sched string
+	rescue, prune, elect, resign, insertMany, release   string
+}
+
+func newQueries(schema string) *queries {
+	q := &queries{}
+	if schema != "" {
+		q.jobsIdent = pgx.Identifier{schema, "queuekit_jobs"}
+		q.leaders = pgx.Identifier{schema, "queuekit_leaders"}.Sanitize()
+	} else {
+		q.jobsIdent = pgx.Identifier{"queuekit_jobs"}
+		q.leaders = pgx.Identifier{"queuekit_leaders"}.Sanitize()
+	}
+	q.jobs = q.jobsIdent.Sanitize()
+	r := strings.NewReplacer("{jobs}", q.jobs, "{leaders}", q.leaders, "{live}", liveStates, "{waiting}", waitingStates)
+	for _, s := range []struct {
+		dst *string
+		src string
+	}{
+		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue},
+		{&q.heartbeat, sqlHeartbeat}, {&q.complete, sqlComplete}, {&q.dead, sqlDead},
+		{&q.lockRows, sqlLockRows}, {&q.retry, sqlRetry}, {&q.releaseReruns, sqlReleaseReruns},
+		{&q.cancel, sqlCancel}, {&q.cancelIDs, sqlCancelIDs}, {&q.waitingKeys, sqlWaitingKeys},
+		{&q.purge, sqlPurge}, {&q.stats, sqlStats}, {&q.sched, sqlScheduled}, {&q.rescue, sqlRescue},
+		{&q.prune, sqlPrune}, {&q.elect, sqlElect}, {&q.resign, sqlResign},
+		{&q.insertMany, sqlInsertMany}, {&q.release, sqlRelease},
+	} {
+		*s.dst = r.Replace(s.src)
+	}
+	return q
+}
+
+// roomSQL is true when a queue ($1) has fewer than $cap available jobs, or
+// when $cap <= 0 (no check). It counts at most $cap index entries.
+const roomSQL = `($CAP::bigint <= 0 OR (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE queue = $1::text AND state = 'available' LIMIT greatest($CAP::bigint, 0)) c) < $CAP::bigint)`
+
+func room(param string) string { return strings.ReplaceAll(roomSQL, "$CAP", param) }
+
+// sqlAdd inserts one job unless its key or group is taken or the queue is
+// full; it never raises on a duplicate, so it is safe inside a caller's
+// transaction. A running job with the same key is share-locked, so that
+// the job's completion (which must then wait) sees the rerun inserted here.
+//
+// $1 queue, $2 state, $3 priority, $4 run_at, $5 scheduled_at, $6
+// max_attempts, $7 key, $8 group, $9 target, $10 payload, $11 now, $12
+// coalesce, $13 capacity (0: no check), $14 channel.
+var sqlAdd = `
+WITH run AS (
+    SELECT id FROM {jobs}
+    WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND state = 'running'
+    FOR SHARE
+),
+room AS (
+    SELECT ($2::text <> 'available' OR EXISTS (SELECT 1 FROM run) OR ` + room("$13") + `) AS ok
+),
+ins AS (
+    INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
+    SELECT $1::text, CASE WHEN EXISTS (SELECT 1 FROM run) THEN 'pending' ELSE $2::text END,
+        $3::integer, $4::timestamptz, $5::timestamptz, $6::integer, $7::text, $8::text, $9::text, $10::bytea, $11::timestamptz
+    WHERE (SELECT ok FROM room) AND (NOT EXISTS (SELECT 1 FROM run) OR $12::boolean)
+    ON CONFLICT DO NOTHING
+    RETURNING id, state
+)
+SELECT (SELECT ok FROM room),
+    (SELECT id FROM ins),
+    coalesce((SELECT state FROM ins), ''),
+    EXISTS (SELECT 1 FROM {jobs} WHERE $7::text <> '' AND queue = $1::text AND key = $7::text
+        AND state IN ('scheduled', 'available', 'running', 'retryable', 'pending')),
+    (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending') n)`
+
+// sqlClaim takes up to $3 due available jobs of queue $1 in priority,
+// run_at, id order, leasing them to $4 until $5. $2 is now.
+const sqlClaim = `
+WITH picked AS (
+    SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz
+    ORDER BY priority, run_at, id
+    LIMIT $3::bigint
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
+    lease_expires_at = $5::timestamptz, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
+FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload`
+
+// sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
+// to available while the queue has room ($4, 0: no check); the rest wait
+// until $5 (RequeueDelay later). $2 is now, $6 the channel.
+var sqlPromote = `
+WITH due AS (
+    SELECT id, run_at FROM {jobs}
+    WHERE queue = $1::text AND state IN ('scheduled', 'retryable') AND run_at <= $2::timestamptz
+    ORDER BY run_at, id
+    LIMIT $3::bigint
+    FOR UPDATE SKIP LOCKED
+),
+room AS (
+    SELECT CASE WHEN $4::bigint <= 0 THEN $3::bigint
+        ELSE greatest($4::bigint - (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE queue = $1::text AND state = 'available' LIMIT greatest($4::bigint, 0)) c), 0) END AS n
+),
+ranked AS (
+    SELECT id, row_number() OVER (ORDER BY run_at, id) <= (SELECT n FROM room) AS fits FROM due
+),
+up AS (
+    UPDATE {jobs} j SET
+        state = CASE WHEN r.fits THEN 'available' ELSE 'retryable' END,
+        run_at = CASE WHEN r.fits THEN j.run_at ELSE $5::timestamptz END,
+        scheduled_at = CASE WHEN r.fits THEN j.scheduled_at ELSE $5::timestamptz END
+    FROM ranked r WHERE j.id = r.id
+    RETURNING j.id, j.state, j.key, j.target, j.priority, j.attempt
+)
+SELECT id, state = 'available', key, target, priority, attempt,
+    (SELECT count(*) FROM (SELECT pg_notify($6::text, $1::text) FROM up WHERE state = 'available' LIMIT 1) n)
+FROM up`
+
+// sqlNextDue returns queue $1's earliest scheduled time and its available
+// jobs, counted up to $2.
+const sqlNextDue = `
+SELECT (SELECT min(run_at) FROM {jobs} WHERE queue = $1::text AND state IN ('scheduled', 'retryable')),
+    (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE queue = $1::text AND state = 'available' LIMIT $2::bigint) c)`
+
+// sqlHeartbeat extends the leases of $1 held by $2 to $4; $3 is now.
+const sqlHeartbeat = `
+UPDATE {jobs} SET lease_expires_at = $4::timestamptz, heartbeat_at = $3::timestamptz
+WHERE id = ANY($1::bigint[]) AND state = 'running' AND lease_owner = $2::text
+RETURNING id`
+
+// sqlComplete ends the runs ($1 IDs, $2 attempts) that $3 still holds; $4
+// is now.
+const sqlComplete = `
+UPDATE {jobs} j SET state = 'completed', finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::integer[]) AS b(id, attempt)
+WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
+RETURNING j.id`
+
+// sqlDead dead-letters the runs ($1 IDs, $2 attempts, $5 errors) that $3
+// still holds; $4 is now.
+const sqlDead = `
+UPDATE {jobs} j SET state = 'dead', finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL,
+    last_error = b.err,
+    errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $4::timestamptz, 'error', b.err))
+FROM unnest($1::bigint[], $2::integer[], $5::text[]) AS b(id, attempt, err)
+WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
+RETURNING j.id`
+
+// sqlLockRows locks rows $1 in ID order. Retry runs it first so that a
+// concurrent Add holding a share lock on one of them has committed (and
+// its rerun is visible) before sqlRetry looks for reruns.
+const sqlLockRows = `SELECT id FROM {jobs} WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`
+
+// sqlRetry puts runs back ($1 IDs, $2 attempts, $3 times, $4 errors, $5
+// true for Defer: no attempt used, no error) unless the key has a rerun
+// waiting, in which case the run is cancelled (superseded). $6 is the
+// owner, $7 now.
+const sqlRetry = `
+WITH b AS (
+    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::text[], $5::boolean[]) AS b(id, attempt, at, err, undo)
+),
+t AS (
+    SELECT j.id, b.at, b.err, b.undo,
+        EXISTS (SELECT 1 FROM {jobs} r WHERE j.key <> '' AND r.queue = j.queue AND r.key = j.key AND r.state = 'pending') AS sup
+    FROM {jobs} j JOIN b ON j.id = b.id
+    WHERE j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $6::text
+)
+UPDATE {jobs} j SET
+    state = CASE WHEN t.sup THEN 'cancelled' ELSE 'retryable' END,
+    run_at = CASE WHEN t.sup THEN j.run_at ELSE t.at END,
+    scheduled_at = CASE WHEN t.sup THEN j.scheduled_at ELSE t.at END,
+    attempt = CASE WHEN t.undo AND NOT t.sup THEN j.attempt - 1 ELSE j.attempt END,
+    finalized_at = CASE WHEN t.sup THEN $7::timestamptz END,
+    last_error = CASE WHEN t.undo THEN j.last_error ELSE t.err END,
+    errors = CASE WHEN t.undo THEN j.errors
+        ELSE j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $7::timestamptz, 'error', t.err)) END,
+    lease_owner = NULL, lease_expires_at = NULL
+FROM t WHERE j.id = t.id
+RETURNING j.id, t.sup`
+
+// sqlReleaseReruns makes the reruns of the keys of jobs $2 (in queue $1)
+// ready once no live job holds the key: available when due and the queue
+// has room ($4), else retryable at its time or at $5 (RequeueDelay later).
+// $3 is now, $6 the channel. It runs after the statements that ended the
+// jobs, in a new snapshot, so it sees reruns added while they waited.
+var sqlReleaseReruns = `
+WITH k AS (
+    SELECT DISTINCT key FROM {jobs} WHERE id = ANY($2::bigint[]) AND key <> ''
+),
+r AS (
+    SELECT p.id FROM {jobs} p JOIN k ON p.key = k.key
+    WHERE p.queue = $1::text AND p.state = 'pending'
+        AND NOT EXISTS (SELECT 1 FROM {jobs} l WHERE l.queue = p.queue AND l.key = p.key AND l.state IN {live})
+    ORDER BY p.id
+    FOR UPDATE OF p
+),
+room AS (
+    SELECT ` + room("$4") + ` AS ok
+),
+up AS (
+    UPDATE {jobs} j SET
+        state = CASE WHEN j.scheduled_at IS NULL AND (SELECT ok FROM room) THEN 'available' ELSE 'retryable' END,
+        run_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.run_at WHEN (SELECT ok FROM room) THEN $3::timestamptz ELSE $5::timestamptz END,
+        scheduled_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.scheduled_at WHEN (SELECT ok FROM room) THEN NULL ELSE $5::timestamptz END
+    FROM r WHERE j.id = r.id
+    RETURNING j.state
+)
+SELECT count(*) FILTER (WHERE state = 'available'), count(*),
+    (SELECT count(*) FROM (SELECT pg_notify($6::text, $1::text) FROM up LIMIT 1) n)
+FROM up`
+
+// sqlCancel cancels queue $1's waiting job (or rerun) with key $2; $3 is now.
+const sqlCancel = `
+UPDATE {jobs} SET state = 'cancelled', finalized_at = $3::timestamptz
+WHERE queue = $1::text AND key = $2::text AND state IN {waiting}
+RETURNING id`
+
+// sqlWaitingKeys lists queue $1's waiting jobs that have a key.
+const sqlWaitingKeys = `SELECT id, key FROM {jobs} WHERE queue = $1::text AND key <> '' AND state IN {waiting}`
+
+// sqlCancelIDs cancels the jobs $1 that are still waiting; $2 is now.
+const sqlCancelIDs = `
+UPDATE {jobs} SET state = 'cancelled', finalized_at = $2::timestamptz
+WHERE id IN (SELECT id FROM {jobs} WHERE id = ANY($1::bigint[]) AND state IN {waiting} ORDER BY id FOR UPDATE)
+    AND state IN {waiting}
+RETURNING id`
+
+// sqlPurge cancels every waiting job of queue $1; $2 is now.
+const sqlPurge = `
+UPDATE {jobs} SET state = 'cancelled', finalized_at = $2::timestamptz
+WHERE id IN (SELECT id FROM {jobs} WHERE queue = $1::text AND state IN {waiting} ORDER BY id FOR UPDATE)
+    AND state IN {waiting}
+RETURNING id`
+
+// sqlStats counts queue $1's jobs by state and priority.
+const sqlStats = `
+SELECT state, priority, count(*), count(*) FILTER (WHERE key <> '')
+FROM {jobs}
+WHERE queue = $1::text AND state IN ('scheduled', 'available', 'running', 'retryable', 'pending', 'dead')
+GROUP BY state, priority`
+
+// sqlScheduled lists queue $1's next $2 scheduled jobs.
+const sqlScheduled = `
+SELECT id, key, group_key, target, priority, run_at, attempt FROM {jobs}
+WHERE queue = $1::text AND state IN ('scheduled', 'retryable')
+ORDER BY run_at, id
+LIMIT $2::bigint`
+
+// sqlRescue returns up to $3 of queue $1's running jobs whose lease ended
+// before $2 to available, or dead-letters them after their last attempt
+// ($4: the queue's default limit).
+const sqlRescue = `
+WITH exp AS (
+    SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'running' AND lease_expires_at < $2::timestamptz
+    ORDER BY lease_expires_at, id
+    LIMIT $3::bigint
+    FOR UPDATE SKIP LOCKED
+),
+up AS (
+    UPDATE {jobs} j SET
+        state = CASE WHEN j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer) THEN 'dead' ELSE 'available' END,
+        finalized_at = CASE WHEN j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer) THEN $2::timestamptz END,
+        last_error = 'lease expired (owner ' || coalesce(j.lease_owner, '?') || ')',
+        errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $2::timestamptz,
+            'error', 'lease expired (owner ' || coalesce(j.lease_owner, '?') || ')')),
+        lease_owner = NULL, lease_expires_at = NULL
+    FROM exp WHERE j.id = exp.id
+    RETURNING j.id, j.state, j.key, j.target, j.priority, j.attempt
+)
+SELECT id, state = 'dead', key, target, priority, attempt FROM up`
+
+// sqlPrune deletes up to $3 of queue $1's completed and cancelled jobs
+// finalized before $2, or ($5 true) its dead jobs finalized before $4.
+const sqlPrune = `
+DELETE FROM {jobs} WHERE id IN (
+    SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state IN ('completed', 'cancelled') AND finalized_at < $2::timestamptz
+    ORDER BY finalized_at LIMIT $3::bigint)
+OR id IN (
+    SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'dead' AND finalized_at < $4::timestamptz
+    ORDER BY finalized_at LIMIT $3::bigint)`
+
+// sqlElect takes or renews queue $1's leadership for $2 for $3
+// milliseconds of database time; it returns a row when $2 leads.
+const sqlElect = `
+INSERT INTO {leaders} AS l (queue, leader_id, elected_at, expires_at)
+VALUES ($1::text, $2::text, now(), now() + $3::bigint * interval '1 millisecond')
+ON CONFLICT (queue) DO UPDATE SET
+    leader_id = excluded.leader_id,
+    elected_at = CASE WHEN l.leader_id = excluded.leader_id THEN l.elected_at ELSE now() END,
+    expires_at = excluded.expires_at
+WHERE l.leader_id = excluded.leader_id OR l.expires_at < now()
+RETURNING leader_id`
+
+// sqlResign gives up queue $1's leadership if $2 holds it.
+const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = $2::text`
+
+// sqlInsertMany inserts jobs with preallocated IDs, skipping those whose
+// key or group is taken. $1 queue, $2 IDs, $3 states, $4 priorities, $5
+// run_at, $6 scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10
+// targets, $11 payloads, $12 now, $13 channel.
+const sqlInsertMany = `
+WITH ins AS (
+    INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
+    SELECT u.id, $1::text, u.state, u.priority, u.run_at, CASE WHEN u.sched THEN u.run_at END,
+        u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz
+    FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::boolean[], $7::integer[],
+        $8::text[], $9::text[], $10::text[], $11::bytea[]) AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload)
+    ORDER BY u.id
+    ON CONFLICT DO NOTHING
+    RETURNING id
+)
+SELECT id, (SELECT count(*) FROM (SELECT pg_notify($13::text, $1::text) FROM ins LIMIT 1) n) FROM ins`
+
+// sqlRelease gives back jobs $1 that $2 claimed but never handed out: they
+// are available again with the attempt undone.
+const sqlRelease = `
+UPDATE {jobs} SET state = 'available', attempt = attempt - 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ANY($1::bigint[]) AND state = 'running' AND lease_owner = $2::text`

@@ -1,0 +1,590 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/queuetest"
+)
+
+type P = queuetest.Payload
+
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func jobsTable(e *env) string { return pgx.Identifier{e.schema, "queuekit_jobs"}.Sanitize() }
+
+// TestQueueEndToEnd runs a queue.Queue on the store: every job runs once
+// and ends completed in the table.
+func TestQueueEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	var mu sync.Mutex
+	seen := map[int]int{}
+	q, err := queue.New(func(ctx context.Context, j queue.Job[P]) error {
+		mu.Lock()
+		seen[j.Payload.N]++
+		mu.Unlock()
+		return nil
+	}, queue.WithStore[P](s), queue.WithName("e2e"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := q.Enqueue(bg, queue.Job[P]{Payload: P{N: i}, Key: fmt.Sprint("k", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "all jobs completed", func() bool {
+		return count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'") == n
+	})
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Fatalf("ran %d distinct jobs, want %d", len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("job %d ran %d times", k, c)
+		}
+	}
+	st := q.Stats()
+	if st.Done != n || st.Store.Backend != "postgres" || !st.Store.Healthy {
+		t.Fatalf("stats: done %d, store %+v", st.Done, st.Store)
+	}
+}
+
+// TestMigrateConcurrent: racing Migrate calls all succeed and apply each
+// migration once; a second round is a no-op.
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	requirePG(t)
+	pool := newPool(t, pgURL(), 8)
+	schema := "qt_migrate_race_" + fmt.Sprint(time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _, _ = pool.Exec(bg, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	for round := range 2 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for range 6 {
+			wg.Go(func() { errs <- pgstore.Migrate(bg, pool, pgstore.WithSchema(schema)) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: Migrate: %v", round, err)
+			}
+		}
+	}
+	if n := count(t, pool, "SELECT count(*) FROM "+schema+".queuekit_migrations"); n != len(pgstore.Migrations()) {
+		t.Fatalf("%d migrations recorded, want %d", n, len(pgstore.Migrations()))
+	}
+}
+
+func TestBadNames(t *testing.T) {
+	t.Parallel()
+	requirePG(t)
+	pool := newPool(t, pgURL(), 2)
+	for _, bad := range []string{"", "a b", `x"; DROP TABLE y; --`, "1abc", strings.Repeat("a", 64), "ümlaut"} {
+		_, err := pgstore.New[P](pool, pgstore.WithSchema(bad))
+		var oe *queue.OptionError
+		if !errors.As(err, &oe) {
+			t.Errorf("WithSchema(%q): err %v, want *queue.OptionError", bad, err)
+		}
+		if err := pgstore.Migrate(bg, pool, pgstore.WithSchema(bad)); err == nil {
+			t.Errorf("Migrate with schema %q succeeded", bad)
+		}
+	}
+	s, err := pgstore.New[P](pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "a b", "q'; DROP", strings.Repeat("q", 64)} {
+		cfg := queuetest.StoreConfig(bad, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {})
+		if err := s.Init(cfg); err == nil {
+			t.Errorf("Init with queue name %q succeeded", bad)
+		}
+	}
+	// queue.New surfaces the store's refusal.
+	if _, err := queue.New(func(context.Context, queue.Job[P]) error { return nil },
+		queue.WithStore[P](s), queue.WithName("no spaces allowed")); err == nil {
+		t.Error("queue.New accepted a queue name pgstore refuses")
+	}
+	if _, err := pgstore.New[P](nil); err == nil {
+		t.Error("New(nil pool) succeeded")
+	}
+	for _, opt := range []pgstore.Option{pgstore.WithMaxPayloadBytes(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
+		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithRetention(-1, 0), pgstore.WithBatchSizes(0, 1),
+		pgstore.WithCodec(nil), pgstore.WithWorkerID("")} {
+		if _, err := pgstore.New[P](pool, opt); err == nil {
+			t.Errorf("New accepted a bad option %v", opt)
+		}
+	}
+}
+
+// badPayload cannot be encoded when Fail is set.
+type badPayload struct {
+	Fail bool   `json:"fail,omitempty"`
+	S    string `json:"s"`
+}
+
+func (p badPayload) MarshalJSON() ([]byte, error) {
+	if p.Fail {
+		return nil, errors.New("cannot encode")
+	}
+	type plain badPayload
+	return json.Marshal(plain(p))
+}
+
+func TestBadPayloads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[badPayload](t, e, pgstore.WithMaxPayloadBytes(64))
+	clk := queuetest.NewFakeClock(epoch)
+	events := bind(t, s, "bad", clk)
+	table := jobsTable(e)
+
+	// Cannot be encoded: error, nothing inserted.
+	if _, err := s.Add(bg, queue.Job[badPayload]{Key: "enc", Payload: badPayload{Fail: true}}); err == nil {
+		t.Fatal("Add of an unencodable payload succeeded")
+	}
+	// Too large: typed error, nothing inserted.
+	_, err := s.Add(bg, queue.Job[badPayload]{Key: "big", Payload: badPayload{S: strings.Repeat("x", 100)}})
+	var tooBig *pgstore.PayloadTooLargeError
+	if !errors.As(err, &tooBig) || tooBig.Limit != 64 {
+		t.Fatalf("Add of a large payload: %v, want *PayloadTooLargeError", err)
+	}
+	if _, err := s.EnqueueMany(bg, []queue.Job[badPayload]{{Payload: badPayload{S: "ok"}}, {Payload: badPayload{S: strings.Repeat("x", 100)}}}); err == nil {
+		t.Fatal("EnqueueMany with a large payload succeeded")
+	}
+	if n := count(t, e.pool, "SELECT count(*) FROM "+table); n != 0 {
+		t.Fatalf("%d rows inserted by refused jobs", n)
+	}
+
+	// A row whose payload does not decode is dead-lettered; the next job
+	// is handed out.
+	if _, err := e.pool.Exec(bg, "INSERT INTO "+table+" (queue, state, priority, run_at, payload) VALUES ('bad', 'available', 5, $1, 'not json')", epoch.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(bg, queue.Job[badPayload]{Payload: badPayload{S: "good"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil || j.Payload.S != "good" {
+		t.Fatalf("Claim = %+v, %v; want the good job", j, err)
+	}
+	eventually(t, 5*time.Second, "undecodable job dead-lettered", func() bool {
+		return count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'") == 1
+	})
+	eventually(t, time.Second, "EventDead reported", func() bool { return events.Count(queue.EventDead) == 1 })
+	if err := s.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnqueueTx: a job enqueued in a transaction exists only if it commits,
+// and a duplicate does not abort the transaction.
+func TestEnqueueTx(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "tx", queue.SystemClock{})
+	table := jobsTable(e)
+
+	tx, err := e.pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnqueueTx(bg, tx, queue.Job[P]{Key: "rolled-back"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Rollback(bg)
+
+	err = pgx.BeginFunc(bg, e.pool, func(tx pgx.Tx) error {
+		a, err := s.EnqueueTx(bg, tx, queue.Job[P]{Key: "k", Payload: P{N: 1}})
+		if err != nil || a.ID == 0 {
+			return fmt.Errorf("first: %+v, %w", a, err)
+		}
+		if _, err := s.EnqueueTx(bg, tx, queue.Job[P]{Key: "k"}); !errors.Is(err, queue.ErrDuplicate) {
+			return fmt.Errorf("duplicate: %v, want ErrDuplicate", err)
+		}
+		// The transaction is still usable.
+		_, err = tx.Exec(bg, "SELECT 1")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.pool, "SELECT count(*) FROM "+table); n != 1 {
+		t.Fatalf("%d rows, want 1 (the committed job)", n)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil || j.Key != "k" {
+		t.Fatalf("Claim = %+v, %v", j, err)
+	}
+	if err := s.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnqueueMany(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	clk := queuetest.NewFakeClock(epoch)
+	bind(t, s, "many", clk, func(c *queue.StoreConfig) { c.Capacity = 10000 })
+
+	// No keys: COPY.
+	var plain []queue.Job[P]
+	for i := range 500 {
+		plain = append(plain, queue.Job[P]{Payload: P{N: i}, Priority: []string{"low", "normal", "high"}[i%3]})
+	}
+	plain = append(plain, queue.Job[P]{Payload: P{N: 1000}, RunAt: epoch.Add(time.Hour)})
+	added, err := s.EnqueueMany(bg, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range added {
+		if a.ID == 0 || a.Scheduled != (i == 500) {
+			t.Fatalf("added[%d] = %+v", i, a)
+		}
+	}
+	// Keys: duplicates (in the table or the batch) are skipped, in order.
+	if _, err := s.Add(bg, queue.Job[P]{Key: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	keyed := []queue.Job[P]{{Key: "a"}, {Key: "taken"}, {Key: "b"}, {Key: "a"}, {Key: "g1", Group: "g", RunAt: epoch.Add(time.Hour)}, {Key: "g2", Group: "g", RunAt: epoch.Add(time.Hour)}}
+	added, err = s.EnqueueMany(bg, keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, a := range added {
+		got = append(got, a.ID != 0)
+	}
+	if fmt.Sprint(got) != "[true false true false true false]" {
+		t.Fatalf("inserted %v", got)
+	}
+	st, err := s.Stats(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 503 || st.Scheduled != 2 || st.ReadyByPriority["high"] != 166 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Priority order holds across the batch.
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil || j.Priority != "high" || j.Payload.N != 2 {
+		t.Fatalf("first claim %+v, %v; want job 2 (the first high)", j, err)
+	}
+}
+
+// TestNotifyWakesOtherProcess: a job added by one store is claimed by
+// another within milliseconds although it polls once a minute.
+func TestNotifyWakesOtherProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	producer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
+	consumer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
+	bind(t, producer, "wake", queue.SystemClock{})
+	bind(t, consumer, "wake", queue.SystemClock{})
+	eventually(t, 5*time.Second, "consumer listening", func() bool {
+		st, _ := consumer.Stats(bg)
+		return strings.Contains(st.Detail, "listen: ok")
+	})
+	for i := range 3 {
+		idle := pgstore.IdleFetches(consumer)
+		got := make(chan time.Duration, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			defer cancel()
+			j, err := consumer.Claim(ctx)
+			if err != nil {
+				got <- -1
+				return
+			}
+			_ = consumer.Complete(bg, j)
+			got <- 0
+		}()
+		// Once the consumer has looked and found nothing, only a wake-up
+		// can bring it the job before its next poll, a minute away.
+		eventually(t, 5*time.Second, "the consumer to wait", func() bool { return pgstore.IdleFetches(consumer) > idle })
+		start := time.Now()
+		if _, err := producer.Add(bg, queue.Job[P]{Payload: P{N: i}}); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-got; d < 0 {
+			t.Fatal("consumer got no job")
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("job %d took %s to reach the other store; NOTIFY did not wake it", i, took)
+		} else {
+			t.Logf("job %d reached the other store in %s", i, took)
+		}
+	}
+}
+
+// TestPollingOnly: with LISTEN off, polling alone moves jobs between
+// processes, scheduled ones included.
+func TestPollingOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	producer := newStore[P](t, e, pgstore.WithListen(false), pgstore.WithPollInterval(50*time.Millisecond))
+	consumer := newStore[P](t, e, pgstore.WithListen(false), pgstore.WithPollInterval(50*time.Millisecond))
+	bind(t, producer, "poll", queue.SystemClock{})
+	bind(t, consumer, "poll", queue.SystemClock{})
+	if _, err := producer.Add(bg, queue.Job[P]{Payload: P{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.Add(bg, queue.Job[P]{Payload: P{N: 2}, RunAt: time.Now().Add(200 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		j, err := consumer.Claim(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Claim by polling: %v", err)
+		}
+		if err := consumer.Complete(bg, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := consumer.Stats(bg)
+	if !strings.Contains(st.Detail, "listen: off") {
+		t.Fatalf("detail %q", st.Detail)
+	}
+}
+
+// TestLeaderHandover: exactly one of two stores leads; when it closes, the
+// other takes over at once.
+func TestLeaderHandover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := newStore[P](t, e, pgstore.WithLeaderTTL(time.Second), pgstore.WithWorkerID("a"))
+	b := newStore[P](t, e, pgstore.WithLeaderTTL(time.Second), pgstore.WithWorkerID("b"))
+	bind(t, a, "lead", queue.SystemClock{})
+	bind(t, b, "lead", queue.SystemClock{})
+	eventually(t, 5*time.Second, "a leader", func() bool { return a.Leader() || b.Leader() })
+	leader, other := a, b
+	if b.Leader() {
+		leader, other = b, a
+	}
+	if other.Leader() {
+		t.Fatal("two leaders")
+	}
+	st, _ := leader.Stats(bg)
+	if !st.Leader {
+		t.Fatal("Stats.Leader false on the leader")
+	}
+	start := time.Now()
+	if err := leader.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the other store to lead", other.Leader)
+	t.Logf("handover after Close took %s", time.Since(start))
+}
+
+// TestUnreachable: a store whose database cannot be reached starts, says
+// so in Stats, and returns the error from Add; it recovers when the
+// database comes back.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	requirePG(t)
+	e := newEnv(t)
+	p := newProxy(t, pgHostPort(t))
+	p.setDown(true)
+	pool := p.pool(t, 4)
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "down", queue.SystemClock{})
+	if _, err := s.Add(bg, queue.Job[P]{}); err == nil {
+		t.Fatal("Add succeeded with the database down")
+	}
+	st, err := s.Stats(bg)
+	if err == nil || st.Healthy || st.Backend != "postgres" {
+		t.Fatalf("Stats = %+v, %v; want unhealthy and an error", st, err)
+	}
+	p.setDown(false)
+	eventually(t, 10*time.Second, "healthy again", func() bool {
+		st, err := s.Stats(bg)
+		return err == nil && st.Healthy
+	})
+	if _, err := s.Add(bg, queue.Job[P]{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRescueAndRetention: an expired lease on the last attempt
+// dead-letters the job and releases its rerun; Retry and Dead keep an
+// error history; old final rows are pruned.
+func TestRescueAndRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(time.Hour), pgstore.WithLeaseTTL(time.Minute), pgstore.WithRetention(time.Hour, 2*time.Hour))
+	clk := queuetest.NewFakeClock(epoch)
+	events := bind(t, s, "rescue", clk)
+	table := jobsTable(e)
+	claim := func() queue.Job[P] {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		j, err := s.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	if _, err := s.Add(bg, queue.Job[P]{Key: "k", MaxAttempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	j := claim()
+	if err := s.Retry(bg, j, clk.Now(), errors.New("first failure")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PromoteDue(bg); err != nil {
+		t.Fatal(err)
+	}
+	j = claim()
+	if j.Attempt != 2 {
+		t.Fatalf("attempt %d", j.Attempt)
+	}
+	if a, err := s.Add(bg, queue.Job[P]{Key: "k", Payload: P{N: 99}}); err != nil || !a.Coalesced {
+		t.Fatalf("rerun: %+v, %v", a, err)
+	}
+	clk.Advance(2 * time.Minute) // the worker "died": its lease expired
+	if n, err := s.RescueExpired(bg); err != nil || n != 1 {
+		t.Fatalf("RescueExpired = %d, %v", n, err)
+	}
+	if events.Count(queue.EventDead) != 1 {
+		t.Fatal("no EventDead for the job that used its last attempt")
+	}
+	var hist []map[string]any
+	if err := e.pool.QueryRow(bg, "SELECT errors FROM "+table+" WHERE id = $1 AND state = 'dead'", j.ID).Scan(&hist); err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 || hist[0]["error"] != "first failure" || !strings.Contains(fmt.Sprint(hist[1]["error"]), "lease expired") {
+		t.Fatalf("error history %v", hist)
+	}
+	if err := s.Complete(bg, j); !errors.Is(err, pgstore.ErrLeaseLost) {
+		t.Fatalf("Complete after rescue = %v, want ErrLeaseLost", err)
+	}
+	r := claim() // the rerun was released
+	if r.Payload.N != 99 {
+		t.Fatalf("got %+v, want the rerun", r)
+	}
+	if err := s.Complete(bg, r); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(90 * time.Minute)
+	if n, err := s.Prune(bg); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the completed rerun only", n, err)
+	}
+	clk.Advance(time.Hour)
+	if n, err := s.Prune(bg); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the dead job", n, err)
+	}
+}
+
+// TestCoalesceRace: Adds of a running key racing with its completion never
+// leave a rerun behind with no running job to release it.
+func TestCoalesceRace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "race", queue.SystemClock{})
+	table := jobsTable(e)
+	stop := make(chan struct{})
+	var adds atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Add(bg, queue.Job[P]{Key: "hot"}); err == nil {
+					adds.Add(1)
+				}
+			}
+		})
+	}
+	var runs int
+	for runs < 150 {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		j, err := s.Claim(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after %d runs: Claim: %v (rerun lost?)", runs, err)
+		}
+		runs++
+		if err := s.Complete(bg, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	// Whatever is left is one waiting job, claimable now.
+	for {
+		n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state IN ('available', 'pending', 'running', 'retryable')")
+		if n == 0 {
+			break
+		}
+		if p := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'pending'"); p > 0 &&
+			count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'running'") == 0 {
+			t.Fatal("a rerun waits with no running job")
+		}
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		j, err := s.Claim(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("draining: %v", err)
+		}
+		runs++
+		if err := s.Complete(bg, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if int64(runs) != adds.Load() {
+		t.Fatalf("%d runs for %d accepted adds", runs, adds.Load())
+	}
+}
+
+// pgHostPort is the test server's address, for the proxy.
+func pgHostPort(t *testing.T) string {
+	cfg, err := pgxpool.ParseConfig(pgURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+}

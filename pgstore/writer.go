@@ -1,0 +1,350 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/queuekit/queue"
+)
+
+// writeTimeout bounds one write batch, retries included.
+const writeTimeout = 30 * time.Second
+
+type opKind uint8
+
+const (
+	opComplete opKind = iota
+	opDead
+	opRetry
+	opDefer
+	opHeartbeat
+)
+
+// op is one outcome (or heartbeat) waiting to be written.
+type op struct {
+	kind    opKind
+	id      int64
+	attempt int
+	at      time.Time
+	err     string
+	ids     []int64 // opHeartbeat
+	res     chan opResult
+}
+
+type opResult struct {
+	err        error
+	superseded bool
+	kept       map[int64]bool // opHeartbeat: the leases extended
+}
+
+// writer batches outcomes: one goroutine takes every op queued while the
+// previous batch was being written and writes them in one pipelined
+// implicit transaction (one round trip, one commit). Under load batches
+// grow; a lone op is written at once. Each caller still gets its own
+// result, after its batch committed, so an outcome that Complete reports
+// as written is durable.
+type writer struct {
+	mu      sync.RWMutex // guards closed against sends on ch
+	closed  bool
+	ch      chan *op
+	max     int
+	once    sync.Once
+	done    chan struct{}
+	execute func([]*op)
+}
+
+func (w *writer) init(max int) {
+	w.ch = make(chan *op, 2*max)
+	w.max = max
+	w.done = make(chan struct{})
+}
+
+// submit queues o and waits for its result. After close, o is written
+// alone, at once.
+func (w *writer) submit(ctx context.Context, o *op) opResult {
+	o.res = make(chan opResult, 1)
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		w.execute([]*op{o})
+		return <-o.res
+	}
+	w.once.Do(func() { go w.run() })
+	select {
+	case w.ch <- o:
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return opResult{err: ctx.Err()}
+	}
+	w.mu.RUnlock()
+	select {
+	case r := <-o.res:
+		return r
+	case <-ctx.Done():
+		// The op may still be written.
+		return opResult{err: ctx.Err()}
+	}
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	batch := make([]*op, 0, w.max)
+	for o := range w.ch {
+		batch = append(batch[:0], o)
+	more:
+		for len(batch) < w.max {
+			select {
+			case o, ok := <-w.ch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		w.execute(batch)
+		clear(batch)
+	}
+}
+
+// close writes what is queued and stops the goroutine.
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	close(w.ch)
+	w.mu.Unlock()
+	started := true
+	w.once.Do(func() { started = false })
+	if started {
+		<-w.done
+	}
+}
+
+// Complete implements queue.Store. The completion is batched with others
+// and returns once committed. It returns ErrLeaseLost (and writes nothing)
+// if this process no longer holds the job. A rerun waiting for the job's
+// key becomes available in the same transaction.
+func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
+	return s.outcome(ctx, &op{kind: opComplete, id: job.ID, attempt: job.Attempt})
+}
+
+// Dead implements queue.Store: the job stays in the table, state dead, with
+// cause as its last error and in its error history, until pruned (see
+// WithRetention).
+func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
+	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, err: errText(cause)})
+}
+
+// Retry implements queue.Store. The job waits in state retryable until at;
+// cause is recorded as its last error and appended to its error history.
+// If a coalesced rerun of its key is waiting, the job is cancelled instead,
+// the rerun becomes ready, and Retry returns queue.ErrSuperseded.
+func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
+	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
+}
+
+// Defer implements queue.Store: like Retry, but the attempt is given back
+// and no error is recorded.
+func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time) error {
+	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, at: at})
+}
+
+func (s *Store[T]) outcome(ctx context.Context, o *op) error {
+	r := s.w.submit(ctx, o)
+	if r.err != nil {
+		return r.err
+	}
+	if r.superseded {
+		return queue.ErrSuperseded
+	}
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Heartbeat implements queue.Leaser: it extends, in one statement, the
+// leases of the given jobs (and of jobs claimed but not yet handed out) to
+// now + the lease TTL, and returns the IDs among ids that this process no
+// longer holds.
+func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) {
+	held := s.heldIDs()
+	all := append(append(make([]int64, 0, len(ids)+len(held)), ids...), held...)
+	if len(all) == 0 {
+		return nil, nil
+	}
+	r := s.w.submit(ctx, &op{kind: opHeartbeat, ids: all})
+	if r.err != nil {
+		return nil, r.err
+	}
+	var lost []int64
+	for _, id := range ids {
+		if !r.kept[id] {
+			lost = append(lost, id)
+		}
+	}
+	s.heldMu.Lock()
+	for _, id := range held {
+		if !r.kept[id] {
+			delete(s.held, id)
+		}
+	}
+	s.heldMu.Unlock()
+	return lost, nil
+}
+
+// execBatch writes a batch and delivers each op's result. A failure that
+// leaves the outcome unknown (the connection broke) is retried; a
+// statement the server refused is retried op by op, so that one bad op
+// cannot fail the others.
+func (s *Store[T]) execBatch(batch []*op) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	var err error
+	for try := 0; ; try++ {
+		err = s.writeOnce(ctx, batch, try > 0)
+		s.noteErr(err)
+		if err == nil {
+			return
+		}
+		if isServerError(err) {
+			if len(batch) > 1 {
+				for _, o := range batch {
+					s.execBatch([]*op{o})
+				}
+				return
+			}
+			break
+		}
+		if try >= 5 || !sleep(ctx, backoff(try+1, time.Second)) {
+			break
+		}
+		s.cfg.Logger.Warn("pgstore: writing outcomes failed; retrying", "err", err, "ops", len(batch), "try", try+1)
+	}
+	for _, o := range batch {
+		o.res <- opResult{err: fmt.Errorf("pgstore: write: %w", err)}
+	}
+}
+
+// writeOnce sends the batch's statements in one pipeline, which runs as
+// one implicit transaction. retried says an earlier try may have
+// committed: an op that finds its job no longer held is then taken as
+// written.
+func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) error {
+	now := s.cfg.Clock.Now()
+	var (
+		cIDs, dIDs, rIDs, hIDs []int64
+		cAtt, dAtt, rAtt       []int32
+		dErr, rErr             []string
+		rAt                    []time.Time
+		rUndo                  []bool
+	)
+	for _, o := range batch {
+		switch o.kind {
+		case opComplete:
+			cIDs, cAtt = append(cIDs, o.id), append(cAtt, int32(o.attempt))
+		case opDead:
+			dIDs, dAtt, dErr = append(dIDs, o.id), append(dAtt, int32(o.attempt)), append(dErr, o.err)
+		case opRetry, opDefer:
+			rIDs, rAtt, rAt = append(rIDs, o.id), append(rAtt, int32(o.attempt)), append(rAt, o.at)
+			rErr, rUndo = append(rErr, o.err), append(rUndo, o.kind == opDefer)
+		case opHeartbeat:
+			hIDs = append(hIDs, o.ids...)
+		}
+	}
+	b := &pgx.Batch{}
+	done := map[int64]bool{}
+	sup := map[int64]bool{}
+	kept := map[int64]bool{}
+	if len(cIDs) > 0 {
+		b.Queue(s.q.complete, cIDs, cAtt, s.owner, now).Query(func(rows pgx.Rows) error {
+			return collectIDs(rows, done)
+		})
+	}
+	if len(dIDs) > 0 {
+		b.Queue(s.q.dead, dIDs, dAtt, s.owner, now, dErr).Query(func(rows pgx.Rows) error {
+			return collectIDs(rows, done)
+		})
+	}
+	if len(rIDs) > 0 {
+		b.Queue(s.q.lockRows, rIDs)
+		b.Queue(s.q.retry, rIDs, rAtt, rAt, rErr, rUndo, s.owner, now).Query(func(rows pgx.Rows) error {
+			var id int64
+			var superseded bool
+			_, err := pgx.ForEachRow(rows, []any{&id, &superseded}, func() error {
+				done[id] = true
+				sup[id] = superseded
+				return nil
+			})
+			return err
+		})
+	}
+	if len(hIDs) > 0 {
+		b.Queue(s.q.heartbeat, hIDs, s.owner, now, now.Add(s.o.leaseTTL)).Query(func(rows pgx.Rows) error {
+			return collectIDs(rows, kept)
+		})
+	}
+	var rerunReady, reruns int64
+	if ended := len(cIDs) + len(dIDs) + len(rIDs); ended > 0 {
+		ids := make([]int64, 0, ended)
+		ids = append(append(append(ids, cIDs...), dIDs...), rIDs...)
+		capacity := 0
+		if s.o.checkCapacity {
+			capacity = s.cfg.Capacity
+		}
+		b.Queue(s.q.releaseReruns, s.cfg.Name, ids, now, capacity, now.Add(s.cfg.RequeueDelay), s.channel).
+			QueryRow(func(row pgx.Row) error {
+				var notes int64
+				return row.Scan(&rerunReady, &reruns, &notes)
+			})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	// Committed: deliver.
+	for _, o := range batch {
+		var r opResult
+		switch o.kind {
+		case opHeartbeat:
+			r.kept = kept
+		default:
+			switch {
+			case done[o.id]:
+				r.superseded = sup[o.id]
+			case !retried:
+				r.err = ErrLeaseLost
+			}
+		}
+		o.res <- r
+	}
+	s.expectClaims(len(cIDs) + len(dIDs) + len(rIDs))
+	if rerunReady > 0 {
+		s.ready.Add(rerunReady)
+		kick(s.wakeFetch)
+	}
+	if len(rIDs) > 0 || reruns > rerunReady {
+		kick(s.wakePromote)
+	}
+	return nil
+}
+
+func collectIDs(rows pgx.Rows, dst map[int64]bool) error {
+	var id int64
+	_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+		dst[id] = true
+		return nil
+	})
+	return err
+}
