@@ -37,6 +37,7 @@ type keyEntry[T any] struct { // fields ordered to pack: 40 bytes, not 48
 	rerun *item[T] // the coalesced rerun of a running key
 	state keyState // pending or running
 	sched bool     // a pending job waits in the schedule, not a ready queue
+	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
 }
 
 func newKeySet[T any]() *keySet[T] {

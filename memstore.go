@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,13 +15,21 @@ import (
 // job without a key), scheduled jobs in a heap, pending keys in a sharded
 // set. Jobs do not survive the process.
 type MemoryStore[T any] struct {
-	cfg   StoreConfig
-	epoch time.Time
-	ready []chan item[T] // by priority index, highest first
-	keys  *keySet[T]
-	sched *schedule[T]
-	ids   atomic.Int64
-	tombs atomic.Int64 // cancelled items still in ready channels
+	cfg    StoreConfig
+	epoch  time.Time
+	rings  []atomic.Pointer[ring[T]] // ready queues by priority index, highest first; made on first use
+	multi  atomic.Bool               // more than one ring exists: capacity is shared
+	ringMu sync.Mutex                // serialises making rings
+	tombs  []atomic.Int64            // by priority: cancelled items still in a ring
+	keys   *keySet[T]
+	sched  *schedule[T]
+	ids    atomic.Int64
+
+	// Idle workers park on wake after announcing themselves in sleepers;
+	// a push that sees a sleeper leaves a token. Busy workers never touch
+	// either.
+	sleepers atomic.Int32
+	wake     chan struct{}
 
 	drained   atomic.Bool
 	drainOnce sync.Once
@@ -32,7 +39,13 @@ type MemoryStore[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	batch   []item[T] // promotion buffer, used by the scheduler goroutine only
-	running atomic.Int64
+	running [8]stripe // claimed jobs, striped by ID so that workers do not share a counter
+}
+
+// stripe is a counter on a cache line of its own.
+type stripe struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 // item is a job as the in-memory store holds it: compact, so that a
@@ -56,12 +69,13 @@ var _ Store[int] = (*MemoryStore[int])(nil)
 // NewMemoryStore returns an empty in-memory store, to pass to WithStore
 // (New makes one by itself when none is given).
 func NewMemoryStore[T any]() *MemoryStore[T] {
-	return &MemoryStore[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{})}
+	return &MemoryStore[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
+		wake: make(chan struct{}, 1)}
 }
 
 // Init implements Store.
 func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
-	if s.ready != nil {
+	if s.rings != nil {
 		return fmt.Errorf("queue: MemoryStore already bound to queue %q", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
@@ -71,11 +85,34 @@ func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
 	// Instants count from a day before now, so that every instant the
 	// store deals in is positive and 0 can mean "no instant".
 	s.epoch = cfg.Clock.Now().Add(-24 * time.Hour)
-	s.ready = make([]chan item[T], len(cfg.Priorities))
-	for i := range s.ready {
-		s.ready[i] = make(chan item[T], cfg.Capacity)
-	}
+	s.rings = make([]atomic.Pointer[ring[T]], len(cfg.Priorities))
+	s.tombs = make([]atomic.Int64, len(cfg.Priorities))
+	s.ring(uint8(cfg.PriorityIndex("")))
 	return nil
+}
+
+// ring returns the ready queue of priority p, making it on first use.
+// Rings are sized for twice the capacity, so that cancelled items waiting
+// to be skipped do not crowd out live ones.
+func (s *MemoryStore[T]) ring(p uint8) *ring[T] {
+	if r := s.rings[p].Load(); r != nil {
+		return r
+	}
+	s.ringMu.Lock()
+	defer s.ringMu.Unlock()
+	if r := s.rings[p].Load(); r != nil {
+		return r
+	}
+	r := newRing[T](2 * s.cfg.Capacity)
+	s.rings[p].Store(r)
+	n := 0
+	for i := range s.rings {
+		if s.rings[i].Load() != nil {
+			n++
+		}
+	}
+	s.multi.Store(n > 1)
+	return r
 }
 
 // Start implements Store: it starts the scheduler goroutine.
@@ -152,7 +189,7 @@ func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
 	}
 	added, err := s.place(it, scheduled)
 	if err == nil {
-		sh.m[job.Key] = keyEntry[T]{id: it.id, state: keyPending, group: job.Group, sched: added.Scheduled}
+		sh.m[job.Key] = keyEntry[T]{id: it.id, state: keyPending, group: job.Group, sched: added.Scheduled, prio: it.prio}
 	}
 	return added, err
 }
@@ -173,28 +210,59 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 	return Added{ID: it.id}, nil
 }
 
-// push offers it to its ready queue without blocking.
+// push offers it to its ready queue without blocking, and wakes an idle
+// worker if there is one.
 func (s *MemoryStore[T]) push(it item[T]) bool {
-	if s.Len() >= s.cfg.Capacity {
+	r := s.ring(it.prio)
+	// The capacity counts live items in every ring: this ring may hold
+	// what the others and the cancelled items leave.
+	room := s.cfg.Capacity + s.tombstones()
+	if s.multi.Load() {
+		for i := range s.rings {
+			if o := s.rings[i].Load(); o != nil && o != r {
+				room -= o.len()
+			}
+		}
+	}
+	if room <= 0 || !r.push(it, uint64(room)) {
 		return false
 	}
-	select {
-	case s.ready[it.prio] <- it:
-		return true
-	default:
-		return false
+	s.wakeOne()
+	return true
+}
+
+// wakeOne leaves a token for a parked worker, if one is parked. At most
+// one token waits at a time; a worker that wakes to find more work passes
+// the token on (next), so a burst wakes workers one by one, and parked
+// workers are not woken for nothing.
+func (s *MemoryStore[T]) wakeOne() {
+	if s.sleepers.Load() > 0 {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a token is already waiting
+		}
 	}
+}
+
+func (s *MemoryStore[T]) tombstones() int {
+	n := int64(0)
+	for i := range s.tombs {
+		n += s.tombs[i].Load()
+	}
+	return int(n)
 }
 
 // Len implements Store: ready jobs, not counting cancelled ones still in line.
 func (s *MemoryStore[T]) Len() int {
 	n := 0
-	for _, c := range s.ready {
-		n += len(c)
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil {
+			n += r.len()
+		}
 	}
-	// A claimer takes an item out of its channel before it drops the
-	// item's tombstone; never report less than nothing meanwhile.
-	return max(n-int(s.tombs.Load()), 0)
+	// A claimer takes an item out of its ring before it drops the item's
+	// tombstone; never report less than nothing meanwhile.
+	return max(n-s.tombstones(), 0)
 }
 
 // Claim implements Store.
@@ -211,74 +279,58 @@ func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 			continue
 		}
 		if it.meta != nil && it.meta.key != "" && !s.begin(it.meta.key, it.id) {
-			s.tombs.Add(-1)
+			s.tombs[it.prio].Add(-1)
 			continue
 		}
 		it.attempt++
-		s.running.Add(1)
+		s.running[it.id&7].n.Add(1)
 		return s.job(&it), nil
 	}
 }
 
-// next takes the next item in priority order, waiting when there is none.
+// next takes the next item in priority order, parking when there is none.
 func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
-	for i := range s.ready {
-		select {
-		case it := <-s.ready[i]:
+	for {
+		if it, ok := s.poll(); ok {
 			return it, nil
-		default:
+		}
+		if s.drained.Load() {
+			return item[T]{}, ErrDrained
+		}
+		// Announce, then look again: a push either sees the sleeper and
+		// leaves a token, or published its item before this second look.
+		s.sleepers.Add(1)
+		if it, ok := s.poll(); ok {
+			s.sleepers.Add(-1)
+			return it, nil
+		}
+		select {
+		case <-s.wake:
+		case <-s.drainCh:
+		case <-ctx.Done():
+			s.sleepers.Add(-1)
+			return item[T]{}, ctx.Err()
+		}
+		s.sleepers.Add(-1)
+		if it, ok := s.poll(); ok {
+			if s.Len() > 0 {
+				s.wakeOne() // more where this came from: wake the next sleeper
+			}
+			return it, nil
 		}
 	}
-	if s.drained.Load() {
-		return item[T]{}, ErrDrained
+}
+
+// poll takes the oldest item of the highest non-empty priority, if any.
+func (s *MemoryStore[T]) poll() (item[T], bool) {
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil {
+			if it, ok := r.pop(); ok {
+				return it, true
+			}
+		}
 	}
-	var it item[T]
-	switch len(s.ready) {
-	case 1:
-		select {
-		case it = <-s.ready[0]:
-		case <-ctx.Done():
-			return it, ctx.Err()
-		case <-s.drainCh:
-			return s.next(ctx)
-		}
-	case 2:
-		select {
-		case it = <-s.ready[0]:
-		case it = <-s.ready[1]:
-		case <-ctx.Done():
-			return it, ctx.Err()
-		case <-s.drainCh:
-			return s.next(ctx)
-		}
-	case 3:
-		select {
-		case it = <-s.ready[0]:
-		case it = <-s.ready[1]:
-		case it = <-s.ready[2]:
-		case <-ctx.Done():
-			return it, ctx.Err()
-		case <-s.drainCh:
-			return s.next(ctx)
-		}
-	default:
-		cases := make([]reflect.SelectCase, 0, len(s.ready)+2)
-		for _, c := range s.ready {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
-		}
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.drainCh)})
-		i, v, _ := reflect.Select(cases)
-		switch i {
-		case len(s.ready):
-			return it, ctx.Err()
-		case len(s.ready) + 1:
-			return s.next(ctx)
-		}
-		it = v.Interface().(item[T])
-	}
-	return it, nil
+	return item[T]{}, false
 }
 
 // unpromote returns a ready item to the schedule.
@@ -296,7 +348,7 @@ func (s *MemoryStore[T]) unpromote(it item[T]) {
 		s.sched.push(it, false)
 		return
 	}
-	s.tombs.Add(-1) // cancelled while it was ready
+	s.tombs[it.prio].Add(-1) // cancelled while it was ready
 }
 
 // begin marks key running for job id; false means the item was cancelled.
@@ -350,7 +402,7 @@ func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
 
 // finish releases a finished job's key, promoting its rerun.
 func (s *MemoryStore[T]) finish(job *Job[T]) {
-	s.running.Add(-1)
+	s.running[job.ID&7].n.Add(-1)
 	if job.Key == "" {
 		return
 	}
@@ -371,7 +423,7 @@ func (s *MemoryStore[T]) finish(job *Job[T]) {
 // releaseRerun makes e's rerun the key's pending job; sh.mu is held.
 func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]) {
 	r := *e.rerun
-	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group}
+	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group, prio: r.prio}
 	if (r.at != 0 && r.at > s.now()) || !s.push(r) {
 		// Not due yet, or no room: it waits in the schedule, never dropped.
 		if now := s.now(); r.at <= now {
@@ -389,12 +441,12 @@ func (s *MemoryStore[T]) Retry(_ context.Context, job Job[T], at time.Time, _ er
 }
 
 // Defer implements Store.
-func (s *MemoryStore[T]) Defer(_ context.Context, job Job[T], at time.Time) error {
+func (s *MemoryStore[T]) Defer(_ context.Context, job Job[T], at time.Time, _ error) error {
 	return s.reschedule(&job, at, true)
 }
 
 func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error {
-	s.running.Add(-1)
+	s.running[job.ID&7].n.Add(-1)
 	it := s.item(job)
 	if undo {
 		it.attempt--
@@ -478,7 +530,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 		}
 		s.sched.mu.Unlock()
 	} else {
-		s.tombs.Add(1)
+		s.tombs[e.prio].Add(1)
 	}
 	return 1, true
 }
@@ -592,18 +644,30 @@ func (s *MemoryStore[T]) report(k EventKind, it *item[T], d time.Duration) {
 func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
 	st := StoreStats{
 		Ready:           s.Len(),
-		ReadyByPriority: make(map[string]int, len(s.ready)),
+		ReadyByPriority: make(map[string]int, len(s.rings)),
 		Scheduled:       s.sched.len(),
-		Running:         int(s.running.Load()),
+		Running:         s.runningCount(),
 		PendingKeys:     s.keys.len(),
 		Backend:         "memory",
 		Leader:          true,
 		Healthy:         true,
 	}
-	for i, c := range s.ready {
-		st.ReadyByPriority[s.cfg.Priorities[i].Name] = len(c)
+	for i := range s.rings {
+		n := 0
+		if r := s.rings[i].Load(); r != nil {
+			n = max(r.len()-int(s.tombs[i].Load()), 0)
+		}
+		st.ReadyByPriority[s.cfg.Priorities[i].Name] = n
 	}
 	return st, nil
+}
+
+func (s *MemoryStore[T]) runningCount() int {
+	n := int64(0)
+	for i := range s.running {
+		n += s.running[i].n.Load()
+	}
+	return int(n)
 }
 
 // Scheduled implements Store.
@@ -632,14 +696,10 @@ func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, er
 // Purge implements Store.
 func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	n := 0
-	for _, c := range s.ready {
-	drain:
-		for {
-			select {
-			case <-c:
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil {
+			for _, ok := r.pop(); ok; _, ok = r.pop() {
 				n++
-			default:
-				break drain
 			}
 		}
 	}
@@ -649,7 +709,9 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	s.sched.heap, s.sched.dead = nil, 0
 	clear(s.sched.groups)
 	s.sched.mu.Unlock()
-	n -= int(s.tombs.Swap(0))
+	for i := range s.tombs {
+		n -= int(s.tombs[i].Swap(0))
+	}
 	s.keys.forEach(func(_ string, e *keyEntry[T]) bool {
 		if e.state == keyRunning {
 			if e.rerun != nil {

@@ -232,11 +232,11 @@ func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 func (q *Queue[T]) finishRun(w *worker[T], job *Job[T], err error, took time.Duration) {
 	c := q.obs.prom
 	if c == nil || took <= 0 {
-		q.finish(w, *job, err, took)
+		q.finish(w, job, err, took)
 		return
 	}
 	done, retried, dead := w.ctr.done.Load(), w.ctr.retried.Load(), w.ctr.dead.Load()
-	q.finish(w, *job, err, took)
+	q.finish(w, job, err, took)
 	switch {
 	case w.ctr.done.Load() != done:
 		c.runDone.Observe(took.Seconds())

@@ -60,9 +60,11 @@ type Store[T any] interface {
 	// attempt: for jobs taken before their time, for targets that are
 	// suspended or at their concurrency limit, and for a RetryAfter
 	// outcome (the downstream's "retry in", not a failure of the job).
-	// If the key has a coalesced rerun waiting, the job is dropped in
-	// favour of the newer one and Defer returns ErrSuperseded.
-	Defer(ctx context.Context, job Job[T], at time.Time) error
+	// cause, when not nil, is recorded as the job's last error (the
+	// downstream's reason). If the key has a coalesced rerun waiting, the
+	// job may be dropped in favour of the newer one, and Defer then
+	// returns ErrSuperseded.
+	Defer(ctx context.Context, job Job[T], at time.Time, cause error) error
 
 	// Dead ends a claimed job as dead-lettered with cause and releases its
 	// key (a coalesced rerun becomes ready).

@@ -84,12 +84,13 @@ func (q *Queue[T]) work(w *worker[T]) {
 	defer q.leave(w)
 	var (
 		storeErrs int
-		handoff   Job[T]
+		job       Job[T] // reused: the engine passes it by pointer, never copying it
 		handed    bool
+		err       error
 	)
 	for {
 		if handed {
-			handoff, handed = q.run(w, handoff, true)
+			handed = q.run(w, &job, true)
 			continue
 		}
 		if w.ctx.Err() != nil {
@@ -97,7 +98,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			// job, which this worker would only put back.
 			return
 		}
-		job, err := q.store.Claim(w.ctx)
+		job, err = q.store.Claim(w.ctx)
 		if err != nil {
 			if w.ctx.Err() != nil || errors.Is(err, ErrDrained) {
 				return
@@ -111,7 +112,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
-		handoff, handed = q.run(w, job, false)
+		handed = q.run(w, &job, false)
 	}
 }
 
@@ -147,9 +148,10 @@ func (q *Queue[T]) sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // run runs one claimed job and records its outcome. When the job's target
-// has a job waiting for a concurrency slot, run hands it back to be run
-// next by the same worker; held says job already owns its slot.
-func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed bool) {
+// has a job waiting for a concurrency slot, run stores that job in *job
+// and reports true, to be run next by the same worker; held says *job
+// already owns its slot.
+func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	ctx := q.runCtx
 	if ctx.Err() != nil {
 		// Shutdown: back to the store, with any job parked behind it.
@@ -157,33 +159,33 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 		for held {
 			var v any
 			if v, held = q.targets.release(job.Target); held {
-				job = v.(Job[T])
+				*job = v.(Job[T])
 				q.deferJob(w, job, q.clock.Now())
 			}
 		}
-		return next, false
+		return false
 	}
 	if job.Target != "" && !held {
 		var park any // boxed only when it may be parked
 		if q.cfg.targets.concurrency > 0 {
-			park = job
+			park = *job
 		}
 		d, at := q.targets.admitJob(job.Target, q.clock.Now(), park)
 		switch d {
 		case cancelJob:
 			q.cancelJob(w, job)
-			return next, false
+			return false
 		case waitJob:
 			if !at.IsZero() {
 				q.deferJob(w, job, at)
 			}
-			return next, false // zero time: parked until a slot frees
+			return false // zero time: parked until a slot frees
 		}
 	}
-	if job.Target != "" {
+	if target := job.Target; target != "" {
 		defer func() {
-			if v, ok := q.targets.release(job.Target); ok {
-				next, handed = v.(Job[T]), true
+			if v, ok := q.targets.release(target); ok {
+				*job, handed = v.(Job[T]), true
 			}
 		}()
 	}
@@ -201,7 +203,7 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 		defer cancel()
 	}
 	w.cur.Store(job.ID)
-	start, timed := q.startRun(&job)
+	start, timed := q.startRun(job)
 	err := q.call(ctx, job)
 	w.cur.Store(0)
 	if q.leaser != nil {
@@ -211,31 +213,31 @@ func (q *Queue[T]) run(w *worker[T], job Job[T], held bool) (next Job[T], handed
 	if timed {
 		took = max(q.clock.Now().Sub(start), 1)
 	}
-	q.finishRun(w, &job, err, took)
-	return next, false
+	q.finishRun(w, job, err, took)
+	return false
 }
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
-func (q *Queue[T]) cancelJob(w *worker[T], job Job[T]) {
-	if err := q.store.Complete(q.bgCtx, job); err != nil {
+func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
+	if err := q.store.Complete(q.bgCtx, *job); err != nil {
 		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.cancelled.Add(1)
-	q.emit(EventCancelled, &job, errTargetDisabled, 0)
+	q.emit(EventCancelled, job, errTargetDisabled, 0)
 }
 
 // call runs the handler, turning a panic into a *PanicError.
-func (q *Queue[T]) call(ctx context.Context, job Job[T]) (err error) {
+func (q *Queue[T]) call(ctx context.Context, job *Job[T]) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return q.handler(ctx, job)
+	return q.handler(ctx, *job)
 }
 
 // finish records the outcome of one run.
-func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duration) {
+func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Duration) {
 	bg := q.bgCtx
 	if err == nil {
 		q.targets.success(job.Target)
@@ -292,59 +294,59 @@ func (q *Queue[T]) finish(w *worker[T], job Job[T], err error, took time.Duratio
 	}
 }
 
-func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job Job[T], took time.Duration) {
-	if err := q.store.Complete(ctx, job); err != nil {
+func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
+	if err := q.store.Complete(ctx, *job); err != nil {
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.done.Add(1)
-	q.emit(EventDone, &job, nil, took)
+	q.emit(EventDone, job, nil, took)
 }
 
 // retry schedules job to run again at at; free says the run just ended
 // does not count against the job's attempts.
-func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job Job[T], at time.Time, cause error, free bool) {
+func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job *Job[T], at time.Time, cause error, free bool) {
 	var err error
 	if free {
-		err = q.store.Defer(ctx, job, at)
+		err = q.store.Defer(ctx, *job, at, cause)
 	} else {
-		err = q.store.Retry(ctx, job, at, cause)
+		err = q.store.Retry(ctx, *job, at, cause)
 	}
 	switch {
 	case err == nil:
 		w.ctr.retried.Add(1)
-		q.emit(EventRetried, &job, cause, at.Sub(q.clock.Now()))
+		q.emit(EventRetried, job, cause, at.Sub(q.clock.Now()))
 	case errors.Is(err, ErrSuperseded):
 		w.ctr.cancelled.Add(1)
-		q.emit(EventCancelled, &job, err, 0)
+		q.emit(EventCancelled, job, err, 0)
 	default:
 		q.log.Error("store: retry failed", "job", job.ID, "key", job.Key, "err", err)
 		w.ctr.retried.Add(1)
 	}
 }
 
-func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job Job[T], cause error, took time.Duration) {
-	if err := q.store.Dead(ctx, job, cause); err != nil {
+func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause error, took time.Duration) {
+	if err := q.store.Dead(ctx, *job, cause); err != nil {
 		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.dead.Add(1)
 	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
-	q.emit(EventDead, &job, cause, took)
+	q.emit(EventDead, job, cause, took)
 	if q.onDead != nil {
-		q.onDead(ctx, job, cause)
+		q.onDead(ctx, *job, cause)
 	}
 }
 
 // deferJob puts a claimed job back to run at at without using an attempt.
-func (q *Queue[T]) deferJob(w *worker[T], job Job[T], at time.Time) {
+func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
 	bg := q.bgCtx
-	err := q.store.Defer(bg, job, at)
+	err := q.store.Defer(bg, *job, at, nil)
 	switch {
 	case err == nil:
 		w.ctr.deferred.Add(1)
-		q.emit(EventDeferred, &job, nil, at.Sub(q.clock.Now()))
+		q.emit(EventDeferred, job, nil, at.Sub(q.clock.Now()))
 	case errors.Is(err, ErrSuperseded):
 		w.ctr.cancelled.Add(1)
-		q.emit(EventCancelled, &job, err, 0)
+		q.emit(EventCancelled, job, err, 0)
 	default:
 		q.log.Error("store: defer failed", "job", job.ID, "key", job.Key, "err", err)
 	}

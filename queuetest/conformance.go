@@ -368,13 +368,13 @@ func testSuperseded(t *testing.T, h *StoreHarness) {
 func testDefer(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	j := claim(t, h)
-	must(t, "Defer", h.Store.Defer(bg, j, h.Clock.Now()))
+	must(t, "Defer", h.Store.Defer(bg, j, h.Clock.Now(), nil))
 	promote(t, h)
 	j = claim(t, h)
 	if j.Attempt != 1 {
 		t.Fatalf("deferred job: attempt %d, want 1 (Defer uses no attempt)", j.Attempt)
 	}
-	must(t, "Defer", h.Store.Defer(bg, j, h.Clock.Now().Add(time.Minute)))
+	must(t, "Defer", h.Store.Defer(bg, j, h.Clock.Now().Add(time.Minute), errors.New("retry in 1 minute")))
 	noClaim(t, h)
 	h.Clock.Advance(time.Minute)
 	promote(t, h)
