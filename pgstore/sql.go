@@ -200,8 +200,8 @@ UPDATE {jobs} j SET
     scheduled_at = CASE WHEN t.sup THEN j.scheduled_at ELSE t.at END,
     attempt = CASE WHEN t.undo AND NOT t.sup THEN j.attempt - 1 ELSE j.attempt END,
     finalized_at = CASE WHEN t.sup THEN $7::timestamptz END,
-    last_error = CASE WHEN t.undo THEN j.last_error ELSE t.err END,
-    errors = CASE WHEN t.undo THEN j.errors
+    last_error = CASE WHEN t.undo AND coalesce(t.err, '') = '' THEN j.last_error ELSE t.err END,
+    errors = CASE WHEN t.undo AND coalesce(t.err, '') = '' THEN j.errors
         ELSE j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $7::timestamptz, 'error', t.err)) END,
     lease_owner = NULL, lease_expires_at = NULL
 FROM t WHERE j.id = t.id

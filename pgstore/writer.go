@@ -151,10 +151,10 @@ func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, ca
 	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
 }
 
-// Defer implements queue.Store: like Retry, but the attempt is given back
-// and no error is recorded.
-func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time) error {
-	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, at: at})
+// Defer implements queue.Store: like Retry, but the attempt is given back,
+// and cause (a downstream's "retry in" reason) is recorded only when given.
+func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
+	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
 }
 
 func (s *Store[T]) outcome(ctx context.Context, o *op) error {

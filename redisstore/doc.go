@@ -1,0 +1,115 @@
+// Package redisstore keeps the jobs of a queue.Queue in Redis, so that
+// several processes share one queue, jobs survive restarts, and a crashed
+// worker's jobs run again. It implements queue.Store and queue.Leaser with
+// go-redis v9 and works with any redis.UniversalClient: a single node,
+// Sentinel or Cluster. It needs Redis 6.0 or later.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	store, err := redisstore.New[Announce](rdb, redisstore.WithPrefix("tracker"))
+//	if err != nil {
+//		return err
+//	}
+//	q, err := queue.New(handle, queue.WithStore[Announce](store), queue.WithName("forward"))
+//	if err != nil {
+//		return err
+//	}
+//	if err := q.Start(ctx); err != nil {
+//		return err
+//	}
+//
+// All methods of a Store are safe for concurrent use.
+//
+// # Layout
+//
+// Every key of a queue starts with the hash tag "{prefix:name}" (WithPrefix,
+// queue.WithName), so a queue lives in one Cluster slot and every script is
+// Cluster-safe; each script declares every key it touches in KEYS, which a
+// test checks under MONITOR. The keys are: a ready list per priority; the
+// scheduled jobs in a sorted set scored by due time; the running jobs in a
+// sorted set scored by lease expiry, with the lease holders in a hash; the
+// job records as fields of two hashes (meta, a small JSON object, and data,
+// the encoded payload), so that a script reaching a job by ID from a list
+// names only declared keys; the pending keys, coalesced reruns and
+// scheduled groups as hashes; the dead jobs in a sorted set; per-priority
+// ready counters; a wake list; the ID sequence; seen bitmaps; the leader
+// key.
+//
+// Every move is one Lua script with bounded work: Add, Claim (which first
+// promotes a bounded batch of due jobs), Complete, Dead, Retry, Defer,
+// Cancel, Heartbeat, the janitor's rescue and trim, Purge. None scans a
+// queue; Stats reads counters and cardinalities. A cancelled ready job is
+// deleted from the records and its ID left in its list as a tombstone that
+// Claim skips, so that no script searches a list. Times are the queue
+// Clock's milliseconds, never Redis's clock, so a fake clock drives
+// schedules and leases in tests.
+//
+// Concurrent Adds, Claims and finishes (Complete, Retry, Defer, Dead) on a
+// shard are combined: while one script call is in flight, the calls that
+// arrive queue up and go together in the next one, so under load a round
+// trip carries many jobs, and a lone call still goes at once.
+//
+// # Claiming and waiting
+//
+// Claim tries the shards in priority order. When nothing is ready it
+// sleeps, without polling, until a wake-up token arrives (each script that
+// makes a job ready pushes one onto the shard's wake list, which one
+// listener per process and shard waits on with BLPOP while some Claim
+// waits), until the next scheduled job is due, or at most WithPollInterval.
+// A claimed job holds a lease of WithLeaseTTL that the queue renews with
+// Heartbeat. The leader's janitor returns jobs whose lease expired to their
+// ready list, or dead-letters them after their last attempt; Attempt counts
+// started runs, so a rescued job runs next at attempt + 1. A record whose
+// payload cannot be decoded is dead-lettered with the error by Claim, which
+// goes on to the next job.
+//
+// # Leader election
+//
+// As in seed 002: a standby tries SET key owner NX PX ttl every half
+// second (or a quarter of the TTL); the leader renews with a
+// compare-and-extend script every third of the TTL and gives up on Close
+// with a compare-and-delete script. When the leader dies, another process
+// leads within the TTL (WithLeaderTTL, default 10s) plus half a second.
+// The leader runs the janitor: rescuing expired leases, promoting due jobs
+// and trimming the dead set (WithDeadRetention). Every script is atomic, so
+// two leaders for a moment (a paused process) do no harm.
+//
+// # Priority sharding
+//
+// WithShard serves a priority from its own Redis, so that a backlog or an
+// outage of the low-priority Redis never delays high-priority work on
+// another (seed 002). Each shard has its own keys, IDs (unique across
+// shards: the shard is in the ID's low bits), health and fallback state.
+// Dedupe by Key and Group and the Capacity bound hold per shard, so jobs
+// sharing a Key should use priorities served by one shard.
+//
+// # Outage fallback
+//
+// As in seed 003, each shard is health-checked (WithHealthCheck), and any
+// command that fails for a connection error switches the shard to a
+// bounded in-memory fallback (WithFallback): Add keeps accepting its jobs
+// and Claim serves them. The fallback applies the in-memory rules (priority
+// order, pending keys, groups, coalescing) to the jobs it holds; it cannot
+// see the jobs in Redis. Completions of jobs claimed from Redis that fail
+// during the outage are kept and recorded when Redis answers. Once a ping
+// succeeds, the jobs the fallback has not run are written back to Redis,
+// each exactly once, and the shard switches back. Exactly once holds even
+// when a reply is lost: every job has its Redis ID before its first write
+// (IDs are reserved in blocks) and the add script sets the ID's bit in a
+// seen bitmap, so writing a job twice is a no-op; a job whose Add may have
+// reached Redis is never run from the fallback, only settled with Redis.
+// Stats reports Healthy and, in Detail, the state of each shard and of the
+// fallback. For a fast switch give the client short dial and read timeouts.
+//
+// # Durability
+//
+// What a Redis restart keeps is what Redis persisted: with AOF and
+// appendfsync everysec, every job whose Add returned more than about a
+// second before the crash, with its state (ready, scheduled, running with
+// its lease, dead); a job claimed when Redis died runs again after its
+// lease expires unless its completion reached Redis. A process crash loses
+// nothing in Redis: its running jobs run again after their leases expire.
+// A process that crashes during an outage loses the jobs its fallback held
+// and the completions it kept (those jobs run again). Jobs accepted during
+// an outage are in memory only until written back. Scheduled jobs, the
+// dead set and the per-ID seen bits (24 hours) live in Redis as well.
+package redisstore

@@ -1,0 +1,258 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// writeBatch bounds the jobs one write-back pipeline carries.
+const writeBatch = 200
+
+// healthLoop pings sh every health interval. A failed ping switches the
+// shard to the fallback; a successful one while the shard is down, or
+// while the fallback still holds its jobs, runs recover.
+func (s *Store[T]) healthLoop(sh *shard) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.o.healthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.healthTimeout)
+		err := sh.client.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			s.markDown(sh, err)
+			continue
+		}
+		if !sh.healthy.Load() || s.backlog(sh) {
+			s.recover(sh)
+		}
+	}
+}
+
+// backlog reports whether work for sh waits locally: finishes not yet
+// recorded or fallback jobs not yet written back.
+func (s *Store[T]) backlog(sh *shard) bool {
+	s.claimMu.Lock()
+	for _, op := range s.pending {
+		if op.sh == sh {
+			s.claimMu.Unlock()
+			return true
+		}
+	}
+	s.claimMu.Unlock()
+	s.fbMu.Lock()
+	defer s.fbMu.Unlock()
+	return s.fb.waiting(sh)
+}
+
+// recover brings sh back: it reloads the scripts, records the finishes
+// kept during the outage, writes the fallback's waiting jobs back, and
+// switches the shard to Redis once nothing of it waits in the fallback.
+func (s *Store[T]) recover(sh *shard) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := sh.loadScripts(ctx); err != nil {
+		s.markDown(sh, err)
+		return
+	}
+	if err := s.flushPending(ctx, sh); err != nil {
+		return
+	}
+	if err := s.writeBack(ctx, sh); err != nil {
+		return
+	}
+	s.fbMu.Lock()
+	back := !s.fb.waiting(sh) && !sh.healthy.Swap(true)
+	s.fbMu.Unlock()
+	if back {
+		s.cfg.Logger.Info("redisstore: redis reachable again, fallback written back",
+			"queue", s.cfg.Name, "priorities", sh.label, "fallback_jobs", s.nFallback.Load(),
+			"written_back", s.nWrittenBack.Load(), "finishes_recorded", s.nFlushed.Load())
+	}
+	s.signal()
+}
+
+// flushPending records the finishes kept during an outage of sh.
+func (s *Store[T]) flushPending(ctx context.Context, sh *shard) error {
+	s.claimMu.Lock()
+	var ops, rest []settleOp
+	for _, op := range s.pending {
+		if op.sh == sh {
+			ops = append(ops, op)
+		} else {
+			rest = append(rest, op)
+		}
+	}
+	s.pending = rest
+	s.claimMu.Unlock()
+	for len(ops) > 0 {
+		batch := ops[:min(len(ops), 128)]
+		res, err := s.runSettle(ctx, sh, batch)
+		if err != nil {
+			if isOutage(ctx, err) || ctx.Err() != nil {
+				s.markDown(sh, err)
+				s.claimMu.Lock()
+				s.pending = append(s.pending, ops...)
+				s.claimMu.Unlock()
+				return err
+			}
+			s.cfg.Logger.Error("redisstore: recording finishes kept during an outage",
+				"queue", s.cfg.Name, "jobs", len(batch), "err", err)
+			ops = ops[len(batch):]
+			continue
+		}
+		for i, st := range res {
+			op := batch[i]
+			s.nFlushed.Add(1)
+			switch st {
+			case "superseded":
+				s.cfg.Report(queue.Event{Kind: queue.EventCancelled, Time: time.UnixMilli(s.now()),
+					JobID: op.id, Key: op.key, Err: queue.ErrSuperseded})
+			case "lost":
+				s.cfg.Logger.Warn("redisstore: lease expired during the outage; the job may run again",
+					"queue", s.cfg.Name, "id", op.id)
+			}
+		}
+		ops = ops[len(batch):]
+	}
+	return nil
+}
+
+// writeBack moves the fallback's waiting jobs of sh to Redis. Each job is
+// written with the add script in restore mode, under a Redis ID fixed
+// before the first try: the script's seen bit makes a repeated write a
+// no-op, so every job lands exactly once even when a reply is lost.
+func (s *Store[T]) writeBack(ctx context.Context, sh *shard) error {
+	for {
+		s.fbMu.Lock()
+		batch := s.fb.takeFor(sh, writeBatch)
+		s.fbReady.Store(int64(s.fb.nready))
+		s.fbMu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		outcomes, err := s.writeBatch(ctx, sh, batch)
+		now := s.now()
+		s.fbMu.Lock()
+		for i, j := range batch {
+			s.fb.settle(j, outcomes[i], now)
+		}
+		s.fbReady.Store(int64(s.fb.nready))
+		s.fbMu.Unlock()
+		if err != nil {
+			if isOutage(ctx, err) || ctx.Err() != nil {
+				s.markDown(sh, err)
+			} else {
+				s.cfg.Logger.Error("redisstore: writing the fallback back", "queue", s.cfg.Name, "err", err)
+			}
+			return err
+		}
+	}
+}
+
+func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T]) ([]writeOutcome, error) {
+	out := make([]writeOutcome, len(batch))
+	for i := range out {
+		out[i] = writeUnsent
+	}
+	for _, j := range batch {
+		if j.seq == 0 {
+			id, seq, err := sh.newID(ctx)
+			if err != nil {
+				return out, err
+			}
+			j.job.ID, j.seq = id, seq
+		}
+	}
+	items := make([]addItem, len(batch))
+	for i, j := range batch {
+		items[i] = s.itemOf(j, true)
+	}
+	res, err := s.runAdd(ctx, sh, items)
+	if err != nil {
+		what := writeUnknown // it may have run, wholly or in part
+		if isNoScript(err) {
+			what = writeUnsent
+		}
+		for i := range out {
+			out[i] = what
+		}
+		return out, err
+	}
+	now := s.now()
+	for i, j := range batch {
+		out[i] = writeDone
+		s.nWrittenBack.Add(1)
+		if res[i] == "dup" {
+			s.cfg.Logger.Warn("redisstore: fallback job dropped on write-back: its key is pending in redis",
+				"queue", s.cfg.Name, "id", j.job.ID, "key", j.job.Key)
+			s.cfg.Report(queue.Event{Kind: queue.EventCancelled, Time: time.UnixMilli(now), JobID: j.job.ID,
+				Key: j.job.Key, Target: j.job.Target, Priority: j.job.Priority, Attempt: j.job.Attempt,
+				Err: fmt.Errorf("%w: key pending in redis at write-back", queue.ErrDuplicate)})
+		}
+	}
+	s.signal()
+	return out, nil
+}
+
+// wakeWait is the BLPOP timeout of the wake listener, in seconds.
+const wakeWait = "0.25"
+
+// listen turns a shard's wake-up tokens into local wake-ups: while some
+// Claim waits, it blocks in BLPOP on the wake list (one connection per
+// shard and process) and wakes one waiting Claim per token.
+func (s *Store[T]) listen(sh *shard) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closing
+		cancel()
+	}()
+	for {
+		if s.waiting.Load() == 0 || !sh.healthy.Load() {
+			t := time.NewTimer(s.o.healthInterval)
+			select {
+			case <-sh.hasWaiter:
+			case <-t.C:
+			case <-s.closing:
+				t.Stop()
+				return
+			}
+			t.Stop()
+			continue
+		}
+		// BLPOP with a fractional timeout (Redis >= 6.0) through Do: the
+		// client cannot interrupt a blocked read, so the timeout bounds how
+		// long Close waits for this loop.
+		_, err := sh.client.Do(ctx, "BLPOP", sh.ks.fixed[kWake], wakeWait).Result()
+		switch {
+		case err == nil:
+			s.signal()
+		case errors.Is(err, redis.Nil):
+		case ctx.Err() != nil:
+			return
+		default:
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// promoteBatch bounds the due jobs one script call promotes.
+const promoteBatch = 100
+
+// meta is the Go view of a job's meta record (see luaHeader).
+type meta struct {
+	Key      string  `json:"k"`
+	Group    string  `json:"g"`
+	Target   string  `json:"t"`
+	Priority string  `json:"p"`
+	RunAt    float64 `json:"r"`
+	Attempt  int     `json:"a"`
+	Max      int     `json:"m"`
+	State    string  `json:"s"`
+	Err      string  `json:"e"`
+}
+
+func parseMeta(raw any) (meta, bool) {
+	var m meta
+	s, ok := raw.(string)
+	if !ok || json.Unmarshal([]byte(s), &m) != nil {
+		return m, false
+	}
+	return m, true
+}
+
+func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }
+
+// Cancel cancels the queued or scheduled job with key, or else the
+// coalesced rerun of its running job; see queue.Store.
+func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
+	n := 0
+	s.fbMu.Lock()
+	if _, ok := s.fb.cancel(key); ok {
+		n++
+	}
+	s.fbReady.Store(int64(s.fb.nready))
+	s.fbMu.Unlock()
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		res, err := sh.run(ctx, sh.client, scriptCancel, nil, key, "all").Slice()
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+			return min(n, 1), err
+		}
+		n += int(replyInt(res[0]))
+		sh.ready.Store(replyInt(res[1]))
+	}
+	return min(n, 1), nil
+}
+
+// CancelMatch cancels every queued, scheduled or rerun job whose key
+// satisfies match; see queue.Store. It walks the pending keys with HSCAN,
+// a page at a time, and cancels each match with its own script call.
+func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
+	n := 0
+	s.fbMu.Lock()
+	var keys []string
+	for k := range s.fb.keys {
+		if match(k) {
+			keys = append(keys, k)
+		}
+	}
+	for k := range s.fb.reruns {
+		if match(k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := s.fb.cancel(k); ok {
+			n++
+		}
+	}
+	s.fbReady.Store(int64(s.fb.nready))
+	s.fbMu.Unlock()
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		c, err := s.cancelMatchShard(ctx, sh, match)
+		n += c
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (s *Store[T]) cancelMatchShard(ctx context.Context, sh *shard, match func(string) bool) (int, error) {
+	seen := map[string]bool{}
+	var keys []string
+	for _, h := range []string{sh.ks.fixed[kKeys], sh.ks.fixed[kReruns]} {
+		var cursor uint64
+		for {
+			page, next, err := sh.client.HScan(ctx, h, cursor, "", 500).Result()
+			if err != nil {
+				return 0, err
+			}
+			for i := 0; i+1 < len(page); i += 2 {
+				if k := page[i]; !seen[k] && match(k) {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	n := 0
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), 200)]
+		keys = keys[len(batch):]
+		pipe := sh.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = sh.run(ctx, pipe, scriptCancel, nil, k, "all")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+			return n, err
+		}
+		for i, cmd := range cmds {
+			res, err := cmd.Slice()
+			if isNoScript(err) {
+				res, err = sh.run(ctx, sh.client, scriptCancel, nil, batch[i], "all").Slice()
+			}
+			if err != nil {
+				return n, err
+			}
+			n += int(replyInt(res[0]))
+			sh.ready.Store(replyInt(res[1]))
+		}
+	}
+	return n, nil
+}
+
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// PromoteDue moves due scheduled jobs to the ready lists, a bounded batch
+// per script call; see queue.Store. Claim and the leader's janitor run it
+// by themselves.
+func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
+	now := s.now()
+	n := 0
+	s.fbMu.Lock()
+	before := s.fb.nready
+	s.fb.promote(now)
+	n += s.fb.nready - before
+	s.fbReady.Store(int64(s.fb.nready))
+	s.fbMu.Unlock()
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		for {
+			res, err := sh.run(ctx, sh.client, scriptPromote, nil, now, promoteBatch,
+				s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds()).Slice()
+			if err != nil {
+				if isOutage(ctx, err) {
+					s.markDown(sh, err)
+				}
+				return n, err
+			}
+			moved := int(replyInt(res[0]))
+			rq := replySlice(res[1])
+			s.reportRequeued(rq, now)
+			sh.ready.Store(replyInt(res[2]))
+			n += moved
+			if moved+len(rq)/5 < promoteBatch {
+				break
+			}
+		}
+	}
+	if n > 0 {
+		s.signal()
+	}
+	return n, nil
+}
+
+// Purge removes every ready and scheduled job and every rerun, a bounded
+// batch per script call; see queue.Store.
+func (s *Store[T]) Purge(ctx context.Context) (int, error) {
+	n := 0
+	s.fbMu.Lock()
+	f := s.fb
+	var keys []string
+	for k := range f.reruns {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		f.cancel(k)
+		n++
+	}
+	for p := range f.ready {
+		for _, j := range f.ready[p] {
+			f.release(j, 0)
+			n++
+			f.held--
+		}
+		f.ready[p] = nil
+	}
+	f.nready = 0
+	for _, j := range f.sched {
+		f.unGroup(j)
+		f.release(j, 0)
+		n++
+		f.held--
+	}
+	f.sched = nil
+	s.fbReady.Store(0)
+	s.fbMu.Unlock()
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		c, err := s.purgeShard(ctx, sh)
+		n += c
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (s *Store[T]) purgeShard(ctx context.Context, sh *shard) (int, error) {
+	n := 0
+	for {
+		res, err := sh.run(ctx, sh.client, scriptPurge, nil, 200).Slice()
+		if err != nil {
+			return n, err
+		}
+		n += int(replyInt(res[0]))
+		sh.ready.Store(replyInt(res[2]))
+		if replyInt(res[1]) == 0 {
+			break
+		}
+	}
+	var cursor uint64
+	for {
+		page, next, err := sh.client.HScan(ctx, sh.ks.fixed[kReruns], cursor, "", 500).Result()
+		if err != nil {
+			return n, err
+		}
+		for i := 0; i+1 < len(page); i += 2 {
+			res, err := sh.run(ctx, sh.client, scriptCancel, nil, page[i], "rerun").Slice()
+			if err != nil {
+				return n, err
+			}
+			n += int(replyInt(res[0]))
+		}
+		if cursor = next; cursor == 0 {
+			return n, nil
+		}
+	}
+}

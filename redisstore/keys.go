@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"fmt"
+	"strconv"
+	"unicode"
+)
+
+// Positions of the fixed keys in a job script's KEYS (0-based here).
+const (
+	kMeta = iota
+	kData
+	kLease
+	kRun
+	kSched
+	kKeys
+	kReruns
+	kGroups
+	kDead
+	kCount
+	kWake
+	kSeen
+	nFixedKeys
+)
+
+// seenBits is how many job IDs one seen bitmap covers (128 KiB each).
+const seenBits = 1 << 20
+
+// keyspace names the keys of one queue on one shard. Every key starts with
+// the hash tag "{prefix:name}", so a queue lives in one Cluster slot and
+// every script is Cluster-safe.
+type keyspace struct {
+	tag    string   // "{prefix:name}"
+	fixed  []string // the script key layout, seen placeholder included
+	leader string
+}
+
+func newKeyspace(prefix, name string, labels []string) keyspace {
+	tag := "{" + prefix + ":" + name + "}"
+	names := [nFixedKeys]string{
+		kMeta: "meta", kData: "data", kLease: "lease", kRun: "running", kSched: "scheduled",
+		kKeys: "keys", kReruns: "reruns", kGroups: "groups", kDead: "dead", kCount: "count",
+		kWake: "wake", kSeen: "seen:0",
+	}
+	ks := keyspace{tag: tag, leader: tag + ":leader"}
+	for _, n := range names {
+		ks.fixed = append(ks.fixed, tag+":"+n)
+	}
+	for _, l := range labels {
+		ks.fixed = append(ks.fixed, tag+":ready:"+l)
+	}
+	return ks
+}
+
+// ids is the key of the shard's ID sequence.
+func (k keyspace) ids() string { return k.tag + ":ids" }
+
+// seen returns the bitmap key and bit offset recording that the job with
+// sequence number seq was added.
+func (k keyspace) seen(seq int64) (string, int64) {
+	return k.tag + ":seen:" + strconv.FormatInt(seq/seenBits, 10), seq % seenBits
+}
+
+// validTagPart reports why s cannot be part of the hash tag, or "".
+func validTagPart(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	for _, r := range s {
+		switch {
+		case r == '{' || r == '}':
+			return fmt.Sprintf("must not contain %q: it would break the key's hash tag", r)
+		case unicode.IsControl(r) || unicode.IsSpace(r):
+			return "must not contain spaces or control characters"
+		}
+	}
+	return ""
+}

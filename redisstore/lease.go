@@ -1,0 +1,221 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// rescueBatch bounds the expired leases one script call handles.
+const rescueBatch = 100
+
+// heartbeatBatch bounds the leases one heartbeat script call extends.
+const heartbeatBatch = 500
+
+// Heartbeat extends the leases of the given running jobs and returns the
+// IDs whose lease this process no longer holds; see queue.Leaser. Jobs
+// claimed from the fallback hold no lease and are never lost. While a
+// shard is unreachable its leases cannot be checked and are not reported
+// lost; they expire after the lease TTL if the outage lasts that long.
+func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) {
+	type entry struct {
+		id    int64
+		lease string
+	}
+	per := map[*shard][]entry{}
+	var lost []int64
+	s.claimMu.Lock()
+	for _, id := range ids {
+		c, ok := s.claims[id]
+		switch {
+		case !ok:
+			lost = append(lost, id)
+		case c.fb == nil:
+			per[c.sh] = append(per[c.sh], entry{id, c.lease})
+		}
+	}
+	s.claimMu.Unlock()
+	until := s.now() + s.o.leaseTTL.Milliseconds()
+	var firstErr error
+	for sh, es := range per {
+		if !sh.healthy.Load() {
+			continue
+		}
+		for len(es) > 0 {
+			batch := es[:min(len(es), heartbeatBatch)]
+			es = es[len(batch):]
+			args := []any{until}
+			for _, e := range batch {
+				args = append(args, e.id, e.lease)
+			}
+			res, err := sh.run(ctx, sh.client, scriptHeartbeat, nil, args...).Slice()
+			if err != nil {
+				if isOutage(ctx, err) {
+					s.markDown(sh, err)
+				} else if firstErr == nil {
+					firstErr = err
+				}
+				break
+			}
+			for _, v := range res {
+				lost = append(lost, replyInt(v))
+			}
+		}
+	}
+	return lost, firstErr
+}
+
+// RescueExpired returns jobs whose lease expired to their ready list, or
+// dead-letters them after their last attempt; see queue.Leaser. The attempt
+// count is kept: it counts started runs, so the rescued job's next Claim
+// makes it attempt + 1. It works through the expired leases a bounded batch
+// per script call and reports EventRescued or EventDead for each job.
+func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
+	n := 0
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		for {
+			now := s.now()
+			res, err := sh.run(ctx, sh.client, scriptRescue, nil, now, rescueBatch, s.cfg.MaxAttempts).Slice()
+			if err != nil {
+				if isOutage(ctx, err) {
+					s.markDown(sh, err)
+				}
+				return n, err
+			}
+			sh.ready.Store(replyInt(res[0]))
+			got := 0
+			for i := 1; i+5 < len(res); i += 6 {
+				got++
+				ev := queue.Event{Kind: queue.EventRescued, Time: time.UnixMilli(now),
+					JobID: replyInt(res[i]), Key: replyString(res[i+2]), Target: replyString(res[i+3]),
+					Priority: replyString(res[i+4]), Attempt: int(replyInt(res[i+5]))}
+				if replyString(res[i+1]) == "dead" {
+					ev.Kind = queue.EventDead
+					ev.Err = errLeaseExpired
+				}
+				s.cfg.Report(ev)
+			}
+			n += got
+			if got > 0 {
+				s.signal()
+			}
+			if got < rescueBatch {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+var errLeaseExpired = errors.New("redisstore: lease expired after the last attempt")
+
+// trimDead deletes dead jobs past the retention, a batch per call.
+func (s *Store[T]) trimDead(ctx context.Context, sh *shard) error {
+	cutoff := s.now() - s.o.deadRetention.Milliseconds()
+	for {
+		n, err := sh.run(ctx, sh.client, scriptTrim, nil, cutoff, s.o.deadMax, 200).Int()
+		if err != nil || n < 200 {
+			return err
+		}
+	}
+}
+
+// janitor does the leader's maintenance on every reachable shard.
+func (s *Store[T]) janitor(ctx context.Context) {
+	if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("redisstore: rescuing expired leases", "queue", s.cfg.Name, "err", err)
+	}
+	if _, err := s.PromoteDue(ctx); err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("redisstore: promoting due jobs", "queue", s.cfg.Name, "err", err)
+	}
+	for _, sh := range s.shards {
+		if sh.healthy.Load() {
+			if err := s.trimDead(ctx, sh); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("redisstore: trimming dead jobs", "queue", s.cfg.Name, "err", err)
+			}
+		}
+	}
+}
+
+// leaderLoop runs the election of seed 002 on the first shard: a standby
+// tries SET key owner NX PX ttl every standbyPoll; the leader renews with a
+// compare-and-extend script every ttl/3 and runs the janitor; Close
+// releases with a compare-and-delete script.
+func (s *Store[T]) leaderLoop() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closing
+		cancel()
+	}()
+	sh := s.shards[0]
+	key := sh.ks.leader
+	ttl := s.o.leaderTTL.Milliseconds()
+	renewEvery := s.o.leaderTTL / 3
+	standbyPoll := min(500*time.Millisecond, s.o.leaderTTL/4)
+	var renewed time.Time
+	nextJanitor := time.Now()
+	for {
+		wasLeader := s.leader.Load()
+		isLeader := false
+		if sh.healthy.Load() {
+			if !wasLeader || time.Since(renewed) >= renewEvery {
+				ok, err := s.acquireOrRenew(ctx, sh, key, ttl, wasLeader)
+				if err == nil {
+					isLeader = ok
+					if ok {
+						renewed = time.Now()
+					}
+				} else if wasLeader && time.Since(renewed) < s.o.leaderTTL/2 {
+					isLeader = true // a blip: the key is still ours for a while
+				}
+			} else {
+				isLeader = true
+			}
+		}
+		if isLeader != wasLeader {
+			s.leader.Store(isLeader)
+			s.cfg.Logger.Info("redisstore: leadership changed", "queue", s.cfg.Name, "leader", isLeader)
+		}
+		wait := standbyPoll
+		if isLeader {
+			if !time.Now().Before(nextJanitor) {
+				s.janitor(ctx)
+				nextJanitor = time.Now().Add(s.o.janitorInterval)
+			}
+			wait = min(time.Until(renewed.Add(renewEvery)), time.Until(nextJanitor))
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-s.closing:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// acquireOrRenew tries to take or keep leadership.
+func (s *Store[T]) acquireOrRenew(ctx context.Context, sh *shard, key string, ttl int64, renew bool) (bool, error) {
+	if renew {
+		n, err := scriptLeaderRenew.Run(ctx, sh.client, []string{key}, s.owner, ttl).Int()
+		return n == 1, err
+	}
+	err := sh.client.Do(ctx, "SET", key, s.owner, "NX", "PX", ttl).Err()
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	// Taken: by this process still, after a failed renewal?
+	n, err := scriptLeaderRenew.Run(ctx, sh.client, []string{key}, s.owner, ttl).Int()
+	return n == 1, err
+}

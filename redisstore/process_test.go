@@ -1,0 +1,317 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// The multi-process tests re-run this test binary as helper processes
+// (TestHelperProcess) that work a queue through the queue engine.
+
+const helperEnv = "REDISSTORE_HELPER"
+
+// TestHelperProcess is not a test: it is the body of a helper process,
+// selected by REDISSTORE_HELPER=mode. Modes:
+//
+//	work    run jobs: RPUSH "payload:attempt:pid" to the ran list, succeed
+//	hang    claim jobs: RPUSH the payload to the claimed list, never return
+//	leader  run no jobs, only take part in leader election
+//
+// It prints "ready <owner>" once started and "leader" when it leads.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("helper process of the multi-process tests")
+	}
+	prefix := os.Getenv("REDISSTORE_PREFIX")
+	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	lease, _ := time.ParseDuration(os.Getenv("REDISSTORE_LEASE"))
+	s, err := New[int](c, WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	tag := "{" + prefix + ":q}"
+	pid := os.Getpid()
+	handler := func(ctx context.Context, j queue.Job[int]) error {
+		switch mode {
+		case "work":
+			return c.RPush(ctx, tag+":test:ran", fmt.Sprintf("%d:%d:%d", j.Payload, j.Attempt, pid)).Err()
+		case "hang":
+			c.RPush(context.Background(), tag+":test:claimed", j.Payload)
+			select {}
+		}
+		return nil
+	}
+	workers := 4
+	if mode == "leader" {
+		workers = 1
+	}
+	q, err := queue.New(handler, queue.WithStore[int](s), queue.WithName("q"),
+		queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	if err := q.Start(ctx); err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Println("ready", s.owner)
+	for !s.leader.Load() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Println("leader")
+	select {}
+}
+
+// helper is a running helper process.
+type helper struct {
+	cmd   *exec.Cmd
+	lines chan string
+	owner string
+}
+
+// startHelper starts a helper process in mode and waits for it to be ready.
+func startHelper(t *testing.T, mode, prefix string, lease time.Duration) *helper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "REDISSTORE_PREFIX="+prefix,
+		"REDISSTORE_LEASE="+lease.String(), "QUEUE_REDIS_ADDR="+redisAddr())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, lines: make(chan string, 16)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			h.lines <- sc.Text()
+		}
+		close(h.lines)
+	}()
+	l := h.expect(t, "ready", 30*time.Second)
+	h.owner = strings.TrimPrefix(l, "ready ")
+	return h
+}
+
+// expect waits for a line of the helper's output starting with prefix.
+func (h *helper) expect(t *testing.T, prefix string, within time.Duration) string {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case l, ok := <-h.lines:
+			if !ok {
+				t.Fatalf("helper exited before printing %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("helper printed no %q within %v", prefix, within)
+		}
+	}
+}
+
+func (h *helper) kill(t *testing.T) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.cmd.Wait()
+}
+
+// popN takes n entries from list, waiting with BLPOP (no polling).
+func popN(t *testing.T, c *redis.Client, list string, n int, within time.Duration) []string {
+	t.Helper()
+	var out []string
+	deadline := time.Now().Add(within)
+	for len(out) < n {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("%s: got %d of %d entries within %v", list, len(out), n, within)
+		}
+		res, err := c.BLPop(context.Background(), max(left, time.Second), list).Result()
+		if err != nil {
+			t.Fatalf("%s: got %d of %d entries within %v: %v", list, len(out), n, within, err)
+		}
+		out = append(out, res[1])
+	}
+	return out
+}
+
+// leaderStore opens a store (no workers) and waits until it leads, so that
+// its janitor is the one rescuing expired leases.
+func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Duration) *Store[int] {
+	t.Helper()
+	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
+		WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.leader.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the test's store did not become leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+// TestKilledWorkerJobsRunAgain: a worker process killed with SIGKILL while
+// running jobs; its jobs run again, in another process, once their leases
+// expire.
+func TestKilledWorkerJobsRunAgain(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	const lease = 2 * time.Second
+	s := leaderStore(t, c, prefix, lease)
+	ctx := context.Background()
+	const jobs = 20
+	for i := range jobs {
+		if _, err := s.Add(ctx, queue.Job[int]{Payload: i, Key: "k" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := "{" + prefix + ":q}"
+	hang := startHelper(t, "hang", prefix, lease)
+	hung := popN(t, c, tag+":test:claimed", 4, 30*time.Second)
+	hang.kill(t)
+	killed := time.Now()
+
+	startHelper(t, "work", prefix, lease)
+	ran := popN(t, c, tag+":test:ran", jobs, 60*time.Second)
+	count := map[int]int{}
+	attempt := map[int]int{}
+	for _, r := range ran {
+		f := strings.Split(r, ":")
+		p, _ := strconv.Atoi(f[0])
+		a, _ := strconv.Atoi(f[1])
+		count[p]++
+		attempt[p] = a
+	}
+	for i := range jobs {
+		if count[i] != 1 {
+			t.Errorf("job %d completed %d times", i, count[i])
+		}
+	}
+	for _, h := range hung {
+		p, _ := strconv.Atoi(h)
+		if attempt[p] != 2 {
+			t.Errorf("job %d of the killed worker ran again at attempt %d, want 2", p, attempt[p])
+		}
+	}
+	again := time.Since(killed)
+	t.Logf("the killed worker's %d jobs ran again %v after SIGKILL (lease %v)", len(hung), again.Round(time.Millisecond), lease)
+	if again > lease+2*time.Second {
+		t.Errorf("jobs ran again %v after the kill, want within lease %v + 2s", again, lease)
+	}
+	if n, _ := c.LLen(ctx, tag+":test:ran").Result(); n != 0 {
+		t.Errorf("%d more runs after every job completed", n)
+	}
+}
+
+// TestTwoProcessesEachJobOnce: two worker processes drain one queue; each
+// job completes exactly once and both take part.
+func TestTwoProcessesEachJobOnce(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	s := leaderStore(t, c, prefix, 5*time.Second)
+	ctx := context.Background()
+	const jobs = 2000
+	for i := range jobs {
+		if _, err := s.Add(ctx, queue.Job[int]{Payload: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := "{" + prefix + ":q}"
+	startHelper(t, "work", prefix, 5*time.Second)
+	startHelper(t, "work", prefix, 5*time.Second)
+	ran := popN(t, c, tag+":test:ran", jobs, 90*time.Second)
+	count := map[int]int{}
+	pids := map[string]int{}
+	for _, r := range ran {
+		f := strings.Split(r, ":")
+		p, _ := strconv.Atoi(f[0])
+		count[p]++
+		pids[f[2]]++
+	}
+	for i := range jobs {
+		if count[i] != 1 {
+			t.Errorf("job %d completed %d times", i, count[i])
+		}
+	}
+	if len(pids) != 2 {
+		t.Errorf("jobs ran in %d processes (%v), want 2", len(pids), pids)
+	}
+	t.Logf("jobs per process: %v", pids)
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 0 || st.Scheduled != 0 {
+		t.Errorf("Stats after the run: %+v", st)
+	}
+}
+
+// TestLeaderFailover: the leader process is killed; a standby takes over
+// within the leader TTL (10 s, as in seed 002) plus one second.
+func TestLeaderFailover(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	lead := startHelper(t, "leader", prefix, DefaultLeaseTTL)
+	lead.expect(t, "leader", 15*time.Second)
+	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" }, WithPrefix(prefix))
+	ctx := context.Background()
+	st, err := s.Stats(ctx)
+	if err != nil || st.Leader {
+		t.Fatalf("standby Stats = %+v, %v; want not leader", st, err)
+	}
+	key := "{" + prefix + ":q}:leader"
+	if v, _ := c.Get(ctx, key).Result(); v != lead.owner {
+		t.Fatalf("leader key holds %q, want the helper %q", v, lead.owner)
+	}
+	pttl, _ := c.PTTL(ctx, key).Result()
+	lead.kill(t)
+	killed := time.Now()
+	for {
+		st, err := s.Stats(ctx)
+		if err == nil && st.Leader {
+			break
+		}
+		if time.Since(killed) > DefaultLeaderTTL+2*time.Second {
+			t.Fatalf("no failover %v after the leader died", time.Since(killed))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	t.Logf("failover %v after SIGKILL (leader key had %v left; TTL %v)", took.Round(time.Millisecond), pttl, DefaultLeaderTTL)
+	if took > DefaultLeaderTTL+time.Second {
+		t.Errorf("failover took %v, want within TTL %v + 1s", took, DefaultLeaderTTL)
+	}
+	if v, _ := c.Get(ctx, key).Result(); v != s.owner {
+		t.Errorf("leader key holds %q after failover, want %q", v, s.owner)
+	}
+}

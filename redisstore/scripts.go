@@ -1,0 +1,490 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Every script is called with the same key layout, so that every key a
+// script touches is declared in KEYS (Cluster-safe, checked by
+// TestScriptsDeclareKeys) and the helpers below can be shared:
+//
+//	KEYS[1..12]  meta, data, lease, run, sched, keys, reruns, groups, dead,
+//	             count, wake, seen (a placeholder, kept so that the
+//	             layout stays fixed)
+//	KEYS[13..]   the shard's ready lists, highest priority first, then
+//	             (add only) the seen bitmaps of the jobs being added
+//	ARGV[1]      number of ready lists n
+//	ARGV[2]      the label used for a job whose label is not on the shard
+//	ARGV[3..n+2] the labels of the ready lists, in KEYS order
+//	ARGV[n+3..]  the script's own arguments, read with arg(i)
+//
+// Job records are fields of two hashes, meta (a small JSON object per job,
+// decoded with cjson) and data (the encoded payload), rather than one hash
+// per job: a script that pops a job ID from a list can then reach its record
+// through a declared key. Meta fields: k key, g group, t target, p priority
+// label, r run-at (ms), a attempts started, m max attempts (0 = queue
+// default), s state (q ready, s scheduled, x running, w coalesced rerun,
+// d dead), e last error, d dead-at (ms).
+const luaHeader = `
+local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local NL = tonumber(ARGV[1])
+local DEFLABEL = ARGV[2]
+local LABELS, LIST = {}, {}
+for i = 1, NL do
+  LABELS[i] = ARGV[2 + i]
+  LIST[ARGV[2 + i]] = KEYS[12 + i]
+end
+local function arg(i) return ARGV[2 + NL + i] end
+
+local function load(id)
+  local raw = redis.call('HGET', META, id)
+  if not raw then return nil end
+  local ok, m = pcall(cjson.decode, raw)
+  if not ok or type(m) ~= 'table' then return nil end
+  return m
+end
+local function save(id, m) redis.call('HSET', META, id, cjson.encode(m)) end
+local function forget(id)
+  redis.call('HDEL', META, id)
+  redis.call('HDEL', DATA, id)
+end
+-- The ready counters are one field per priority ('r:' .. label); the
+-- script reads them once and keeps the sum in RC.
+local RC = nil
+local function ready_count()
+  if not RC then
+    local fields = {}
+    for i = 1, NL do fields[i] = 'r:' .. LABELS[i] end
+    RC = 0
+    for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do RC = RC + (tonumber(v) or 0) end
+  end
+  return RC
+end
+local function wake()
+  if redis.call('LLEN', WAKE) < 64 then redis.call('RPUSH', WAKE, 1) end
+end
+local function push_ready(id, m)
+  if not LIST[m.p] then m.p = DEFLABEL end
+  m.s = 'q'
+  -- A Claim waits only after finding nothing ready, so a wake-up token is
+  -- needed only while the list is short.
+  if redis.call('RPUSH', LIST[m.p], id) <= 64 then wake() end
+  redis.call('HINCRBY', COUNT, 'r:' .. m.p, 1)
+  if RC then RC = RC + 1 end
+end
+-- unready accounts for a queued job leaving its list; a cancelled job's ID
+-- stays in the list as a tombstone that Claim skips, so that no script has
+-- to search a list.
+local function unready(m)
+  redis.call('HINCRBY', COUNT, 'r:' .. m.p, -1)
+  if RC then RC = RC - 1 end
+end
+local function schedule(id, m, at)
+  m.s = 's'
+  m.r = at
+  redis.call('ZADD', SCHED, at, id)
+  if m.g ~= '' then redis.call('HSETNX', GROUPS, m.g, id) end
+  if redis.call('ZRANGE', SCHED, 0, 0)[1] == id then wake() end
+end
+local function release_group(id, m)
+  if m.g ~= '' and redis.call('HGET', GROUPS, m.g) == id then redis.call('HDEL', GROUPS, m.g) end
+end
+local function activate(id, m, now)
+  if m.k ~= '' then redis.call('HSET', KEYIDX, m.k, id) end
+  if m.r > now then schedule(id, m, m.r) else push_ready(id, m) end
+  save(id, m)
+end
+local function release_key(id, m, now)
+  if m.k == '' or redis.call('HGET', KEYIDX, m.k) ~= id then return end
+  redis.call('HDEL', KEYIDX, m.k)
+  local rr = redis.call('HGET', RERUNS, m.k)
+  if rr then
+    redis.call('HDEL', RERUNS, m.k)
+    local rm = load(rr)
+    if rm then activate(rr, rm, now) end
+  end
+end
+local function bury(id, m, now, err)
+  release_key(id, m, now)
+  release_group(id, m)
+  m.s = 'd'
+  m.e = err
+  m.d = now
+  save(id, m)
+  redis.call('ZADD', DEAD, now, id)
+end
+-- remove_pending deletes a queued or scheduled job and its marks.
+local function remove_pending(id, m)
+  if m.s == 'q' then unready(m) else redis.call('ZREM', SCHED, id) end
+  release_group(id, m)
+  if m.k ~= '' and redis.call('HGET', KEYIDX, m.k) == id then redis.call('HDEL', KEYIDX, m.k) end
+  forget(id)
+end
+-- promote moves up to batch due jobs to their ready lists; a job that finds
+-- the ready jobs at capacity is rescheduled requeue ms later.
+local function promote(now, batch, cap, requeue)
+  local ids = redis.call('ZRANGEBYSCORE', SCHED, '-inf', now, 'LIMIT', 0, batch)
+  local moved, requeued = 0, {}
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', SCHED, id)
+    local m = load(id)
+    if m and m.s == 's' then
+      if ready_count() >= cap then
+        m.r = now + requeue
+        redis.call('ZADD', SCHED, m.r, id)
+        save(id, m)
+        for _, v in ipairs({id, m.k, m.t, m.p, m.a}) do table.insert(requeued, v) end
+      else
+        release_group(id, m)
+        push_ready(id, m)
+        save(id, m)
+        moved = moved + 1
+      end
+    end
+  end
+  return moved, requeued
+end
+-- check_lease reports whether tok holds id's lease; if not, whether the job
+-- already ended ('gone': a repeated call) or is held or queued elsewhere.
+local function check_lease(id, tok)
+  local cur = redis.call('HGET', LEASE, id)
+  if cur == tok then return nil end
+  if not cur then
+    local m = load(id)
+    if not m or m.s == 'd' then return 'gone' end
+  end
+  return 'lost'
+end
+`
+
+// Add: now, capacity, coalesce (1/0), then per job: id, key, group,
+// target, label, runAt, max attempts, payload, restore (1 ignores capacity
+// and the group, for jobs written back from the fallback), index of its
+// seen bitmap among the keys after the ready lists, seen offset, attempt,
+// last error. Jobs are added in order. Returns {ready, then per job 'ready',
+// 'sched', 'rerun', 'dup', 'full' or 'seen' (added before)}.
+//
+// The seen bit (set first, cleared again when the job is refused) makes
+// Add idempotent per ID: a call repeated after a lost reply, or a
+// write-back of a job whose first Add may have landed, is a no-op. The
+// bitmaps' expiry is kept by the ID reservation (shard.newID).
+var scriptAdd = newScript("add", `
+local now, cap, coalesce = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1'
+local function add(id, key, grp, target, label, runat, max, payload, restore, seen, off, attempt, lasterr)
+  if redis.call('SETBIT', seen, off, 1) == 1 then return 'seen' end
+  local function refuse(why)
+    redis.call('SETBIT', seen, off, 0)
+    return why
+  end
+  local m = {k = key, g = grp, t = target, p = label, r = runat, a = attempt, m = max, e = lasterr, s = ''}
+  local rerun = false
+  if key ~= '' then
+    local h = redis.call('HGET', KEYIDX, key)
+    if h then
+      local hm = load(h)
+      if not hm or hm.s == 'd' then
+        redis.call('HDEL', KEYIDX, key)
+      elseif hm.s == 'x' and coalesce and redis.call('HEXISTS', RERUNS, key) == 0 then
+        rerun = true
+      else
+        return refuse('dup')
+      end
+    end
+  end
+  if not rerun and not restore then
+    if runat > now then
+      if grp ~= '' then
+        local gh = redis.call('HGET', GROUPS, grp)
+        if gh then
+          local gm = load(gh)
+          if gm and gm.s == 's' then return refuse('dup') end
+          redis.call('HDEL', GROUPS, grp)
+        end
+      end
+    elseif ready_count() >= cap then
+      return refuse('full')
+    end
+  end
+  redis.call('HSET', DATA, id, payload)
+  if rerun then
+    m.s = 'w'
+    redis.call('HSET', RERUNS, key, id)
+    save(id, m)
+    return 'rerun'
+  end
+  activate(id, m, now)
+  if m.s == 's' then return 'sched' end
+  return 'ready'
+end
+local out = {0}
+local i = 4
+while arg(i) do
+  table.insert(out, add(arg(i), arg(i + 1), arg(i + 2), arg(i + 3), arg(i + 4), tonumber(arg(i + 5)),
+    tonumber(arg(i + 6)), arg(i + 7), arg(i + 8) == '1', KEYS[12 + NL + tonumber(arg(i + 9))],
+    tonumber(arg(i + 10)), tonumber(arg(i + 11)), arg(i + 12)))
+  i = i + 13
+end
+out[1] = ready_count()
+return out
+`)
+
+// Claim: now, lease-until, owner, promote batch, capacity, requeue ms, n.
+// Claims up to n jobs, highest priority first. Returns {ready, requeued,
+// next due (-1 for none), then per job: id, key, group, target, label,
+// runAt, attempt, max, lease, payload}.
+var scriptClaim = newScript("claim", `
+local now, untl, owner = tonumber(arg(1)), tonumber(arg(2)), arg(3)
+local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
+local want = tonumber(arg(7))
+local out = {0, requeued, -1}
+local got, skipped = 0, 0
+for i = 1, NL do
+  local list = LIST[LABELS[i]]
+  while got < want and skipped < 100 do
+    local id = redis.call('LPOP', list)
+    if not id then break end
+    local m = load(id)
+    if m and m.s == 'q' then
+      unready(m)
+      m.a = m.a + 1
+      m.s = 'x'
+      local tok = owner .. ':' .. m.a
+      redis.call('HSET', LEASE, id, tok)
+      redis.call('ZADD', RUN, untl, id)
+      save(id, m)
+      for _, v in ipairs({id, m.k, m.g, m.t, m.p, m.r, m.a, m.m, tok, redis.call('HGET', DATA, id) or ''}) do
+        table.insert(out, v)
+      end
+      got = got + 1
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+if got == 0 and skipped < 100 then
+  -- Nothing live: the counters must say so for every empty list (they can
+  -- only disagree after keys were edited by hand).
+  for i = 1, NL do
+    if redis.call('LLEN', LIST[LABELS[i]]) == 0 then redis.call('HSET', COUNT, 'r:' .. LABELS[i], 0) end
+  end
+  RC = nil
+end
+if got < want then
+  local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+  if nxt[2] then out[3] = nxt[2] end
+end
+out[1] = ready_count()
+return out
+`)
+
+// Settle ends claimed jobs: now, then per job: id, lease, mode, at, error.
+// Modes: done, dead (to the dead set with error), retry (scheduled at at
+// with error; dropped in favour of a waiting coalesced rerun:
+// 'superseded'), defer (at at, giving the attempt back). Returns {ready,
+// then per job 'ok', 'superseded', 'gone' (already settled: a repeated
+// call) or 'lost' (the lease is no longer the caller's)}.
+var scriptSettle = newScript("settle", `
+local now = tonumber(arg(1))
+local function settle(id, tok, mode, at, err)
+  local bad = check_lease(id, tok)
+  if bad then return bad end
+  redis.call('HDEL', LEASE, id)
+  redis.call('ZREM', RUN, id)
+  local m = load(id)
+  if not m then return 'gone' end
+  if mode == 'done' then
+    release_key(id, m, now)
+    release_group(id, m)
+    forget(id)
+    return 'ok'
+  elseif mode == 'dead' then
+    bury(id, m, now, err)
+    return 'ok'
+  end
+  if mode == 'retry' and m.k ~= '' and redis.call('HEXISTS', RERUNS, m.k) == 1 then
+    release_key(id, m, now)
+    forget(id)
+    return 'superseded'
+  end
+  if mode == 'defer' then
+    if m.a > 0 then m.a = m.a - 1 end
+    if err ~= '' then m.e = err end
+  else
+    m.e = err
+  end
+  if at > now then
+    schedule(id, m, at)
+  else
+    m.r = at
+    push_ready(id, m)
+  end
+  save(id, m)
+  return 'ok'
+end
+local out = {0}
+local i = 2
+while arg(i) do
+  table.insert(out, settle(arg(i), arg(i + 1), arg(i + 2), tonumber(arg(i + 3)), arg(i + 4)))
+  i = i + 5
+end
+out[1] = ready_count()
+return out
+`)
+
+// Cancel: key, mode ('all' cancels the queued or scheduled holder of key or
+// else its rerun; 'rerun' only the rerun). Returns {n, ready}.
+var scriptCancel = newScript("cancel", `
+local key, mode = arg(1), arg(2)
+if mode == 'all' then
+  local h = redis.call('HGET', KEYIDX, key)
+  if h then
+    local m = load(h)
+    if m and (m.s == 'q' or m.s == 's') then
+      remove_pending(h, m)
+      local rr = redis.call('HGET', RERUNS, key)
+      if rr then
+        redis.call('HDEL', RERUNS, key)
+        forget(rr)
+      end
+      return {1, ready_count()}
+    end
+  end
+end
+local rr = redis.call('HGET', RERUNS, key)
+if rr then
+  redis.call('HDEL', RERUNS, key)
+  forget(rr)
+  return {1, ready_count()}
+end
+return {0, ready_count()}
+`)
+
+// Promote: now, batch, capacity, requeue ms. Returns {moved, requeued, ready}.
+var scriptPromote = newScript("promote", `
+local moved, requeued = promote(tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3)), tonumber(arg(4)))
+return {moved, requeued, ready_count()}
+`)
+
+// Heartbeat: lease-until, then pairs of id and lease. Returns the IDs whose
+// lease the caller no longer holds.
+var scriptHeartbeat = newScript("heartbeat", `
+local untl = tonumber(arg(1))
+local lost = {}
+local i = 2
+while arg(i) do
+  local id, tok = arg(i), arg(i + 1)
+  if redis.call('HGET', LEASE, id) == tok then
+    redis.call('ZADD', RUN, 'XX', untl, id)
+  else
+    table.insert(lost, id)
+  end
+  i = i + 2
+end
+return lost
+`)
+
+// Rescue: now, batch, default max attempts. Jobs whose lease expired go
+// back to their ready list, or to the dead set after their last attempt.
+// Returns {ready, id, outcome, key, target, label, attempt, ...}.
+var scriptRescue = newScript("rescue", `
+local now, batch, defmax = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
+local out = {0}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)) do
+  redis.call('ZREM', RUN, id)
+  redis.call('HDEL', LEASE, id)
+  local m = load(id)
+  if m then
+    local max = defmax
+    if m.m > 0 then max = m.m end
+    local outcome = 'ready'
+    if m.a >= max then
+      outcome = 'dead'
+      bury(id, m, now, 'lease expired')
+    else
+      push_ready(id, m)
+      save(id, m)
+    end
+    for _, v in ipairs({id, outcome, m.k, m.t, m.p, m.a}) do table.insert(out, v) end
+  end
+end
+out[1] = ready_count()
+return out
+`)
+
+// Trim: cutoff (ms), max dead kept, batch. Deletes dead jobs older than
+// cutoff or beyond max, oldest first. Returns how many it deleted.
+var scriptTrim = newScript("trim", `
+local cutoff, max, batch = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
+local ids = redis.call('ZRANGEBYSCORE', DEAD, '-inf', cutoff, 'LIMIT', 0, batch)
+local over = redis.call('ZCARD', DEAD) - max
+if #ids < batch and over > #ids then
+  ids = redis.call('ZRANGE', DEAD, 0, math.min(over, batch) - 1)
+end
+for _, id in ipairs(ids) do
+  redis.call('ZREM', DEAD, id)
+  forget(id)
+end
+return #ids
+`)
+
+// Purge: batch. Removes up to batch queued jobs per ready list and batch
+// scheduled jobs. Returns {removed, more (1/0), ready}.
+var scriptPurge = newScript("purge", `
+local batch = tonumber(arg(1))
+local n, more = 0, 0
+for i = 1, NL do
+  local list = LIST[LABELS[i]]
+  for _ = 1, batch do
+    local id = redis.call('LPOP', list)
+    if not id then break end
+    local m = load(id)
+    if m and m.s == 'q' then
+      remove_pending(id, m)
+      n = n + 1
+    end
+  end
+  if redis.call('LLEN', list) > 0 then more = 1 end
+end
+for _, id in ipairs(redis.call('ZRANGE', SCHED, 0, batch - 1)) do
+  local m = load(id)
+  if m and m.s == 's' then
+    remove_pending(id, m)
+    n = n + 1
+  else
+    redis.call('ZREM', SCHED, id)
+  end
+end
+if redis.call('ZCARD', SCHED) > 0 then more = 1 end
+return {n, more, ready_count()}
+`)
+
+// Leader election (seed 002): acquisition is a plain SET NX PX; these two
+// compare the holder before extending or deleting. KEYS[1] is the leader key.
+var (
+	scriptLeaderRenew = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`)
+	scriptLeaderRelease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+)
+
+// script is a job script: luaHeader followed by its body.
+type script struct {
+	name string
+	*redis.Script
+}
+
+func newScript(name, body string) script {
+	return script{name: name, Script: redis.NewScript(luaHeader + body)}
+}
+
+// jobScripts lists the scripts that use the shared key layout, for loading
+// and for TestScriptsDeclareKeys.
+var jobScripts = []script{scriptAdd, scriptClaim, scriptSettle, scriptCancel,
+	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge}

@@ -1,0 +1,308 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestScriptsDeclareKeys runs every script under MONITOR and checks, with
+// COMMAND GETKEYS, that each command a script runs touches only keys the
+// call declared in KEYS, as Redis Cluster requires.
+func TestScriptsDeclareKeys(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	lines := monitor(t)
+
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(prefix))
+	ctx := context.Background()
+	exerciseScripts(t, ctx, s, clk)
+	sh := s.shards[0]
+	keys := []string{sh.ks.tag + ":leader-test"}
+	if err := c.Do(ctx, "SET", keys[0], "me", "NX", "PX", 10000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	must(t, scriptLeaderRenew.Run(ctx, c, keys, "me", 10000).Err())
+	must(t, scriptLeaderRelease.Run(ctx, c, keys, "me").Err())
+
+	names := map[string]string{scriptLeaderRenew.Hash(): "leader-renew", scriptLeaderRelease.Hash(): "leader-release"}
+	for _, sc := range jobScripts {
+		names[sc.Hash()] = sc.name
+	}
+	ran := map[string]int{}
+	checked := 0
+	var declared map[string]bool
+	var script string
+	for _, l := range lines() {
+		src, args, ok := parseMonitorLine(l)
+		if !ok || len(args) == 0 {
+			continue
+		}
+		if src != "lua" {
+			declared, script = nil, ""
+			cmd := strings.ToLower(args[0])
+			if (cmd == "evalsha" || cmd == "eval") && len(args) >= 3 {
+				n, _ := strconv.Atoi(args[2])
+				if n > len(args)-3 || !strings.Contains(strings.Join(args[3:3+n], " "), prefix) {
+					continue
+				}
+				declared = map[string]bool{}
+				for _, k := range args[3 : 3+n] {
+					declared[k] = true
+				}
+				script = names[args[1]]
+				if cmd == "eval" {
+					script = "eval"
+				}
+				ran[script]++
+			}
+			continue
+		}
+		if declared == nil {
+			continue
+		}
+		gk := make([]any, len(args))
+		for i, a := range args {
+			gk[i] = a
+		}
+		touched, err := c.CommandGetKeys(ctx, gk...).Result()
+		if err != nil {
+			continue // a command without keys
+		}
+		for _, k := range touched {
+			checked++
+			if !declared[k] {
+				t.Errorf("script %s: %q touches undeclared key %q", script, strings.Join(args, " "), k)
+			}
+		}
+	}
+	for _, name := range names {
+		if ran[name] == 0 {
+			t.Errorf("script %s never ran under MONITOR; the test must exercise it", name)
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d key accesses; is MONITOR working?", checked)
+	}
+	t.Logf("checked %d key accesses made by %d scripts", checked, len(ran))
+}
+
+// exerciseScripts makes every job script run, most in several branches.
+func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queuetest.FakeClock) {
+	t.Helper()
+	add := func(j queue.Job[int]) {
+		t.Helper()
+		if _, err := s.Add(ctx, j); err != nil {
+			t.Fatalf("Add: %v", err)
+		}
+	}
+	claim := func() queue.Job[int] {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		j, err := s.Claim(cctx)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		return j
+	}
+	later := clk.Now().Add(time.Minute)
+	add(queue.Job[int]{Key: "a", Payload: 1})
+	add(queue.Job[int]{Key: "b", Group: "g", RunAt: later, Payload: 2})
+	add(queue.Job[int]{Key: "c", Priority: "high", Payload: 3})
+	j := claim()                              // c
+	add(queue.Job[int]{Key: "c", Payload: 4}) // rerun
+	err := s.Retry(ctx, j, later, errors.New("x"))
+	if !errors.Is(err, queue.ErrSuperseded) {
+		t.Fatalf("Retry = %v, want superseded", err)
+	}
+	j = claim() // rerun of c
+	must(t, s.Defer(ctx, j, clk.Now(), nil))
+	j = claim()
+	must(t, s.Dead(ctx, j, errors.New("dead")))
+	j = claim() // a
+	_, err = s.Heartbeat(ctx, []int64{j.ID})
+	must(t, err)
+	clk.Advance(time.Hour)
+	_, err = s.RescueExpired(ctx)
+	must(t, err)
+	_, err = s.PromoteDue(ctx)
+	must(t, err)
+	j = claim()
+	must(t, s.Retry(ctx, j, clk.Now().Add(time.Second), errors.New("again")))
+	add(queue.Job[int]{Key: "d", Payload: 5})
+	_, err = s.Cancel(ctx, "d")
+	must(t, err)
+	_, err = s.CancelMatch(ctx, func(string) bool { return true })
+	must(t, err)
+	add(queue.Job[int]{Key: "e", Payload: 6})
+	add(queue.Job[int]{Key: "f", RunAt: clk.Now().Add(time.Hour), Payload: 7})
+	j = claim()
+	add(queue.Job[int]{Key: "e", Payload: 8}) // rerun, removed by Purge
+	_, err = s.Purge(ctx)
+	must(t, err)
+	must(t, s.Complete(ctx, j))
+	must(t, s.trimDead(ctx, s.shards[0]))
+	_, err = s.Stats(ctx)
+	must(t, err)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// monitor starts MONITOR on its own connection and returns a function that
+// stops it and returns the lines seen.
+func monitor(t *testing.T) func() []string {
+	t.Helper()
+	conn, err := net.Dial("tcp", redisAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	if l, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(l, "+OK") {
+		t.Fatalf("MONITOR: %q, %v", l, err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			l, err := rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			lines = append(lines, strings.TrimRight(strings.TrimPrefix(l, "+"), "\r\n"))
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { conn.Close() })
+	return func() []string {
+		// A PING marks the end; wait until MONITOR shows it.
+		c := needRedis(t)
+		marker := "end-of-monitor-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		c.Echo(context.Background(), marker)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			n := len(lines)
+			seen := n > 0 && strings.Contains(lines[n-1], marker)
+			mu.Unlock()
+			if seen {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		conn.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return lines
+	}
+}
+
+// parseMonitorLine splits `1700000000.000000 [0 lua] "set" "k" "v"` into
+// the source ("lua" or a client address) and the unquoted arguments.
+func parseMonitorLine(l string) (src string, args []string, ok bool) {
+	open := strings.IndexByte(l, '[')
+	end := strings.IndexByte(l, ']')
+	if open < 0 || end < open {
+		return "", nil, false
+	}
+	f := strings.Fields(l[open+1 : end])
+	if len(f) < 2 {
+		return "", nil, false
+	}
+	src = f[1]
+	rest := l[end+1:]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '"' {
+			continue
+		}
+		var b strings.Builder
+		for i++; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] != '\\' || i+1 >= len(rest) {
+				b.WriteByte(rest[i])
+				continue
+			}
+			i++
+			switch rest[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case 'a':
+				b.WriteByte('\a')
+			case 'b':
+				b.WriteByte('\b')
+			case 'x':
+				if i+2 < len(rest) {
+					v, _ := strconv.ParseUint(rest[i+1:i+3], 16, 8)
+					b.WriteByte(byte(v))
+					i += 2
+				}
+			default:
+				b.WriteByte(rest[i])
+			}
+		}
+		args = append(args, b.String())
+	}
+	return src, args, true
+}
+
+// openStore returns a started store bound to a test configuration.
+func openStore(t *testing.T, c redis.UniversalClient, clk queue.Clock, opts ...Option) *Store[int] {
+	t.Helper()
+	return openStoreCfg(t, c, clk, nil, opts...)
+}
+
+func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate func(*queue.StoreConfig), opts ...Option) *Store[int] {
+	t.Helper()
+	s, err := New[int](c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clk == nil {
+		clk = queue.SystemClock{}
+	}
+	cfg := queuetest.StoreConfig("q", 100000, clk, func(queue.Event) {})
+	cfg.Logger = quietLogger()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := s.Init(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}

@@ -1,0 +1,145 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// Complete ends a claimed job as done; see queue.Store. If Redis is
+// unreachable the completion is kept and written when it answers again.
+func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
+	return s.finish(ctx, job, "done", "")
+}
+
+// Dead ends a claimed job as dead-lettered with cause; see queue.Store.
+// The job stays in the dead set for the retention (WithDeadRetention).
+func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
+	return s.finish(ctx, job, "dead", errString(cause))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause string) error {
+	c, err := s.takeClaim(job.ID)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	if c.fb != nil {
+		s.fbMu.Lock()
+		s.fb.end(c.fb, now)
+		s.fbReady.Store(int64(s.fb.nready))
+		s.fbMu.Unlock()
+		s.signal()
+		return nil
+	}
+	return s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, err: cause, key: job.Key})
+}
+
+// Retry schedules a claimed job to run again at at; see queue.Store.
+func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
+	return s.again(ctx, job, at, "retry", errString(cause))
+}
+
+// Defer puts a claimed job back to run at at without using an attempt,
+// recording cause (a downstream's "retry in" reason) when it is given.
+func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
+	return s.again(ctx, job, at, "defer", errString(cause))
+}
+
+func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mode, cause string) error {
+	c, err := s.takeClaim(job.ID)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	due := ms(at)
+	if c.fb != nil {
+		s.fbMu.Lock()
+		kept := s.fb.again(c.fb, due, now, mode == "retry", cause)
+		s.fbReady.Store(int64(s.fb.nready))
+		s.fbMu.Unlock()
+		s.signal()
+		if !kept {
+			return queue.ErrSuperseded
+		}
+		return nil
+	}
+	return s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, at: due, err: cause, key: job.Key})
+}
+
+// settleOp ends one claimed job (see scriptSettle). One that fails for an
+// outage is kept and run again when Redis answers.
+type settleOp struct {
+	sh    *shard
+	id    int64
+	lease string
+	mode  string // done, dead, retry, defer
+	at    int64
+	err   string
+	key   string
+}
+
+// settle runs op in a combined settle script call and returns its status.
+func (s *Store[T]) settle(sh *shard, op settleOp) (string, error) {
+	return sh.settles.do(op, func(ops []settleOp) ([]string, error) {
+		return s.runSettle(context.Background(), sh, ops)
+	})
+}
+
+func (s *Store[T]) runSettle(ctx context.Context, sh *shard, ops []settleOp) ([]string, error) {
+	args := make([]any, 0, 1+5*len(ops))
+	args = append(args, s.now())
+	for _, op := range ops {
+		args = append(args, op.id, op.lease, op.mode, op.at, op.err)
+	}
+	res, err := sh.run(ctx, sh.client, scriptSettle, nil, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	sh.ready.Store(replyInt(res[0]))
+	out := make([]string, 0, len(ops))
+	for _, v := range res[1:] {
+		out = append(out, replyString(v))
+	}
+	return out, nil
+}
+
+func (s *Store[T]) runOp(ctx context.Context, sh *shard, op settleOp) error {
+	op.sh = sh
+	if !sh.healthy.Load() {
+		s.keepOp(op)
+		return nil
+	}
+	st, err := s.settle(sh, op)
+	if err != nil {
+		if !isOutage(ctx, err) {
+			return err
+		}
+		s.markDown(sh, err)
+		s.keepOp(op)
+		return nil
+	}
+	s.signal()
+	switch st {
+	case "superseded":
+		return queue.ErrSuperseded
+	case "lost":
+		return fmt.Errorf("%w: job %d", ErrLeaseLost, op.id)
+	}
+	return nil
+}
+
+func (s *Store[T]) keepOp(op settleOp) {
+	s.claimMu.Lock()
+	s.pending = append(s.pending, op)
+	s.claimMu.Unlock()
+}

@@ -1,0 +1,209 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// idBlock is how many job IDs a process reserves from Redis at a time. IDs
+// are reserved ahead so that a job has its ID before its Add reaches Redis:
+// an Add whose reply is lost can then be settled later by ID.
+const idBlock = 256
+
+// shard is one Redis serving one or more priority levels of the queue.
+//
+// The ID fields are guarded by idMu; everything else is set in Init.
+type shard struct {
+	index   int    // position in Store.shards
+	code    int64  // low bits of this shard's job IDs when sharded
+	label   string // description for logs and Stats, e.g. "high,normal"
+	client  redis.UniversalClient
+	ks      keyspace
+	args    []any // ARGV prefix: label count, default label, labels
+	labels  []string
+	sharded bool
+
+	healthy   atomic.Bool
+	hasWaiter chan struct{} // tells the wake listener a Claim waits
+	lastErr   atomic.Pointer[string]
+	ready     atomic.Int64 // last ready count seen
+
+	adds    combiner[addItem, string]  // concurrent Adds
+	claims  combiner[int64, claimRes]  // concurrent claims, by now (ms)
+	settles combiner[settleOp, string] // concurrent Complete, Retry, Defer, Dead
+
+	idMu      sync.Mutex
+	next, end int64 // reserved sequence numbers [next, end)
+}
+
+func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool) *shard {
+	sh := &shard{index: index, code: code, client: client, ks: ks, labels: labels, sharded: sharded,
+		hasWaiter: make(chan struct{}, 1)}
+	sh.args = append(sh.args, len(labels), def)
+	for _, l := range labels {
+		sh.args = append(sh.args, l)
+		if sh.label != "" {
+			sh.label += ","
+		}
+		sh.label += l
+	}
+	sh.adds.max = 128
+	sh.claims.max = 64
+	sh.settles.max = 128
+	sh.healthy.Store(true)
+	return sh
+}
+
+// serves reports whether the shard serves the priority label.
+func (sh *shard) serves(label string) bool {
+	for _, l := range sh.labels {
+		if l == label {
+			return true
+		}
+	}
+	return false
+}
+
+// run calls a job script with the shard's key layout.
+func (sh *shard) run(ctx context.Context, c redis.Scripter, s script, keys []string, args ...any) *redis.Cmd {
+	if keys == nil {
+		keys = sh.ks.fixed
+	}
+	all := make([]any, 0, len(sh.args)+len(args))
+	all = append(all, sh.args...)
+	all = append(all, args...)
+	return s.Run(ctx, c, keys, all...)
+}
+
+// loadScripts loads the scripts so that pipelined EVALSHA calls find them;
+// it runs at start and after each outage (Redis may have restarted empty).
+func (sh *shard) loadScripts(ctx context.Context) error {
+	for _, s := range jobScripts {
+		if err := s.Load(ctx, sh.client).Err(); err != nil {
+			return err
+		}
+	}
+	for _, s := range []*redis.Script{scriptLeaderRenew, scriptLeaderRelease} {
+		if err := s.Load(ctx, sh.client).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newID returns a fresh job ID and its sequence number, reserving a new
+// block from Redis when the current one is used up.
+func (sh *shard) newID(ctx context.Context) (id, seq int64, err error) {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	if sh.next >= sh.end {
+		end, err := sh.client.IncrBy(ctx, sh.ks.ids(), idBlock).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		sh.next, sh.end = end-idBlock+1, end+1
+		sh.keepSeen(ctx, sh.next, end)
+	}
+	seq = sh.next
+	sh.next++
+	return sh.idOf(seq), seq, nil
+}
+
+// seenTTL is how long a seen bitmap outlives the last ID block reserved
+// in its range: the window in which a lost Add can still be settled.
+const seenTTL = 24 * time.Hour
+
+// keepSeen creates the seen bitmaps of sequence numbers first..last and
+// (re)sets their expiry, so that the add script need not.
+func (sh *shard) keepSeen(ctx context.Context, first, last int64) {
+	pipe := sh.client.Pipeline()
+	for _, seq := range []int64{first, last} {
+		// Clearing a bit of the new block creates the bitmap without
+		// touching the bits of jobs already added.
+		key, off := sh.ks.seen(seq)
+		pipe.SetBit(ctx, key, off, 0)
+		pipe.PExpire(ctx, key, seenTTL)
+	}
+	_, _ = pipe.Exec(ctx) // best effort: a later block refreshes them
+}
+
+// idOf turns a sequence number into a job ID: the shard's code sits in the
+// low five bits when the queue is sharded (at most 32 priorities), so IDs
+// are unique across shards.
+func (sh *shard) idOf(seq int64) int64 {
+	if sh.sharded {
+		return seq<<5 | sh.code
+	}
+	return seq
+}
+
+// seqOf is the inverse of idOf.
+func (sh *shard) seqOf(id int64) int64 {
+	if sh.sharded {
+		return id >> 5
+	}
+	return id
+}
+
+// markDown records an outage; it reports whether the shard was healthy.
+func (sh *shard) markDown(err error) bool {
+	msg := err.Error()
+	sh.lastErr.Store(&msg)
+	was := sh.healthy.Swap(false)
+	return was
+}
+
+// isOutage tells a connection failure (switch to the fallback) from a reply
+// error or the caller's cancellation.
+func isOutage(ctx context.Context, err error) bool {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return false
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return false
+	}
+	return true
+}
+
+// Reply helpers: scripts return flat arrays of strings and integers.
+
+func replyString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func replyInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func replySlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }

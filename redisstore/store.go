@@ -1,0 +1,452 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors of the Redis store. Match them with errors.Is.
+var (
+	// ErrPayloadTooLarge: the encoded payload is above WithMaxPayload.
+	ErrPayloadTooLarge = errors.New("redisstore: payload too large")
+
+	// ErrLeaseLost: the job's lease expired and the job was rescued (it
+	// may run again, here or elsewhere) before this process finished it.
+	ErrLeaseLost = errors.New("redisstore: lease lost")
+
+	// ErrNotClaimed: a job passed to Complete, Retry, Defer or Dead was
+	// not claimed from this store, or was already finished.
+	ErrNotClaimed = errors.New("redisstore: job not claimed by this store")
+)
+
+// Store keeps a queue's jobs in Redis. It implements queue.Store and
+// queue.Leaser; pass it to queue.New with queue.WithStore. A Store belongs
+// to one Queue; several processes share a queue by giving their Stores the
+// same Redis, prefix and queue name.
+//
+// All methods are safe for concurrent use.
+type Store[T any] struct {
+	client redis.UniversalClient
+	o      options
+	cfg    queue.StoreConfig
+	owner  string // this process's lease and leader identity
+	down   bool   // New found Redis unreachable and WithConnect allowed it
+
+	shards []*shard // ordered by their highest priority
+	byPrio []*shard // indexed like cfg.Priorities
+
+	claimMu sync.Mutex
+	claims  map[int64]*claimRec[T]
+	pending []settleOp // finishes that failed during an outage
+
+	fbMu    sync.Mutex
+	fb      *fallback[T]
+	fbReady atomic.Int64 // fb.nready, for Len
+
+	notify  chan struct{} // wakes one waiting Claim
+	waiting atomic.Int32
+
+	leader atomic.Bool
+
+	// Outage accounting, for logs and tests.
+	nFallback, nWrittenBack, nFlushed atomic.Int64
+
+	started, drained, closing     chan struct{}
+	startOnce, drainOnce, closeMu sync.Once
+	wg                            sync.WaitGroup
+}
+
+var (
+	_ queue.Store[int] = (*Store[int])(nil)
+	_ queue.Leaser     = (*Store[int])(nil)
+)
+
+// claimRec is what this process knows of a job it claimed.
+type claimRec[T any] struct {
+	sh    *shard
+	lease string
+	fb    *fbJob[T] // set for a job claimed from the fallback
+}
+
+// New returns a Store on client. It checks that Redis answers within the
+// connect timeout (WithConnect) and validates the options. The store does
+// nothing else until the queue calls Init and Start; Close never closes
+// client.
+func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.startDegraded && o.fallbackSize == 0 {
+		return nil, optErr("WithConnect", true, "starting degraded needs the fallback (WithFallback > 0)")
+	}
+	s := &Store[T]{
+		client: client, o: o, owner: newOwner(),
+		claims:  map[int64]*claimRec[T]{},
+		notify:  make(chan struct{}, 1),
+		started: make(chan struct{}),
+		drained: make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.connectTimeout)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		if !o.startDegraded {
+			return nil, fmt.Errorf("redisstore: redis unreachable: %w", err)
+		}
+		s.down = true
+	}
+	return s, nil
+}
+
+func newOwner() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Init binds the store to its queue's configuration and lays out the
+// shards. It is called by queue.New.
+func (s *Store[T]) Init(cfg queue.StoreConfig) error {
+	if why := validTagPart(cfg.Name); why != "" {
+		return fmt.Errorf("redisstore: queue name %q: %s", cfg.Name, why)
+	}
+	for label := range s.o.shardClients {
+		if cfg.PriorityIndex(label) < 0 || label == "" {
+			return optErr("WithShard", label, "not one of the queue's priorities")
+		}
+	}
+	s.cfg = cfg
+	// Group the priorities by client, in priority order.
+	var clients []redis.UniversalClient
+	var groups [][]int
+	for i, p := range cfg.Priorities {
+		c := s.client
+		if sc, ok := s.o.shardClients[p.Name]; ok {
+			c = sc
+		}
+		at := -1
+		for j := range clients {
+			if clients[j] == c {
+				at = j
+			}
+		}
+		if at < 0 {
+			clients = append(clients, c)
+			groups = append(groups, nil)
+			at = len(clients) - 1
+		}
+		groups[at] = append(groups[at], i)
+	}
+	s.byPrio = make([]*shard, len(cfg.Priorities))
+	s.shards = nil
+	for j, c := range clients {
+		var labels []string
+		def := ""
+		for _, i := range groups[j] {
+			labels = append(labels, cfg.Priorities[i].Name)
+			if cfg.Priorities[i].Name == cfg.DefaultPriority {
+				def = cfg.DefaultPriority
+			}
+		}
+		if def == "" {
+			def = labels[0]
+		}
+		ks := newKeyspace(s.o.prefix, cfg.Name, labels)
+		sh := newShard(j, int64(groups[j][0]), c, ks, labels, def, len(clients) > 1)
+		s.shards = append(s.shards, sh)
+		for _, i := range groups[j] {
+			s.byPrio[i] = sh
+		}
+		if c != s.client {
+			ctx, cancel := context.WithTimeout(context.Background(), s.o.connectTimeout)
+			err := c.Ping(ctx).Err()
+			cancel()
+			if err != nil {
+				if !s.o.startDegraded {
+					return fmt.Errorf("redisstore: redis for priorities %s unreachable: %w", sh.label, err)
+				}
+				sh.markDown(err)
+			}
+		} else if s.down {
+			sh.markDown(errors.New("unreachable at start"))
+		}
+	}
+	capacity := cfg.Capacity
+	if capacity <= 0 {
+		capacity = math.MaxInt
+	}
+	s.fb = newFallback[T](s.o.fallbackSize, capacity, len(cfg.Priorities))
+	return nil
+}
+
+// Start loads the scripts and starts the background work: per shard a
+// health check and a wake-up listener, and leader election with the
+// janitor. It returns at once.
+func (s *Store[T]) Start(ctx context.Context) error {
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		if err := sh.loadScripts(ctx); err != nil {
+			if !isOutage(ctx, err) {
+				return fmt.Errorf("redisstore: loading scripts: %w", err)
+			}
+			s.markDown(sh, err)
+		}
+	}
+	s.startOnce.Do(func() {
+		for _, sh := range s.shards {
+			s.wg.Add(2)
+			go s.healthLoop(sh)
+			go s.listen(sh)
+		}
+		s.wg.Add(1)
+		go s.leaderLoop()
+		close(s.started)
+	})
+	return nil
+}
+
+// Drain makes Claim return queue.ErrDrained as soon as this process holds
+// no ready fallback job: the Redis backlog is shared with other processes
+// and stays for them.
+func (s *Store[T]) Drain() {
+	s.drainOnce.Do(func() { close(s.drained) })
+}
+
+// Close stops the background work and waits for it or for ctx. It gives up
+// leadership, writes back what the fallback holds if Redis answers, and
+// logs what it could not write back (lost with this process). It does not
+// close the Redis clients.
+func (s *Store[T]) Close(ctx context.Context) error {
+	s.closeMu.Do(func() { close(s.closing) })
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.leader.Swap(false) {
+		sh := s.shards[0]
+		_ = scriptLeaderRelease.Run(ctx, sh.client, []string{sh.ks.leader}, s.owner).Err()
+	}
+	for _, sh := range s.shards {
+		if err := s.flushPending(ctx, sh); err == nil {
+			_ = s.writeBack(ctx, sh)
+		}
+	}
+	s.fbMu.Lock()
+	left := s.fb.held
+	s.fbMu.Unlock()
+	s.claimMu.Lock()
+	unflushed := len(s.pending)
+	s.claimMu.Unlock()
+	if left > 0 || unflushed > 0 {
+		s.cfg.Logger.Error("redisstore: closing with work Redis never received",
+			"queue", s.cfg.Name, "fallback_jobs", left, "unrecorded_finishes", unflushed)
+	}
+	return nil
+}
+
+// Len returns the number of ready jobs as last seen: every script call
+// reports the count, so it is at most one call old for this process.
+func (s *Store[T]) Len() int {
+	n := s.fbReady.Load()
+	for _, sh := range s.shards {
+		n += sh.ready.Load()
+	}
+	return int(n)
+}
+
+// HeartbeatInterval is a third of the lease TTL.
+func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.leaseTTL / 3 }
+
+// Stats returns counts kept by the scripts (no scan of any queue), the
+// state of leadership and of the Redis connections, and what the fallback
+// holds.
+func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
+	st := queue.StoreStats{
+		Backend: "redis", Healthy: true, Leader: s.leader.Load(),
+		ReadyByPriority: map[string]int{},
+	}
+	for _, p := range s.cfg.Priorities {
+		st.ReadyByPriority[p.Name] = 0
+	}
+	var detail []string
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			st.Healthy = false
+			detail = append(detail, fmt.Sprintf("redis %s unreachable (%s)", sh.label, sh.lastError()))
+			continue
+		}
+		if err := s.shardStats(ctx, sh, &st); err != nil {
+			if !isOutage(ctx, err) {
+				return st, err
+			}
+			s.markDown(sh, err)
+			st.Healthy = false
+			detail = append(detail, fmt.Sprintf("redis %s unreachable (%v)", sh.label, err))
+		}
+	}
+	s.fbMu.Lock()
+	f := s.fb
+	held, running := f.held, len(f.running)
+	for p, l := range f.ready {
+		st.ReadyByPriority[s.cfg.Priorities[p].Name] += len(l)
+		st.Ready += len(l)
+	}
+	st.Scheduled += len(f.sched)
+	st.Running += running
+	st.PendingKeys += len(f.keys)
+	s.fbMu.Unlock()
+	if !st.Healthy || held+running > 0 {
+		detail = append(detail, fmt.Sprintf("fallback: in-memory, %d jobs waiting, %d running", held, running))
+	}
+	if len(detail) == 0 {
+		detail = append(detail, "redis: ok")
+	}
+	st.Detail = strings.Join(detail, "; ")
+	return st, nil
+}
+
+func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *queue.StoreStats) error {
+	k := sh.ks.fixed
+	pipe := sh.client.Pipeline()
+	counts := pipe.HGetAll(ctx, k[kCount])
+	sched := pipe.ZCard(ctx, k[kSched])
+	run := pipe.ZCard(ctx, k[kRun])
+	keys := pipe.HLen(ctx, k[kKeys])
+	dead := pipe.ZCard(ctx, k[kDead])
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	ready := 0
+	for f, v := range counts.Val() {
+		if l, ok := strings.CutPrefix(f, "r:"); ok && sh.serves(l) {
+			n := int(replyInt(v))
+			st.ReadyByPriority[l] += n
+			ready += n
+		}
+	}
+	st.Ready += ready
+	sh.ready.Store(int64(ready))
+	st.Scheduled += int(sched.Val())
+	st.Running += int(run.Val())
+	st.PendingKeys += int(keys.Val())
+	st.Dead += int(dead.Val())
+	return nil
+}
+
+func (sh *shard) lastError() string {
+	if p := sh.lastErr.Load(); p != nil {
+		return *p
+	}
+	return "unknown error"
+}
+
+// Scheduled returns up to n scheduled jobs, earliest first.
+func (s *Store[T]) Scheduled(ctx context.Context, n int) ([]queue.ScheduledJob, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	var out []queue.ScheduledJob
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue
+		}
+		jobs, err := s.shardScheduled(ctx, sh, n)
+		if err != nil {
+			if !isOutage(ctx, err) {
+				return nil, err
+			}
+			s.markDown(sh, err)
+		}
+		out = append(out, jobs...)
+	}
+	s.fbMu.Lock()
+	for _, j := range s.fb.sched {
+		out = append(out, queue.ScheduledJob{ID: j.job.ID, Key: j.job.Key, Group: j.job.Group,
+			Target: j.job.Target, Priority: j.job.Priority, RunAt: time.UnixMilli(j.due), Attempt: j.job.Attempt})
+	}
+	s.fbMu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RunAt.Before(out[j].RunAt) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+func (s *Store[T]) shardScheduled(ctx context.Context, sh *shard, n int) ([]queue.ScheduledJob, error) {
+	zs, err := sh.client.ZRangeWithScores(ctx, sh.ks.fixed[kSched], 0, int64(n-1)).Result()
+	if err != nil || len(zs) == 0 {
+		return nil, err
+	}
+	ids := make([]string, len(zs))
+	for i, z := range zs {
+		ids[i] = replyString(z.Member)
+	}
+	metas, err := sh.client.HMGet(ctx, sh.ks.fixed[kMeta], ids...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]queue.ScheduledJob, 0, len(zs))
+	for i, raw := range metas {
+		m, ok := parseMeta(raw)
+		if !ok {
+			continue
+		}
+		out = append(out, queue.ScheduledJob{ID: replyInt(ids[i]), Key: m.Key, Group: m.Group,
+			Target: m.Target, Priority: m.Priority, RunAt: time.UnixMilli(int64(zs[i].Score)),
+			Attempt: m.Attempt})
+	}
+	return out, nil
+}
+
+// signal wakes one waiting Claim.
+func (s *Store[T]) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// markDown switches sh to the fallback after a failed operation.
+func (s *Store[T]) markDown(sh *shard, err error) {
+	if sh.markDown(err) {
+		s.cfg.Logger.Warn("redisstore: redis unreachable, using the in-memory fallback",
+			"queue", s.cfg.Name, "priorities", sh.label, "err", err)
+		s.signal()
+	}
+}
+
+func (s *Store[T]) isDrained() bool {
+	select {
+	case <-s.drained:
+		return true
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,410 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestNewValidates(t *testing.T) {
+	c := needRedis(t)
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"brace", WithPrefix("a{b"), "WithPrefix"},
+		{"close brace", WithPrefix("a}b"), "hash tag"},
+		{"empty prefix", WithPrefix(""), "WithPrefix"},
+		{"space", WithPrefix("a b"), "WithPrefix"},
+		{"payload", WithMaxPayload(0), "WithMaxPayload"},
+		{"lease", WithLeaseTTL(time.Millisecond), "WithLeaseTTL"},
+		{"leader", WithLeaderTTL(0), "WithLeaderTTL"},
+		{"fallback", WithFallback(-1), "WithFallback"},
+		{"health", WithHealthCheck(0, time.Second), "WithHealthCheck"},
+		{"codec", WithCodec(nil), "WithCodec"},
+		{"shard", WithShard("high", nil), "WithShard"},
+		{"degraded without fallback", func(o *options) error {
+			o.fallbackSize, o.startDegraded = 0, true
+			return nil
+		}, "WithConnect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New[int](c, tc.opt)
+			var oe *queue.OptionError
+			if !errors.As(err, &oe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an OptionError mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New[int](nil); err == nil {
+		t.Fatal("New(nil) succeeded")
+	}
+	s, err := New[int](c, WithShard("urgent", c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})
+	if err := s.Init(cfg); err == nil || !strings.Contains(err.Error(), "urgent") {
+		t.Fatalf("Init with a shard for an unknown priority = %v", err)
+	}
+	s, _ = New[int](c)
+	cfg.Name = "bad{name}"
+	if err := s.Init(cfg); err == nil {
+		t.Fatal("Init accepted a queue name that breaks the hash tag")
+	}
+}
+
+func TestUnreachableAtNew(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	_, err := New[int](c, WithConnect(300*time.Millisecond, false))
+	if err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("New on an unreachable Redis = %v, want a clear error", err)
+	}
+}
+
+// TestStartDegraded: with WithConnect(_, true) a store whose Redis does not
+// answer starts on the fallback, serves jobs, and moves to Redis when it
+// answers.
+func TestStartDegraded(t *testing.T) {
+	direct := needRedis(t)
+	t.Parallel()
+	p := newProxy(t, redisAddr())
+	p.Cut()
+	c := proxiedClient(t, p)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true),
+		WithHealthCheck(50*time.Millisecond, 200*time.Millisecond))
+	ctx := context.Background()
+	st, _ := s.Stats(ctx)
+	if st.Healthy {
+		t.Fatalf("Stats = %+v, want unhealthy", st)
+	}
+	for i := range 3 {
+		if _, err := s.Add(ctx, queue.Job[int]{Payload: i, Key: "k" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Add(ctx, queue.Job[int]{Key: "ka"}); !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("duplicate key in the fallback: %v", err)
+	}
+	j := claimWithin(t, s, time.Second)
+	if j.Payload != 0 {
+		t.Fatalf("claimed %+v from the fallback, want payload 0", j)
+	}
+	must(t, s.Complete(ctx, j))
+	p.Restore()
+	waitFor(t, 5*time.Second, func() bool {
+		st, err := s.Stats(ctx)
+		return err == nil && st.Healthy && st.Detail == "redis: ok" && st.Ready == 2
+	})
+	// The written-back jobs are in Redis now: a second store sees them.
+	other := openStore(t, direct, nil, WithPrefix(s.o.prefix))
+	for range 2 {
+		j := claimWithin(t, other, 5*time.Second)
+		must(t, other.Complete(ctx, j))
+	}
+}
+
+// TestWriteBackExactlyOnce: a job whose Add reached Redis although the
+// reply was lost is held as uncertain by the fallback; writing it back is a
+// no-op, so it runs once.
+func TestWriteBackExactlyOnce(t *testing.T) {
+	c := needRedis(t)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)))
+	ctx := context.Background()
+	a, err := s.Add(ctx, queue.Job[int]{Payload: 7, Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := s.shards[0]
+	// Replay the same Add as if its reply had been lost.
+	fj := &fbJob[int]{job: queue.Job[int]{ID: a.ID, Key: "k", Payload: 7}, enc: []byte("7"), sh: sh,
+		seq: sh.seqOf(a.ID), prio: 1, inRedis: true}
+	if _, err := s.addFallback(fj, s.now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.claimFallback(s.now()); ok {
+		t.Fatal("an uncertain job was claimed from the fallback")
+	}
+	must(t, s.writeBack(ctx, sh))
+	st, _ := s.Stats(ctx)
+	if st.Ready != 1 || st.PendingKeys != 1 || s.fb.held != 0 {
+		t.Fatalf("after write-back: %+v, fallback holds %d; want the one job once", st, s.fb.held)
+	}
+	// A genuinely unsent job is written back once, even if written twice.
+	fj2 := &fbJob[int]{job: queue.Job[int]{Payload: 8}, enc: []byte("8"), sh: sh, prio: 1}
+	if _, err := s.addFallback(fj2, s.now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.writeBack(ctx, sh))
+	status, err := s.runAdd(ctx, sh, []addItem{s.itemOf(fj2, true)})
+	if err != nil || status[0] != "seen" {
+		t.Fatalf("second write-back = %q, %v; want seen", status, err)
+	}
+	if st, _ := s.Stats(ctx); st.Ready != 2 {
+		t.Fatalf("Ready = %d, want 2", st.Ready)
+	}
+}
+
+func TestPayloadTooLarge(t *testing.T) {
+	c := needRedis(t)
+	s, err := New[string](c, WithPrefix(testPrefix(t, c)), WithMaxPayload(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.Init(queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	_, err = s.Add(context.Background(), queue.Job[string]{Payload: strings.Repeat("x", 200)})
+	if !errors.Is(err, ErrPayloadTooLarge) {
+		t.Fatalf("Add of a 200-byte payload with a 100-byte limit = %v", err)
+	}
+	if _, err := s.Add(context.Background(), queue.Job[string]{Payload: "small"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUndecodableDeadLettered: a record whose payload does not decode is
+// dead-lettered with the error and the next job is claimed.
+func TestUndecodableDeadLettered(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	var mu sync.Mutex
+	var dead []queue.Event
+	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) {
+		cfg.Report = func(ev queue.Event) {
+			mu.Lock()
+			dead = append(dead, ev)
+			mu.Unlock()
+		}
+	}, WithPrefix(prefix))
+	w, err := New[string](c, WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Init(queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	ctx := context.Background()
+	bad, err := w.Add(ctx, queue.Job[string]{Payload: "not a number", Key: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(ctx, queue.Job[int]{Payload: 42}); err != nil {
+		t.Fatal(err)
+	}
+	j := claimWithin(t, s, 5*time.Second)
+	if j.Payload != 42 {
+		t.Fatalf("claimed %+v, want the good job", j)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dead) != 1 || dead[0].Kind != queue.EventDead || dead[0].JobID != bad.ID || dead[0].Err == nil {
+		t.Fatalf("events %+v, want one EventDead for job %d with the decode error", dead, bad.ID)
+	}
+	st, _ := s.Stats(ctx)
+	if st.Dead != 1 || st.PendingKeys != 0 {
+		t.Fatalf("Stats = %+v, want one dead job and the key released", st)
+	}
+}
+
+func TestDeadRetention(t *testing.T) {
+	c := needRedis(t)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithDeadRetention(time.Hour, 2))
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := s.Add(ctx, queue.Job[int]{Payload: i}); err != nil {
+			t.Fatal(err)
+		}
+		j := claimWithin(t, s, time.Second)
+		must(t, s.Dead(ctx, j, errors.New("boom")))
+		clk.Advance(time.Minute)
+	}
+	must(t, s.trimDead(ctx, s.shards[0]))
+	if st, _ := s.Stats(ctx); st.Dead != 2 {
+		t.Fatalf("Dead = %d, want 2 (max kept)", st.Dead)
+	}
+	clk.Advance(2 * time.Hour)
+	must(t, s.trimDead(ctx, s.shards[0]))
+	if st, _ := s.Stats(ctx); st.Dead != 0 {
+		t.Fatalf("Dead = %d after the retention, want 0", st.Dead)
+	}
+	if n, _ := c.HLen(ctx, s.shards[0].ks.fixed[kMeta]).Result(); n != 0 {
+		t.Fatalf("%d job records left after trimming", n)
+	}
+}
+
+// TestClaimWakesWithoutPolling: a waiting Claim is woken by an Add from
+// another store at once and sleeps until a scheduled job's due time, with a
+// handful of Redis calls rather than a poll loop.
+func TestClaimWakesWithoutPolling(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	counted := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	t.Cleanup(func() { counted.Close() }) // after the store's Close
+	var claims atomic.Int64
+	counted.AddHook(countHook{&claims})
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, counted, clk, WithPrefix(prefix), WithPollInterval(time.Minute))
+	producer := openStore(t, c, clk, WithPrefix(prefix))
+	ctx := context.Background()
+
+	got := make(chan queue.Job[int], 1)
+	go func() {
+		j, err := s.Claim(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	waitFor(t, 5*time.Second, func() bool { return s.waiting.Load() == 1 && claims.Load() > 0 })
+	time.Sleep(300 * time.Millisecond) // the window in which a polling Claim would show
+	before := claims.Load()
+	start := time.Now()
+	if _, err := producer.Add(ctx, queue.Job[int]{Payload: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j := <-got
+	woke := time.Since(start)
+	t.Logf("woken %v after the Add; %d claim calls while waiting", woke, before)
+	if woke > 500*time.Millisecond || j.Payload != 1 {
+		t.Fatalf("Claim returned %+v after %v", j, woke)
+	}
+	if before > 2 {
+		t.Fatalf("%d claim calls by one waiting Claim in 300ms: polling", before)
+	}
+	must(t, s.Complete(ctx, j))
+
+	// A scheduled job: the Claim sleeps on the (fake) clock until it is due.
+	if _, err := producer.Add(ctx, queue.Job[int]{Payload: 2, RunAt: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		j, err := s.Claim(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	waitFor(t, 5*time.Second, func() bool { return clk.Timers() > 0 })
+	select {
+	case j := <-got:
+		t.Fatalf("claimed %+v before its time", j)
+	case <-time.After(100 * time.Millisecond):
+	}
+	clk.Advance(time.Hour)
+	select {
+	case j := <-got:
+		if j.Payload != 2 {
+			t.Fatalf("claimed %+v", j)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the scheduled job was not claimed at its due time")
+	}
+}
+
+type countHook struct{ n *atomic.Int64 }
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && a[1] == scriptClaim.Hash() {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestPrioritySharding: priorities on separate Redis connections (here two
+// databases of the test server, one behind a proxy). Claim keeps strict
+// priority order across shards, IDs stay unique, and an outage of the
+// low-priority Redis leaves high-priority work on the other untouched.
+func TestPrioritySharding(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	p := newProxy(t, redisAddr())
+	low := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: 1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	prefix := testPrefix(t, c)
+	t.Cleanup(func() { deleteKeys(low, "{"+prefix+":*"); low.Close() }) // after the store's Close
+	s := openStore(t, c, nil, WithPrefix(prefix), WithShard("low", low),
+		WithHealthCheck(50*time.Millisecond, 200*time.Millisecond))
+	if len(s.shards) != 2 {
+		t.Fatalf("%d shards, want 2", len(s.shards))
+	}
+	ctx := context.Background()
+	ids := map[int64]bool{}
+	add := func(prio string, n int) {
+		t.Helper()
+		a, err := s.Add(ctx, queue.Job[int]{Priority: prio, Payload: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[a.ID] {
+			t.Fatalf("ID %d given twice", a.ID)
+		}
+		ids[a.ID] = true
+	}
+	for i := range 500 {
+		add("low", i)
+	}
+	add("normal", 1000)
+	add("high", 2000)
+	for _, want := range []int{2000, 1000, 0} {
+		j := claimWithin(t, s, time.Second)
+		if j.Payload != want {
+			t.Fatalf("claimed payload %d, want %d", j.Payload, want)
+		}
+		must(t, s.Complete(ctx, j))
+	}
+	if n, _ := low.HGet(ctx, "{"+prefix+":q}:count", "r:low").Int(); n != 499 {
+		t.Fatalf("low shard holds %d ready jobs, want 499", n)
+	}
+	p.Cut()
+	add("low", 3000) // goes to the fallback
+	add("high", 4000)
+	j := claimWithin(t, s, time.Second)
+	must(t, s.Complete(ctx, j))
+	st, _ := s.Stats(ctx)
+	if st.Healthy || !s.shards[0].healthy.Load() || s.shards[1].healthy.Load() {
+		t.Fatalf("Stats %+v: want the low shard down and the other up", st)
+	}
+	if j.Payload != 4000 {
+		t.Fatalf("claimed %d, want the high job from the reachable shard", j.Payload)
+	}
+	p.Restore()
+	waitFor(t, 5*time.Second, func() bool { st, _ := s.Stats(ctx); return st.Healthy })
+}
+
+func claimWithin(t *testing.T, s *Store[int], d time.Duration) queue.Job[int] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return j
+}
+
+// waitFor polls cond, for outcomes with no event to wait on.
+func waitFor(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
