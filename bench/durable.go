@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DurableConfig configures the durable comparison: river against pgstore
+// on one PostgreSQL database, asynq against redisstore on one Redis.
+type DurableConfig struct {
+	// PostgresURL is the database both river and pgstore use, each under
+	// a schema of its own that the bench drops and recreates.
+	PostgresURL string
+	// PoolConns is the pgx pool size on both PostgreSQL sides.
+	PoolConns int
+	// RedisAddr and RedisDB name the Redis used when SpawnRedis is off,
+	// with its persistence as found.
+	RedisAddr string
+	RedisDB   int
+	// SpawnRedis starts a private redis-server on 127.0.0.1 for each
+	// persistence mode (off, then AOF everysec) from RedisServer, so that
+	// the modes are set without touching a shared server.
+	SpawnRedis  bool
+	RedisServer string
+
+	InsertN     int   // jobs per single-insert / enqueue case
+	Producers   []int // goroutines inserting one job at a time
+	BatchN      int   // jobs in the batch-insert case
+	BurnN       int   // jobs in a burn-down
+	BurnWorkers []int // PostgreSQL burn-down workers
+	// RedisConcurrency is the worker count of the Redis burn-down.
+	RedisConcurrency int
+	// BurnLimit caps one burn-down's time; a capped run reports the rate
+	// it reached and how many jobs it finished.
+	BurnLimit time.Duration
+}
+
+// DurableResult is one durable measurement.
+type DurableResult struct {
+	System  string // river, pgstore, asynq, redisstore
+	Case    string // "insert", "batch insert", "burn-down"
+	Setting string // e.g. "goroutines=10", "workers=100, cooldown 2ms / poll 20ms"
+	Jobs    int    // jobs the case finished
+	Elapsed time.Duration
+	Rate    float64 // jobs per second
+	Note    string  `json:",omitempty"`
+}
+
+func durableResult(system, kase, setting string, jobs int, elapsed time.Duration) DurableResult {
+	return DurableResult{System: system, Case: kase, Setting: setting, Jobs: jobs, Elapsed: elapsed, Rate: float64(jobs) / elapsed.Seconds()}
+}
+
+// DurableSystem is one contender in the durable comparison.
+type DurableSystem struct {
+	Name   string
+	Engine string // "postgres" or "redis"
+	Module string
+	Run    func(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]DurableResult, error)
+}
+
+// DurableEnv is the server a durable suite runs against.
+type DurableEnv struct {
+	PostgresURL string
+	Schema      string // PostgreSQL schema for this system alone
+	RedisAddr   string
+	RedisDB     int
+	Persistence string // Redis persistence: "off", "aof-everysec" or "as found"
+}
+
+var (
+	durableMu      sync.Mutex
+	durableSystems = map[string]DurableSystem{}
+)
+
+// RegisterDurable adds a durable contender. river and asynq register
+// themselves; the pgstore and redisstore sides register through
+// RegisterStore.
+func RegisterDurable(s DurableSystem) {
+	durableMu.Lock()
+	defer durableMu.Unlock()
+	durableSystems[s.Name] = s
+}
+
+// DurableSystems returns the registered durable contenders, PostgreSQL
+// first, peers before this library.
+func DurableSystems() []DurableSystem {
+	durableMu.Lock()
+	defer durableMu.Unlock()
+	order := map[string]int{"river": 0, "pgstore": 1, "asynq": 2, "redisstore": 3}
+	var out []DurableSystem
+	for _, s := range durableSystems {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		oi, iok := order[out[i].Name]
+		oj, jok := order[out[j].Name]
+		if iok != jok {
+			return iok
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// DurablePlanned lists the durable contenders the comparison is built for,
+// registered or not, so the report can say which are missing.
+var DurablePlanned = []string{"river", "pgstore", "asynq", "redisstore"}
+
+// RunDurable runs the named durable contender's suite in this process.
+func RunDurable(name string, cfg DurableConfig) ([]DurableResult, error) {
+	durableMu.Lock()
+	sys, ok := durableSystems[name]
+	durableMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("durable system %q is not registered", name)
+	}
+	ctx := context.Background()
+	if sys.Engine == "postgres" {
+		env := DurableEnv{PostgresURL: cfg.PostgresURL, Schema: "qbench_" + name}
+		return sys.Run(ctx, cfg, env)
+	}
+	var all []DurableResult
+	for _, mode := range redisModes(cfg) {
+		env, stop, err := redisEnv(ctx, cfg, mode)
+		if err != nil {
+			return all, fmt.Errorf("redis (%s): %w", mode, err)
+		}
+		res, err := sys.Run(ctx, cfg, env)
+		stop()
+		for i := range res {
+			res[i].Setting = joinSetting(res[i].Setting, "persistence "+env.Persistence)
+		}
+		all = append(all, res...)
+		if err != nil {
+			return all, fmt.Errorf("redis (%s): %w", mode, err)
+		}
+	}
+	return all, nil
+}
+
+func joinSetting(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + ", " + b
+}
+
+func redisModes(cfg DurableConfig) []string {
+	if cfg.SpawnRedis {
+		return []string{"off", "aof-everysec"}
+	}
+	return []string{"as found"}
+}
+
+// redisEnv returns a Redis for one persistence mode: a private server on a
+// free 127.0.0.1 port when cfg.SpawnRedis is set, else cfg.RedisAddr.
+func redisEnv(ctx context.Context, cfg DurableConfig, mode string) (DurableEnv, func(), error) {
+	if !cfg.SpawnRedis {
+		return DurableEnv{RedisAddr: cfg.RedisAddr, RedisDB: cfg.RedisDB, Persistence: mode}, func() {}, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return DurableEnv{}, nil, err
+	}
+	dir, err := os.MkdirTemp("", "qbench-redis-")
+	if err != nil {
+		return DurableEnv{}, nil, err
+	}
+	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--dir", dir, "--daemonize", "no", "--logfile", ""}
+	if mode == "aof-everysec" {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	cmd := exec.Command(cfg.RedisServer, args...)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return DurableEnv{}, nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		os.RemoveAll(dir)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			stop()
+			return DurableEnv{}, nil, errors.New("spawned redis-server did not answer PING")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return DurableEnv{RedisAddr: addr, RedisDB: 0, Persistence: mode}, stop, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// insertConcurrently calls insert n times from g goroutines and times it.
+func insertConcurrently(ctx context.Context, n, g int, insert func(ctx context.Context) error) (time.Duration, error) {
+	var (
+		wg       sync.WaitGroup
+		left     atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+	)
+	left.Store(int64(n))
+	start := time.Now()
+	for range g {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := insert(ctx); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}
+
+// burnCounter counts finished jobs and says when n have finished.
+type burnCounter struct {
+	n    int64
+	done atomic.Int64
+	all  chan struct{}
+}
+
+func newBurnCounter(n int) *burnCounter {
+	return &burnCounter{n: int64(n), all: make(chan struct{})}
+}
+
+func (b *burnCounter) inc() {
+	if b.done.Add(1) == b.n {
+		close(b.all)
+	}
+}
+
+// wait returns when n jobs finished or limit passed, with how many did.
+func (b *burnCounter) wait(limit time.Duration) (int, bool) {
+	select {
+	case <-b.all:
+		return int(b.n), true
+	case <-time.After(limit):
+		return int(b.done.Load()), false
+	}
+}

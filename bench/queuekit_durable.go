@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// StoreFactory opens a fresh, empty durable store of this library for the
+// durable comparison: under env.Schema on PostgreSQL, under a key prefix of
+// its own in env's Redis database. closeFn releases what it opened.
+type StoreFactory func(ctx context.Context, env DurableEnv) (store queue.Store[int], closeFn func(), err error)
+
+// BatchAdder is implemented by stores that can accept many jobs in one
+// round trip (pgstore's EnqueueMany); the batch-insert case uses it when
+// present.
+type BatchAdder interface {
+	EnqueueMany(ctx context.Context, jobs []queue.Job[int]) ([]queue.Added, error)
+}
+
+// RegisterStore enters one of this library's durable stores in the
+// durable comparison. name is "pgstore" or "redisstore", engine "postgres"
+// or "redis"; the store's side runs the same cases as its peer (river or
+// asynq) against the same server. options describes non-default store
+// options open sets, for the report. A file per store, in this package,
+// calls it from init once the store's module is required.
+func RegisterStore(name, engine, module, options string, open StoreFactory) {
+	RegisterDurable(DurableSystem{
+		Name:   name,
+		Engine: engine,
+		Module: module,
+		Run: func(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]DurableResult, error) {
+			rows, err := runStoreSuite(ctx, name, engine, open, cfg, env)
+			for i := range rows {
+				rows[i].Setting = joinSetting(rows[i].Setting, options)
+			}
+			return rows, err
+		},
+	})
+}
+
+func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, cfg DurableConfig, env DurableEnv) ([]DurableResult, error) {
+	var out []DurableResult
+	insertWord := "producers=%d"
+	if engine == "postgres" {
+		insertWord = "goroutines=%d"
+	}
+	for _, g := range cfg.Producers {
+		el, err := withStoreQueue(ctx, open, env, 1, cfg.InsertN, nil, func(q *queue.Queue[int], _ queue.Store[int]) (time.Duration, error) {
+			return enqueueConcurrently(ctx, q, cfg.InsertN, g)
+		})
+		if err != nil {
+			return out, fmt.Errorf("insert: %w", err)
+		}
+		out = append(out, durableResult(name, "insert", fmt.Sprintf(insertWord, g), cfg.InsertN, el))
+	}
+
+	if engine == "postgres" {
+		setting := "EnqueueMany"
+		el, err := withStoreQueue(ctx, open, env, 1, cfg.BatchN, nil, func(q *queue.Queue[int], st queue.Store[int]) (time.Duration, error) {
+			ba, ok := st.(BatchAdder)
+			if !ok {
+				setting = "no batch API: Enqueue from 10 goroutines"
+				return enqueueConcurrently(ctx, q, cfg.BatchN, 10)
+			}
+			jobs := make([]queue.Job[int], cfg.BatchN)
+			for i := range jobs {
+				jobs[i].Payload = i
+			}
+			start := time.Now()
+			_, err := ba.EnqueueMany(ctx, jobs)
+			return time.Since(start), err
+		})
+		if err != nil {
+			return out, fmt.Errorf("batch insert: %w", err)
+		}
+		out = append(out, durableResult(name, "batch insert", setting, cfg.BatchN, el))
+	}
+
+	burnWorkers := cfg.BurnWorkers
+	if engine == "redis" {
+		burnWorkers = []int{cfg.RedisConcurrency}
+	}
+	for _, w := range burnWorkers {
+		counter := newBurnCounter(cfg.BurnN)
+		var (
+			jobs int
+			all  bool
+		)
+		el, err := withStoreQueue(ctx, open, env, w, cfg.BurnN, counter.inc, func(q *queue.Queue[int], st queue.Store[int]) (time.Duration, error) {
+			if err := fill(ctx, q, st, cfg.BurnN); err != nil {
+				return 0, err
+			}
+			start := time.Now()
+			if err := q.Start(ctx); err != nil {
+				return 0, err
+			}
+			jobs, all = counter.wait(cfg.BurnLimit)
+			return time.Since(start), nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("burn-down: %w", err)
+		}
+		r := durableResult(name, "burn-down", fmt.Sprintf("workers=%d", w), jobs, el)
+		if !all {
+			r.Note = fmt.Sprintf("capped at %s: %d of %d jobs", cfg.BurnLimit, jobs, cfg.BurnN)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// withStoreQueue opens a fresh store, builds a queue on it with w workers
+// and room for n ready jobs, runs body, and stops and closes both.
+func withStoreQueue(ctx context.Context, open StoreFactory, env DurableEnv, w, n int, count func(), body func(*queue.Queue[int], queue.Store[int]) (time.Duration, error)) (time.Duration, error) {
+	st, closeFn, err := open(ctx, env)
+	if err != nil {
+		return 0, fmt.Errorf("open store: %w", err)
+	}
+	defer closeFn()
+	q, err := queue.New(func(context.Context, queue.Job[int]) error {
+		if count != nil {
+			count()
+		}
+		return nil
+	}, queue.WithStore(st), queue.WithCapacity(max(n, 1)), queue.WithWorkers(w, w))
+	if err != nil {
+		return 0, err
+	}
+	el, err := body(q, st)
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if serr := q.Stop(stopCtx); err == nil {
+		err = serr
+	}
+	return el, err
+}
+
+// fill queues n jobs for a burn-down, untimed: in one batch where the store
+// can, else from 10 goroutines.
+func fill(ctx context.Context, q *queue.Queue[int], st queue.Store[int], n int) error {
+	if ba, ok := st.(BatchAdder); ok {
+		jobs := make([]queue.Job[int], n)
+		_, err := ba.EnqueueMany(ctx, jobs)
+		return err
+	}
+	_, err := enqueueConcurrently(ctx, q, n, 10)
+	return err
+}
+
+func enqueueConcurrently(ctx context.Context, q *queue.Queue[int], n, g int) (time.Duration, error) {
+	return insertConcurrently(ctx, n, g, func(ctx context.Context) error {
+		return q.Enqueue(ctx, queue.Job[int]{Payload: 1})
+	})
+}
