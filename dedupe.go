@@ -52,16 +52,20 @@ func (ks *keySet[T]) shard(key string) *keyShard[T] {
 	return &ks.shards[maphash.String(ks.seed, key)%keyShards]
 }
 
-// len counts the keys held.
-func (ks *keySet[T]) len() int {
-	n := 0
+// counts returns the number of keys held and of coalesced reruns waiting.
+func (ks *keySet[T]) counts() (keys, reruns int) {
 	for i := range ks.shards {
 		s := &ks.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		keys += len(s.m)
+		for _, e := range s.m {
+			if e.rerun != nil {
+				reruns++
+			}
+		}
 		s.mu.Unlock()
 	}
-	return n
+	return keys, reruns
 }
 
 // forEach calls fn for every key under its shard's lock; fn may modify or

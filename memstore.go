@@ -38,7 +38,8 @@ type MemoryStore[T any] struct {
 	mu      sync.Mutex // guards cancel, done
 	cancel  context.CancelFunc
 	done    chan struct{}
-	batch   []item[T] // promotion buffer, used by the scheduler goroutine only
+	batch   []item[T] // promotion buffer; s.mu
+	events  []Event   // events gathered under s.mu, reported after it
 	running [8]stripe // claimed jobs, striped by ID so that workers do not share a counter
 }
 
@@ -538,24 +539,43 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 // PromoteDue implements Store.
 func (s *MemoryStore[T]) PromoteDue(context.Context) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.promoteN(), nil
+	n := s.promoteN()
+	evs := s.takeEvents()
+	s.mu.Unlock()
+	s.reportAll(evs)
+	return n, nil
 }
 
 // promote is the scheduler goroutine's step: it returns the next due instant.
 func (s *MemoryStore[T]) promote() int64 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.promoteN()
-	if s.drained.Load() {
-		return 0
+	evs := s.takeEvents()
+	next := int64(0)
+	if !s.drained.Load() {
+		s.sched.mu.Lock()
+		if len(s.sched.heap) > 0 {
+			next = max(s.sched.heap[0].at, 1)
+		}
+		s.sched.mu.Unlock()
 	}
-	s.sched.mu.Lock()
-	defer s.sched.mu.Unlock()
-	if len(s.sched.heap) == 0 {
-		return 0
+	s.mu.Unlock()
+	s.reportAll(evs)
+	return next
+}
+
+// takeEvents hands over the events gathered under s.mu, to be reported
+// once it is released (StoreConfig.Report must not run under store locks).
+func (s *MemoryStore[T]) takeEvents() []Event {
+	evs := s.events
+	s.events = nil
+	return evs
+}
+
+func (s *MemoryStore[T]) reportAll(evs []Event) {
+	for _, ev := range evs {
+		s.cfg.Report(ev)
 	}
-	return max(s.sched.heap[0].at, 1)
 }
 
 // promoteN moves due items to the ready queues in bounded batches; s.mu is held.
@@ -573,7 +593,7 @@ func (s *MemoryStore[T]) promoteN() int {
 			case promoted:
 				moved++
 			case requeued:
-				s.report(EventRequeued, &it, s.cfg.RequeueDelay)
+				s.events = append(s.events, s.event(EventRequeued, &it, s.cfg.RequeueDelay))
 			}
 		}
 		if len(s.batch) < 1024 || next > now {
@@ -632,22 +652,24 @@ func (s *MemoryStore[T]) live(key string, id int64) bool {
 	return ok && e.id == id && e.state == keyPending
 }
 
-func (s *MemoryStore[T]) report(k EventKind, it *item[T], d time.Duration) {
+func (s *MemoryStore[T]) event(k EventKind, it *item[T], d time.Duration) Event {
 	ev := Event{Kind: k, JobID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: d}
 	if m := it.meta; m != nil {
 		ev.Key, ev.Target = m.key, m.target
 	}
-	s.cfg.Report(ev)
+	return ev
 }
 
 // Stats implements Store.
 func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
+	keys, reruns := s.keys.counts()
 	st := StoreStats{
 		Ready:           s.Len(),
 		ReadyByPriority: make(map[string]int, len(s.rings)),
 		Scheduled:       s.sched.len(),
+		Waiting:         reruns,
 		Running:         s.runningCount(),
-		PendingKeys:     s.keys.len(),
+		PendingKeys:     keys,
 		Backend:         "memory",
 		Leader:          true,
 		Healthy:         true,

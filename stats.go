@@ -33,8 +33,8 @@ func (c *counters) add(o *counters) {
 
 // Counts are the queue's event counters since New. Every accepted job is
 // eventually counted once as Done, Dead or Cancelled; until then it is
-// pending (ready or scheduled) or running, so that
-// Enqueued = Done + Dead + Cancelled + Ready + Scheduled + Running
+// ready, scheduled, waiting (a coalesced rerun) or running, so that
+// Enqueued = Done + Dead + Cancelled + Ready + Scheduled + Waiting + Running
 // (for the in-memory store, once the counts are quiescent).
 type Counts struct {
 	Enqueued    uint64 `json:"enqueued"`     // accepted by Enqueue (coalesced reruns included)
@@ -62,6 +62,7 @@ type Stats struct {
 	FillPct         float64        `json:"fill_pct"`
 	ReadyByPriority map[string]int `json:"ready_by_priority"`
 	Scheduled       int            `json:"scheduled"`
+	Waiting         int            `json:"waiting"` // coalesced reruns waiting for their key's running job
 	PendingKeys     int            `json:"pending_keys"`
 	Running         int            `json:"running"`
 	Workers         int            `json:"workers"` // active workers
@@ -82,7 +83,8 @@ type Stats struct {
 // ScheduledInfo is a scheduled job and its time to execution.
 type ScheduledInfo struct {
 	ScheduledJob
-	In time.Duration `json:"in"`
+	In        time.Duration `json:"-"`
+	InSeconds float64       `json:"in_seconds"` // In, for JSON readers
 }
 
 var stateNames = [...]string{stateNew: "new", stateRunning: "running", stateStopping: "stopping", stateStopped: "stopped"}
@@ -106,7 +108,7 @@ func (q *Queue[T]) Stats() Stats {
 		ss.Ready = q.store.Len()
 	}
 	st.Store = ss
-	st.Depth, st.ReadyByPriority, st.Scheduled, st.PendingKeys, st.Running = ss.Ready, ss.ReadyByPriority, ss.Scheduled, ss.PendingKeys, ss.Running
+	st.Depth, st.ReadyByPriority, st.Scheduled, st.Waiting, st.PendingKeys, st.Running = ss.Ready, ss.ReadyByPriority, ss.Scheduled, ss.Waiting, ss.PendingKeys, ss.Running
 	st.FillPct = float64(st.Depth) * 100 / float64(st.Capacity)
 	st.Counts = q.counts()
 	q.mu.Lock()
@@ -116,7 +118,8 @@ func (q *Queue[T]) Stats() Stats {
 	if next, err := q.store.Scheduled(ctx, 10); err == nil {
 		st.NextScheduled = make([]ScheduledInfo, len(next))
 		for i, j := range next {
-			st.NextScheduled[i] = ScheduledInfo{ScheduledJob: j, In: j.RunAt.Sub(now)}
+			in := j.RunAt.Sub(now)
+			st.NextScheduled[i] = ScheduledInfo{ScheduledJob: j, In: in, InSeconds: in.Seconds()}
 		}
 	}
 	st.Targets = q.targets.statuses(now)

@@ -134,7 +134,7 @@ func TestStatsHandlerJSONDecodesIntoStats(t *testing.T) {
 		require.Len(t, got.NextScheduled, len(want.NextScheduled))
 		for i := range want.NextScheduled {
 			assert.Equal(t, want.NextScheduled[i].Key, got.NextScheduled[i].Key)
-			assert.Equal(t, want.NextScheduled[i].In, got.NextScheduled[i].In)
+			assert.Equal(t, want.NextScheduled[i].InSeconds, got.NextScheduled[i].InSeconds)
 			assert.True(t, want.NextScheduled[i].RunAt.Equal(got.NextScheduled[i].RunAt))
 		}
 		require.Len(t, got.Targets, len(want.Targets))

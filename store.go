@@ -194,25 +194,26 @@ func (c *StoreConfig) PriorityIndex(label string) int {
 
 // StoreStats is a snapshot of a store's contents.
 type StoreStats struct {
-	Ready           int            // jobs ready to run
-	ReadyByPriority map[string]int // ready jobs per priority label
-	Scheduled       int            // jobs waiting for their time (including retries)
-	Running         int            // jobs claimed and not finished (for durable stores: by any process)
-	PendingKeys     int            // keys held by queued, scheduled or running jobs
-	Dead            int            // dead-lettered jobs retained (durable stores)
-	Backend         string         // "memory", "postgres", "redis"
-	Leader          bool           // this process runs the store's maintenance
-	Healthy         bool           // the backend is reachable
-	Detail          string         // backend-specific state, e.g. "fallback: in-memory"
+	Ready           int            `json:"ready"`             // jobs ready to run
+	ReadyByPriority map[string]int `json:"ready_by_priority"` // ready jobs per priority label
+	Scheduled       int            `json:"scheduled"`         // jobs waiting for their time (including retries)
+	Waiting         int            `json:"waiting"`           // coalesced reruns waiting for their key's running job
+	Running         int            `json:"running"`           // jobs claimed and not finished (for durable stores: by any process)
+	PendingKeys     int            `json:"pending_keys"`      // keys held by queued, scheduled or running jobs
+	Dead            int            `json:"dead"`              // dead-lettered jobs retained (durable stores)
+	Backend         string         `json:"backend"`           // "memory", "postgres", "redis"
+	Leader          bool           `json:"leader"`            // this process runs the store's maintenance
+	Healthy         bool           `json:"healthy"`           // the backend is reachable
+	Detail          string         `json:"detail,omitempty"`  // backend-specific state, e.g. "fallback: in-memory"
 }
 
 // ScheduledJob describes one job waiting in the schedule.
 type ScheduledJob struct {
-	ID       int64
-	Key      string
-	Group    string
-	Target   string
-	Priority string
-	RunAt    time.Time
-	Attempt  int // attempts already made
+	ID       int64     `json:"id"`
+	Key      string    `json:"key,omitempty"`
+	Group    string    `json:"group,omitempty"`
+	Target   string    `json:"target,omitempty"`
+	Priority string    `json:"priority"`
+	RunAt    time.Time `json:"run_at"`
+	Attempt  int       `json:"attempt"` // attempts already made
 }

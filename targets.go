@@ -507,14 +507,25 @@ func (q *Queue[T]) Target(name string) (TargetStatus, bool) {
 
 // targetEvent counts and reports a target's state change.
 func (q *Queue[T]) targetEvent(kind EventKind, name string, err error, d time.Duration) {
-	lvl := "target suspended"
+	msg := "target suspended"
 	switch kind {
 	case EventDisabled:
-		lvl = "target disabled"
+		msg = "target disabled"
 	case EventResumed:
-		lvl = "target resumed"
+		msg = "target resumed"
 	}
-	q.log.Warn(lvl, "target", name, "err", err, "for", d)
+	attrs := []any{"target", name}
+	if err != nil {
+		attrs = append(attrs, "reason", err.Error())
+	}
+	if d > 0 {
+		attrs = append(attrs, "for", d)
+	}
+	if kind == EventResumed {
+		q.log.Info(msg, attrs...)
+	} else {
+		q.log.Warn(msg, attrs...)
+	}
 	if q.obs != nil && q.obs.active {
 		q.obs.send(Event{Kind: kind, Time: q.clock.Now(), Target: name, Err: err, Delay: d})
 	}

@@ -315,6 +315,8 @@ func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 			case stRunning:
 				st.Running += n
 				st.PendingKeys += keyed
+			case stPending:
+				st.Waiting += n
 			case stDead:
 				st.Dead += n
 			}

@@ -52,16 +52,17 @@ func Drain[T any](tb testing.TB, q *queue.Queue[T], timeout time.Duration) {
 }
 
 // CheckCounts fails the test unless q's counters add up: every accepted
-// job is done, dead, cancelled, or still ready, scheduled or running.
-// Call it when q is quiescent (in a bubble, after Settle).
+// job is done, dead, cancelled, or still ready, scheduled, waiting (a
+// coalesced rerun) or running. Call it when q is quiescent (in a bubble,
+// after Settle).
 func CheckCounts[T any](tb testing.TB, q *queue.Queue[T]) queue.Stats {
 	tb.Helper()
 	st := q.Stats()
 	ended := st.Done + st.Dead + st.Cancelled
-	live := uint64(st.Depth + st.Scheduled + st.Running)
+	live := uint64(st.Depth + st.Scheduled + st.Waiting + st.Running)
 	if st.Enqueued != ended+live {
-		tb.Fatalf("queuetest: counts do not add up: enqueued %d != done %d + dead %d + cancelled %d + ready %d + scheduled %d + running %d",
-			st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Scheduled, st.Running)
+		tb.Fatalf("queuetest: counts do not add up: enqueued %d != done %d + dead %d + cancelled %d + ready %d + scheduled %d + waiting %d + running %d",
+			st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Scheduled, st.Waiting, st.Running)
 	}
 	return st
 }

@@ -337,6 +337,7 @@ func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *queue.StoreSta
 	sched := pipe.ZCard(ctx, k[kSched])
 	run := pipe.ZCard(ctx, k[kRun])
 	keys := pipe.HLen(ctx, k[kKeys])
+	reruns := pipe.HLen(ctx, k[kReruns])
 	dead := pipe.ZCard(ctx, k[kDead])
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -354,6 +355,7 @@ func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *queue.StoreSta
 	st.Scheduled += int(sched.Val())
 	st.Running += int(run.Val())
 	st.PendingKeys += int(keys.Val())
+	st.Waiting += int(reruns.Val())
 	st.Dead += int(dead.Val())
 	return nil
 }

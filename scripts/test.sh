@@ -4,7 +4,7 @@
 # QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults: 127.0.0.1:5432 database
 # test, 127.0.0.1:6379); without them they skip and say so, except under
 # CI=true, where an unreachable server fails the run.
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 export QUEUE_PG_URL="${QUEUE_PG_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
@@ -26,6 +26,10 @@ fi
 modules=(. examples pgstore redisstore bench)
 
 fail=0
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; fail=1
@@ -36,16 +40,18 @@ for m in "${modules[@]}"; do
   echo "== $m: go vet"
   (cd "$m" && go vet ./...) || fail=1
   echo "== $m: go test -race"
-  (cd "$m" && go test -race -count=1 ./...) || fail=1
+  (cd "$m" && go test -race -count=1 ./...) 2>&1 | tee "$log" || fail=1
+  passed=$((passed + $(grep -c '^ok ' "$log" || true)))
+  failed=$((failed + $(grep -c '^FAIL' "$log" || true)))
 done
 
 if [ -x scripts/e2e-bittorrent.sh ]; then
   echo "== e2e: real BitTorrent software"
-  scripts/e2e-bittorrent.sh || fail=1
+  if scripts/e2e-bittorrent.sh; then passed=$((passed + 1)); else fail=1; failed=$((failed + 1)); fi
 fi
 
+# One line a CI reader can count: test packages (and the e2e run).
+echo "packages: $passed passed, $failed failed"
 if [ "$fail" != 0 ]; then
-  echo "FAIL"
   exit 1
 fi
-echo "all checks passed"
