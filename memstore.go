@@ -401,6 +401,15 @@ func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
 	return nil
 }
 
+// CancelClaimed implements ClaimCanceller; the in-memory store keeps no
+// finished jobs, so it is Complete.
+func (s *MemoryStore[T]) CancelClaimed(_ context.Context, job Job[T], _ error) error {
+	s.finish(&job)
+	return nil
+}
+
+var _ ClaimCanceller[int] = (*MemoryStore[int])(nil)
+
 // finish releases a finished job's key, promoting its rerun.
 func (s *MemoryStore[T]) finish(job *Job[T]) {
 	s.running[job.ID&7].n.Add(-1)

@@ -127,6 +127,16 @@ type Leaser interface {
 	HeartbeatInterval() time.Duration
 }
 
+// ClaimCanceller is implemented by stores that keep a cancelled state for
+// claimed jobs (a durable store's jobs table). The queue ends a claimed job
+// whose target is disabled with CancelClaimed when the store has it, and
+// with Complete otherwise; either way the queue counts it as cancelled.
+type ClaimCanceller[T any] interface {
+	// CancelClaimed ends a claimed job as cancelled with reason and
+	// releases its key (a coalesced rerun becomes ready).
+	CancelClaimed(ctx context.Context, job Job[T], reason error) error
+}
+
 // ErrDrained is returned by Store.Claim after Store.Drain once there is no
 // more work for this process.
 var ErrDrained = errors.New("queue: store drained")

@@ -309,6 +309,19 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, t
 	return runJob, time.Time{}
 }
 
+// eachWaiting calls fn with every job parked for a concurrency slot.
+func (ts *targets) eachWaiting(fn func(job any)) {
+	ts.m.Range(func(_, v any) bool {
+		t := v.(*target)
+		t.mu.Lock()
+		for _, j := range t.waiting {
+			fn(j)
+		}
+		t.mu.Unlock()
+		return true
+	})
+}
+
 // release frees a running slot of target. If a job is parked waiting for
 // one, the slot passes straight to it: release returns it, to be run by
 // the caller.

@@ -219,7 +219,13 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
 func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
-	if err := q.store.Complete(q.bgCtx, *job); err != nil {
+	var err error
+	if c, ok := q.store.(ClaimCanceller[T]); ok {
+		err = c.CancelClaimed(q.bgCtx, *job, errTargetDisabled)
+	} else {
+		err = q.store.Complete(q.bgCtx, *job)
+	}
+	if err != nil {
 		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.cancelled.Add(1)
@@ -430,6 +436,8 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 			}
 		}
 		q.mu.Unlock()
+		// Jobs parked for a target's concurrency slot are claimed too.
+		q.targets.eachWaiting(func(j any) { ids = append(ids, j.(Job[T]).ID) })
 		if len(ids) == 0 {
 			continue
 		}

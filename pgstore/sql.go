@@ -165,13 +165,13 @@ FROM unnest($1::bigint[], $2::integer[]) AS b(id, attempt)
 WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
 RETURNING j.id`
 
-// sqlDead dead-letters the runs ($1 IDs, $2 attempts, $5 errors) that $3
-// still holds; $4 is now.
+// sqlDead ends the runs ($1 IDs, $2 attempts, $5 errors) that $3 still
+// holds as dead or cancelled ($6 states); $4 is now.
 const sqlDead = `
-UPDATE {jobs} j SET state = 'dead', finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL,
+UPDATE {jobs} j SET state = b.st, finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL,
     last_error = b.err,
     errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $4::timestamptz, 'error', b.err))
-FROM unnest($1::bigint[], $2::integer[], $5::text[]) AS b(id, attempt, err)
+FROM unnest($1::bigint[], $2::integer[], $5::text[], $6::text[]) AS b(id, attempt, err, st)
 WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
 RETURNING j.id`
 

@@ -588,3 +588,35 @@ func pgHostPort(t *testing.T) string {
 	}
 	return fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 }
+
+// A claimed job whose target was disabled ends in the cancelled state,
+// with its reason, and its key is free again.
+func TestCancelClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "cancelclaimed", queue.SystemClock{})
+	table := jobsTable(e)
+	if _, err := s.Add(bg, queue.Job[P]{Key: "k", Target: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CancelClaimed(bg, j, errors.New("target disabled")); err != nil {
+		t.Fatal(err)
+	}
+	var state, lastErr string
+	if err := e.pool.QueryRow(bg, "SELECT state, last_error FROM "+table+" WHERE id = $1", j.ID).Scan(&state, &lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if state != "cancelled" || lastErr != "target disabled" {
+		t.Fatalf("row: state %q, last_error %q; want cancelled, target disabled", state, lastErr)
+	}
+	if _, err := s.Add(bg, queue.Job[P]{Key: "k"}); err != nil {
+		t.Fatalf("Add after cancel: %v (the key should be free)", err)
+	}
+}

@@ -20,6 +20,7 @@ const (
 	opDead
 	opRetry
 	opDefer
+	opCancel
 	opHeartbeat
 )
 
@@ -151,6 +152,14 @@ func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, ca
 	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
 }
 
+var _ queue.ClaimCanceller[int] = (*Store[int])(nil)
+
+// CancelClaimed implements queue.ClaimCanceller: the claimed job ends in
+// the cancelled state with reason, as Dead does in the dead state.
+func (s *Store[T]) CancelClaimed(ctx context.Context, job queue.Job[T], reason error) error {
+	return s.outcome(ctx, &op{kind: opCancel, id: job.ID, attempt: job.Attempt, err: errText(reason)})
+}
+
 // Defer implements queue.Store: like Retry, but the attempt is given back,
 // and cause (a downstream's "retry in" reason) is recorded only when given.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
@@ -247,7 +256,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	var (
 		cIDs, dIDs, rIDs, hIDs []int64
 		cAtt, dAtt, rAtt       []int32
-		dErr, rErr             []string
+		dErr, rErr, dState     []string
 		rAt                    []time.Time
 		rUndo                  []bool
 	)
@@ -255,8 +264,13 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		switch o.kind {
 		case opComplete:
 			cIDs, cAtt = append(cIDs, o.id), append(cAtt, int32(o.attempt))
-		case opDead:
+		case opDead, opCancel:
 			dIDs, dAtt, dErr = append(dIDs, o.id), append(dAtt, int32(o.attempt)), append(dErr, o.err)
+			st := stDead
+			if o.kind == opCancel {
+				st = stCancelled
+			}
+			dState = append(dState, st)
 		case opRetry, opDefer:
 			rIDs, rAtt, rAt = append(rIDs, o.id), append(rAtt, int32(o.attempt)), append(rAt, o.at)
 			rErr, rUndo = append(rErr, o.err), append(rUndo, o.kind == opDefer)
@@ -274,7 +288,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		})
 	}
 	if len(dIDs) > 0 {
-		b.Queue(s.q.dead, dIDs, dAtt, s.owner, now, dErr).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.dead, dIDs, dAtt, s.owner, now, dErr, dState).Query(func(rows pgx.Rows) error {
 			return collectIDs(rows, done)
 		})
 	}
