@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/examples/internal/storeflag"
 )
 
 type announce struct {
@@ -21,6 +23,14 @@ type announce struct {
 }
 
 func main() {
+	storeURL := flag.String("store", "memory", storeflag.Usage)
+	flag.Parse()
+	store, closeStore, err := storeflag.Open[announce](context.Background(), *storeURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	defer closeStore()
 	start := time.Now()
 	var mu sync.Mutex
 	logf := func(format string, args ...any) {
@@ -33,6 +43,7 @@ func main() {
 	handler := func(ctx context.Context, j queue.Job[announce]) error {
 		mu.Lock()
 		attempts[j.Key]++
+		runs := attempts[j.Key] // a RetryAfter rerun keeps its Attempt number: count runs here
 		mu.Unlock()
 		switch {
 		case strings.HasPrefix(j.Key, "flaky"):
@@ -40,7 +51,7 @@ func main() {
 				logf("run   %-14s attempt %d: upstream timed out, will back off", j.Key, j.Attempt)
 				return errors.New("upstream timeout")
 			}
-		case strings.HasPrefix(j.Key, "busy") && j.Attempt == 1:
+		case strings.HasPrefix(j.Key, "busy") && runs == 1:
 			logf("run   %-14s attempt %d: tracker says \"retry in 1 second\" (BEP 31)", j.Key, j.Attempt)
 			return queue.RetryAfter(time.Second, errors.New("tracker busy"))
 		case strings.HasPrefix(j.Key, "broken"):
@@ -51,7 +62,7 @@ func main() {
 		return nil
 	}
 
-	q, err := queue.New(handler,
+	opts := []queue.Option{
 		queue.WithCapacity(100),
 		queue.WithWorkers(1, 4), // one worker at first, so the order is easy to follow
 		queue.WithBackoff(200*time.Millisecond, 2*time.Second),
@@ -59,7 +70,11 @@ func main() {
 		queue.WithOnDead(func(_ context.Context, j queue.Job[announce], err error) {
 			logf("dead  %-14s after %d attempts: %v", j.Key, j.Attempt, err)
 		}),
-	)
+	}
+	if store != nil {
+		opts = append(opts, queue.WithStore(store), queue.WithName(fmt.Sprintf("basic_%d", os.Getpid())))
+	}
+	q, err := queue.New(handler, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

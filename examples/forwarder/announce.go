@@ -64,10 +64,20 @@ type Announce struct {
 }
 
 // HashHex is the info hash in lower-case hex, the form used in job keys.
-func (a *Announce) HashHex() string { return a.hashHex }
+func (a *Announce) HashHex() string {
+	if a.hashHex == "" { // decoded from a durable store, which keeps exported fields only
+		return hex.EncodeToString(a.InfoHash[:])
+	}
+	return a.hashHex
+}
 
 // PeerHex is the peer id in lower-case hex.
-func (a *Announce) PeerHex() string { return a.peerHex }
+func (a *Announce) PeerHex() string {
+	if a.peerHex == "" {
+		return hex.EncodeToString(a.PeerID[:])
+	}
+	return a.peerHex
+}
 
 // announceError is a client error: its text becomes the bencoded failure
 // reason.

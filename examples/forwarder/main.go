@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/examples/internal/storeflag"
 )
 
 // settings are the command's own flags, beyond queue.Config.
@@ -35,6 +36,7 @@ type settings struct {
 	timeout   time.Duration
 	demo      time.Duration
 	verbose   bool
+	store     string // -store: memory, postgres://… or redis://…
 }
 
 func main() {
@@ -93,6 +95,7 @@ func parseArgs(args []string, stderr io.Writer) (queue.Config, settings, error) 
 	fs.DurationVar(&s.timeout, "upstream-timeout", s.timeout, "timeout of one announce to an upstream (env FORWARD_TIMEOUT)")
 	fs.DurationVar(&s.demo, "demo", 0, "run the self-contained demo for this long and exit: simulated upstreams and clients on 127.0.0.1 (e.g. 20s)")
 	fs.BoolVar(&s.verbose, "v", false, "log queue events (target suspended, disabled, jobs dead-lettered) to stderr")
+	fs.StringVar(&s.store, "store", s.store, storeflag.Usage+" (env FORWARDER_STORE)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +137,9 @@ func (s *settings) fromEnv() error {
 	if v := os.Getenv("FORWARDER_LISTEN"); v != "" {
 		s.listen = v
 	}
+	if v := os.Getenv("FORWARDER_STORE"); v != "" {
+		s.store = v
+	}
 	if v := os.Getenv("FORWARDER_UPSTREAMS"); v != "" {
 		for _, u := range strings.Split(v, ",") {
 			if u = strings.TrimSpace(u); u != "" {
@@ -165,8 +171,16 @@ func serve(ctx context.Context, qc queue.Config, s settings, stderr io.Writer) e
 		}
 		ups = append(ups, up)
 	}
-	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger},
-		append(qc.Options(), queue.WithJobTimeout(s.timeout))...)
+	opts := append(qc.Options(), queue.WithJobTimeout(s.timeout))
+	store, closeStore, err := storeflag.Open[fwdJob](ctx, s.store)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if store != nil {
+		opts = append(opts, queue.WithStore(store), queue.WithName("forwarder"))
+	}
+	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger}, opts...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,59 @@
+// Package storeflag turns an example's -store flag into a queue.Store:
+// "memory" (the default), a postgres:// URL (pgstore; the schema is
+// migrated first) or a redis:// URL (redisstore).
+package storeflag
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/redisstore"
+)
+
+// Usage describes the flag's values, for its help text.
+const Usage = `where jobs live: "memory", postgres://user@host:5432/db or redis://host:6379/0`
+
+// Open returns the store url names and a function that releases its
+// connections once the queue has stopped. For "memory" or "" it returns a
+// nil store: the queue's default.
+func Open[T any](ctx context.Context, url string) (queue.Store[T], func(), error) {
+	switch {
+	case url == "" || url == "memory":
+		return nil, func() {}, nil
+	case strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://"):
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-store: %w", err)
+		}
+		if err := pgstore.Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("-store: migrating: %w", err)
+		}
+		s, err := pgstore.New[T](pool)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return s, pool.Close, nil
+	case strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://"):
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-store: %w", err)
+		}
+		c := redis.NewClient(opt)
+		s, err := redisstore.New[T](c)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, func() { c.Close() }, nil
+	default:
+		return nil, nil, fmt.Errorf("-store %q: want memory, postgres://… or redis://…", url)
+	}
+}
