@@ -323,23 +323,41 @@ func (ts *targets) eachWaiting(fn func(job any)) {
 }
 
 // release frees a running slot of target. If a job is parked waiting for
-// one, the slot passes straight to it: release returns it, to be run by
-// the caller.
-func (ts *targets) release(name string) (any, bool) {
+// one and the target may still run jobs, the slot passes straight to it:
+// release returns it, to be run by the caller. If the target has meanwhile
+// been disabled, suspended or opened, the parked jobs do not run: release
+// returns them all in flush, with what to do with them (cancel, or wait
+// until at).
+func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush []any, d jobDecision, at time.Time) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.brk == breakerHalfOpen && t.probes > 0 {
 		t.probes--
 	}
-	if len(t.waiting) > 0 {
-		job := t.waiting[0]
-		t.waiting[0] = nil
-		t.waiting = t.waiting[1:]
-		return job, true // the slot stays taken, by job
+	if len(t.waiting) == 0 {
+		t.running--
+		return nil, false, nil, runJob, time.Time{}
 	}
-	t.running--
-	return nil, false
+	switch {
+	case t.disabled:
+		d = cancelJob
+	case now.Before(t.suspended):
+		d, at = waitJob, t.suspended
+	case t.brk == breakerOpen && now.Before(t.brkUntil):
+		d, at = waitJob, t.brkUntil
+	case t.brk == breakerHalfOpen:
+		d, at = waitJob, now.Add(ts.cfg.brkCooldown) // probes are taken through admitJob only
+	}
+	if d != runJob {
+		flush, t.waiting = t.waiting, nil
+		t.running--
+		return nil, false, flush, d, at
+	}
+	next = t.waiting[0]
+	t.waiting[0] = nil
+	t.waiting = t.waiting[1:]
+	return next, true, nil, runJob, time.Time{} // the slot stays taken, by next
 }
 
 func (ts *targets) success(name string) {

@@ -418,3 +418,53 @@ func TestTargetConcurrencyShutdownPutsParkedJobsBack(t *testing.T) {
 		balance(t, st)
 	})
 }
+
+func TestTargetConcurrencyParkedJobsSeeDisable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Jobs parked for a slot of a target that is disabled while they
+		// wait are cancelled, not run.
+		g := make(gate)
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) }),
+			queue.WithTargetConcurrency(1), queue.WithWorkers(3, 3))
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: "a"}))
+		}
+		synctest.Wait()
+		require.Equal(t, 1, rec.len(), "one runs, two are parked")
+		require.NoError(t, q.Disable("a", errors.New("gone")))
+		close(g)
+		synctest.Wait()
+		st := q.Stats()
+		assert.Equal(t, 1, rec.len(), "parked jobs of a disabled target do not run")
+		assert.Equal(t, uint64(2), st.Cancelled)
+		assert.Zero(t, targetStatus(t, q, "a").Running)
+		balance(t, st)
+	})
+}
+
+func TestTargetConcurrencyParkedJobsSeeSuspension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Jobs parked for a slot of a target that is suspended while they
+		// wait run when the suspension ends, not before.
+		g := make(gate)
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, j queue.Job[int]) error {
+			if j.Payload == 0 {
+				return g.wait(ctx)
+			}
+			return nil
+		}), queue.WithTargetConcurrency(1), queue.WithWorkers(3, 3))
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: "a"}))
+		}
+		synctest.Wait()
+		require.NoError(t, q.Suspend("a", time.Minute))
+		close(g)
+		synctest.Wait()
+		assert.Equal(t, 1, rec.len(), "parked jobs wait for the suspension")
+		advance(time.Minute)
+		assert.Equal(t, 3, rec.len())
+		balance(t, q.Stats())
+	})
+}

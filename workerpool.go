@@ -157,8 +157,9 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		// Shutdown: back to the store, with any job parked behind it.
 		q.deferJob(w, job, q.clock.Now())
 		for held {
-			var v any
-			if v, held = q.targets.release(job.Target); held {
+			v, ok, flush, _, _ := q.targets.release(job.Target, q.clock.Now())
+			q.flushParked(w, flush, waitJob, q.clock.Now())
+			if held = ok; held {
 				*job = v.(Job[T])
 				q.deferJob(w, job, q.clock.Now())
 			}
@@ -184,7 +185,9 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	if target := job.Target; target != "" {
 		defer func() {
-			if v, ok := q.targets.release(target); ok {
+			v, ok, flush, d, at := q.targets.release(target, q.clock.Now())
+			q.flushParked(w, flush, d, at)
+			if ok {
 				*job, handed = v.(Job[T]), true
 			}
 		}()
@@ -215,6 +218,20 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	q.finishRun(w, job, err, took)
 	return false
+}
+
+// flushParked ends or puts back jobs that were parked for a concurrency
+// slot of a target that has since been disabled (d == cancelJob) or
+// suspended or opened (wait until at).
+func (q *Queue[T]) flushParked(w *worker[T], parked []any, d jobDecision, at time.Time) {
+	for _, v := range parked {
+		j := v.(Job[T])
+		if d == cancelJob {
+			q.cancelJob(w, &j)
+		} else {
+			q.deferJob(w, &j, at)
+		}
+	}
 }
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
