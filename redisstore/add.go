@@ -3,8 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/queuekit/queue"
+	"github.com/redis/go-redis/v9"
 )
 
 // Add accepts a job; see queue.Store. The payload is encoded first (an
@@ -96,33 +99,198 @@ func (s *Store[T]) addOne(sh *shard, fj *fbJob[T], restore bool) (string, error)
 	})
 }
 
-// runAdd adds items in one script call and returns their statuses.
+// runAdd adds items in one script call and returns their statuses. A
+// batch of plain jobs (no key, no group, due now, not written back: the
+// usual case) goes to the lean add-ready script, any other to the add
+// script.
 func (s *Store[T]) runAdd(ctx context.Context, sh *shard, items []addItem) ([]string, error) {
-	keys := append([]string(nil), sh.ks.fixed...)
-	seenIdx := map[string]int{}
-	args := make([]any, 0, 3+13*len(items))
-	args = append(args, s.now(), s.cfg.Capacity, boolArg(s.cfg.Coalesce))
-	for _, it := range items {
-		key, off := sh.ks.seen(it.seq)
-		idx, ok := seenIdx[key]
-		if !ok {
-			idx = len(seenIdx) + 1
-			seenIdx[key] = idx
-			keys = append(keys, key)
+	now := s.now()
+	for i := range items {
+		if !sh.plain(&items[i], now) {
+			return s.runAddAll(ctx, sh, items, now)
 		}
-		args = append(args, it.id, it.key, it.group, it.target, it.label, it.due, it.max, it.enc,
-			boolArg(it.restore), idx, off, it.attempt, it.lastErr)
 	}
-	res, err := sh.run(ctx, sh.client, scriptAdd, keys, args...).Slice()
+	return s.runAddReady(ctx, sh, items)
+}
+
+// plain reports whether it can go to the add-ready script.
+func (sh *shard) plain(it *addItem, now int64) bool {
+	return it.key == "" && it.group == "" && !it.restore && it.due <= now && sh.labelIndex(it.label) >= 0
+}
+
+// runAddReady adds plain jobs with scriptAddReady.
+func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) ([]string, error) {
+	// The lists and seen bitmaps the batch uses, in order of first use;
+	// usually one of each.
+	var lists []int // label indexes
+	var seenKeys []string
+	type ref struct {
+		list, seen int
+		off        int64
+	}
+	refs := make([]ref, len(items))
+	n := 0
+	for i := range items {
+		it := &items[i]
+		li := sh.labelIndex(it.label)
+		r := ref{list: slices.Index(lists, li) + 1}
+		if r.list == 0 {
+			lists = append(lists, li)
+			r.list = len(lists)
+		}
+		var key string
+		key, r.off = sh.ks.seen(it.seq)
+		if r.seen = slices.Index(seenKeys, key) + 1; r.seen == 0 {
+			seenKeys = append(seenKeys, key)
+			r.seen = len(seenKeys)
+		}
+		refs[i] = r
+		n += metaPrefixLen(it) + 3
+	}
+	keys := make([]string, 0, 4+len(lists)+len(seenKeys))
+	keys = append(keys, sh.ks.fixed[kMeta], sh.ks.fixed[kData], sh.ks.fixed[kCount], sh.ks.fixed[kWake])
+	for _, li := range lists {
+		keys = append(keys, sh.ks.fixed[nFixedKeys+li])
+	}
+	keys = append(keys, seenKeys...)
+	args := make([]any, 0, 3+len(sh.fields)+len(lists)+addReadyArgs*len(items))
+	args = append(args, s.cfg.Capacity, len(lists), len(sh.fields))
+	args = append(args, sh.fields...)
+	for _, li := range lists {
+		args = append(args, sh.fields[li])
+	}
+	// The records share one buffer, sliced once it is complete.
+	buf := make([]byte, 0, n)
+	ends := make([]int, len(items))
+	for i := range items {
+		buf = append(appendMetaPrefix(buf, &items[i]), `q"}`...)
+		ends[i] = len(buf)
+	}
+	start := 0
+	for i := range items {
+		r := &refs[i]
+		args = append(args, items[i].id, r.list, r.seen, r.off, buf[start:ends[i]:ends[i]], items[i].enc)
+		start = ends[i]
+	}
+	return sh.addReply(scriptAddReady.Run(ctx, sh.client, keys, args...))
+}
+
+// runAddAll adds any jobs with scriptAdd.
+func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, now int64) ([]string, error) {
+	keys := make([]string, len(sh.ks.fixed), len(sh.ks.fixed)+1)
+	copy(keys, sh.ks.fixed)
+	var seenKeys []string // appended after the fixed keys; usually one
+	args := make([]any, len(sh.args), len(sh.args)+3+addArgs*len(items))
+	copy(args, sh.args)
+	args = append(args, now, s.cfg.Capacity, boolArg(s.cfg.Coalesce))
+	// The meta prefixes share one buffer, sliced once it is complete.
+	n := 0
+	for i := range items {
+		n += metaPrefixLen(&items[i])
+	}
+	buf := make([]byte, 0, n)
+	ends := make([]int, len(items))
+	for i := range items {
+		buf = appendMetaPrefix(buf, &items[i])
+		ends[i] = len(buf)
+	}
+	start := 0
+	for i := range items {
+		it := &items[i]
+		key, off := sh.ks.seen(it.seq)
+		idx := slices.Index(seenKeys, key) + 1
+		if idx == 0 {
+			seenKeys = append(seenKeys, key)
+			keys = append(keys, key)
+			idx = len(seenKeys)
+		}
+		args = append(args, it.id, it.key, it.group, it.label, it.due, boolArg(it.restore), idx, off,
+			buf[start:ends[i]:ends[i]], it.enc)
+		start = ends[i]
+	}
+	return sh.addReply(scriptAdd.Run(ctx, sh.client, keys, args...))
+}
+
+// addReply reads an add script's reply: the ready count, then a status
+// per job.
+func (sh *shard) addReply(cmd *redis.Cmd) ([]string, error) {
+	res, err := cmd.Slice()
 	if err != nil {
 		return nil, err
 	}
 	sh.ready.Store(replyInt(res[0]))
-	out := make([]string, 0, len(items))
+	out := make([]string, 0, len(res)-1)
 	for _, v := range res[1:] {
 		out = append(out, replyString(v))
 	}
 	return out, nil
+}
+
+// addReadyArgs is the number of add-ready script arguments per job.
+const addReadyArgs = 6
+
+// addArgs is the number of add script arguments per job.
+const addArgs = 10
+
+// appendMetaPrefix appends it's meta record (see luaHeader) up to the
+// value of s: the add script appends the state and closes the object.
+// Strings are escaped as cjson reads them back byte for byte: only quote,
+// backslash and control characters are escaped, and other bytes, valid
+// UTF-8 or not, are kept as they are (cjson.encode, which wrote the
+// records before, does the same), so a key read back from a record still
+// matches its pending-key entry.
+func appendMetaPrefix(b []byte, it *addItem) []byte {
+	b = append(b, `{"k":`...)
+	b = appendJSONString(b, it.key)
+	b = append(b, `,"g":`...)
+	b = appendJSONString(b, it.group)
+	b = append(b, `,"t":`...)
+	b = appendJSONString(b, it.target)
+	b = append(b, `,"p":`...)
+	b = appendJSONString(b, it.label)
+	b = append(b, `,"r":`...)
+	b = strconv.AppendInt(b, it.due, 10)
+	b = append(b, `,"a":`...)
+	b = strconv.AppendInt(b, it.attempt, 10)
+	b = append(b, `,"m":`...)
+	b = strconv.AppendInt(b, int64(it.max), 10)
+	b = append(b, `,"e":`...)
+	b = appendJSONString(b, it.lastErr)
+	return append(b, `,"s":"`...)
+}
+
+// metaPrefixLen estimates appendMetaPrefix's length.
+func metaPrefixLen(it *addItem) int {
+	return 112 + len(it.key) + len(it.group) + len(it.target) + len(it.label) + len(it.lastErr)
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != 0x7f {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func boolArg(b bool) string {

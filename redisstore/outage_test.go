@@ -66,6 +66,12 @@ func (p *proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.cut { // cut while dialling: Cut did not see these
+			p.mu.Unlock()
+			c.Close()
+			up.Close()
+			continue
+		}
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)

@@ -2,8 +2,9 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// Every script is called with the same key layout, so that every key a
-// script touches is declared in KEYS (Cluster-safe, checked by
+// Every script but add-ready (which takes only the few keys a plain job
+// touches) is called with the same key layout, so that every key a script
+// touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
 //	KEYS[1..12]  meta, data, lease, run, sched, keys, reruns, groups, dead,
@@ -17,13 +18,14 @@ import "github.com/redis/go-redis/v9"
 //	ARGV[n+3..]  the script's own arguments, read with arg(i)
 //
 // Job records are fields of two hashes, meta (a small JSON object per job,
-// decoded with cjson) and data (the encoded payload), rather than one hash
-// per job: a script that pops a job ID from a list can then reach its record
-// through a declared key. Meta fields: k key, g group, t target, p priority
-// label, r run-at (ms), a attempts started, m max attempts (0 = queue
-// default), s state (q ready, s scheduled, x running, w coalesced rerun,
-// d dead), e last error, d dead-at (ms).
-const luaHeader = `
+// which the add scripts get encoded by the client and the other scripts
+// read and rewrite with cjson) and data (the encoded payload), rather than
+// one hash per job: a script that pops a job ID from a list can then reach
+// its record through a declared key. Meta fields: k key, g group, t
+// target, p priority label, r run-at (ms), a attempts started, m max
+// attempts (0 = queue default), s state (q ready, s scheduled, x running,
+// w coalesced rerun, d dead), e last error, d dead-at (ms).
+const luaBase = `
 local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local NL = tonumber(ARGV[1])
@@ -42,11 +44,6 @@ local function load(id)
   if not ok or type(m) ~= 'table' then return nil end
   return m
 end
-local function save(id, m) redis.call('HSET', META, id, cjson.encode(m)) end
-local function forget(id)
-  redis.call('HDEL', META, id)
-  redis.call('HDEL', DATA, id)
-end
 -- The ready counters are one field per priority ('r:' .. label); the
 -- script reads them once and keeps the sum in RC.
 local RC = nil
@@ -59,8 +56,26 @@ local function ready_count()
   end
   return RC
 end
-local function wake()
-  if redis.call('LLEN', WAKE) < 64 then redis.call('RPUSH', WAKE, 1) end
+-- wake pushes up to n wake-up tokens, keeping at most 64 on the list.
+local function wake(n)
+  n = math.min(n or 1, 64 - redis.call('LLEN', WAKE))
+  if n == 1 then
+    redis.call('RPUSH', WAKE, '1')
+  elseif n > 1 then
+    local t = {}
+    for i = 1, n do t[i] = '1' end
+    redis.call('RPUSH', WAKE, unpack(t))
+  end
+end
+`
+
+// luaHeader is luaBase and the helpers of the scripts that move existing
+// jobs.
+const luaHeader = luaBase + `
+local function save(id, m) redis.call('HSET', META, id, cjson.encode(m)) end
+local function forget(id)
+  redis.call('HDEL', META, id)
+  redis.call('HDEL', DATA, id)
 end
 local function push_ready(id, m)
   if not LIST[m.p] then m.p = DEFLABEL end
@@ -157,73 +172,192 @@ end
 `
 
 // Add: now, capacity, coalesce (1/0), then per job: id, key, group,
-// target, label, runAt, max attempts, payload, restore (1 ignores capacity
-// and the group, for jobs written back from the fallback), index of its
-// seen bitmap among the keys after the ready lists, seen offset, attempt,
-// last error. Jobs are added in order. Returns {ready, then per job 'ready',
-// 'sched', 'rerun', 'dup', 'full' or 'seen' (added before)}.
+// label, runAt, restore (1 ignores capacity and the group, for jobs
+// written back from the fallback), index of its seen bitmap among the keys
+// after the ready lists, seen offset, meta prefix, payload. The meta
+// prefix is the job's meta record as the client encodes it (metaPrefix),
+// up to the value of s, which the script appends with the closing quote
+// and brace: Add needs no cjson.encode. Jobs are added in order. Returns
+// {ready, then per job 'ready', 'sched', 'rerun', 'dup', 'full' or 'seen'
+// (added before)}.
 //
 // The seen bit (set first, cleared again when the job is refused) makes
 // Add idempotent per ID: a call repeated after a lost reply, or a
 // write-back of a job whose first Add may have landed, is a no-op. The
 // bitmaps' expiry is kept by the ID reservation (shard.newID).
-var scriptAdd = newScript("add", `
+//
+// The writes that no later job of the call reads (records, ready lists,
+// counters, wake-up tokens) are gathered and made once per call at the
+// end, so that a batch of n jobs costs about n + 6 commands rather than
+// 6n; the records written so far are looked up in NEW, so a later job of
+// the same call sees an earlier one's key or group.
+var scriptAdd = newRawScript("add", luaBase+`
 local now, cap, coalesce = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1'
-local function add(id, key, grp, target, label, runat, max, payload, restore, seen, off, attempt, lasterr)
+ready_count()
+local NEW, METAS, DATAS, PUSH = {}, {}, {}, {}
+local function loadm(id)
+  local raw = NEW[id]
+  if not raw then return load(id) end
+  return cjson.decode(raw)
+end
+local function add(id, key, grp, label, at, restore, seen, off, pre, payload)
   if redis.call('SETBIT', seen, off, 1) == 1 then return 'seen' end
-  local function refuse(why)
-    redis.call('SETBIT', seen, off, 0)
-    return why
-  end
-  local m = {k = key, g = grp, t = target, p = label, r = runat, a = attempt, m = max, e = lasterr, s = ''}
-  local rerun = false
+  local state = 'q'
+  if tonumber(at) > now then state = 's' end
   if key ~= '' then
     local h = redis.call('HGET', KEYIDX, key)
     if h then
-      local hm = load(h)
+      local hm = loadm(h)
       if not hm or hm.s == 'd' then
         redis.call('HDEL', KEYIDX, key)
       elseif hm.s == 'x' and coalesce and redis.call('HEXISTS', RERUNS, key) == 0 then
-        rerun = true
+        state = 'w'
       else
-        return refuse('dup')
+        redis.call('SETBIT', seen, off, 0)
+        return 'dup'
       end
     end
   end
-  if not rerun and not restore then
-    if runat > now then
+  if state ~= 'w' and not restore then
+    if state == 's' then
       if grp ~= '' then
         local gh = redis.call('HGET', GROUPS, grp)
         if gh then
-          local gm = load(gh)
-          if gm and gm.s == 's' then return refuse('dup') end
+          local gm = loadm(gh)
+          if gm and gm.s == 's' then
+            redis.call('SETBIT', seen, off, 0)
+            return 'dup'
+          end
           redis.call('HDEL', GROUPS, grp)
         end
       end
-    elseif ready_count() >= cap then
-      return refuse('full')
+    elseif RC >= cap then
+      redis.call('SETBIT', seen, off, 0)
+      return 'full'
     end
   end
-  redis.call('HSET', DATA, id, payload)
-  if rerun then
-    m.s = 'w'
+  local meta = pre .. state .. '"}'
+  local status = 'ready'
+  if state == 'w' then
     redis.call('HSET', RERUNS, key, id)
-    save(id, m)
-    return 'rerun'
+    status = 'rerun'
+  else
+    if key ~= '' then redis.call('HSET', KEYIDX, key, id) end
+    if state == 's' then
+      redis.call('ZADD', SCHED, at, id)
+      if grp ~= '' then redis.call('HSETNX', GROUPS, grp, id) end
+      if redis.call('ZRANGE', SCHED, 0, 0)[1] == id then wake() end
+      status = 'sched'
+    else
+      if not LIST[label] then
+        local m = cjson.decode(meta)
+        m.p = DEFLABEL
+        label, meta = DEFLABEL, cjson.encode(m)
+      end
+      local ids = PUSH[label]
+      if not ids then
+        ids = {}
+        PUSH[label] = ids
+      end
+      ids[#ids + 1] = id
+      RC = RC + 1
+    end
   end
-  activate(id, m, now)
-  if m.s == 's' then return 'sched' end
-  return 'ready'
+  NEW[id] = meta
+  METAS[#METAS + 1] = id
+  METAS[#METAS + 1] = meta
+  DATAS[#DATAS + 1] = id
+  DATAS[#DATAS + 1] = payload
+  return status
 end
 local out = {0}
-local i = 4
-while arg(i) do
-  table.insert(out, add(arg(i), arg(i + 1), arg(i + 2), arg(i + 3), arg(i + 4), tonumber(arg(i + 5)),
-    tonumber(arg(i + 6)), arg(i + 7), arg(i + 8) == '1', KEYS[12 + NL + tonumber(arg(i + 9))],
-    tonumber(arg(i + 10)), tonumber(arg(i + 11)), arg(i + 12)))
-  i = i + 13
+local A, i = ARGV, 2 + NL + 4
+while A[i] do
+  -- Arguments that go back to Redis stay strings: Redis would format a
+  -- number back.
+  out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
+    KEYS[12 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9])
+  i = i + 10
 end
-out[1] = ready_count()
+if #METAS > 0 then
+  redis.call('HSET', META, unpack(METAS))
+  redis.call('HSET', DATA, unpack(DATAS))
+end
+for label, ids in pairs(PUSH) do
+  local n = #ids
+  local len = redis.call('RPUSH', LIST[label], unpack(ids))
+  redis.call('HINCRBY', COUNT, 'r:' .. label, n)
+  -- A Claim waits only after finding nothing ready, so a wake-up token is
+  -- needed only for the jobs among the first 64 of their list.
+  if len - n < 64 then wake(math.min(n, 64 - (len - n))) end
+end
+out[1] = RC
+return out
+`)
+
+// AddReady adds plain jobs: no key, no group, due now, not written back
+// (Store.runAdd decides). It declares only the keys it touches: KEYS are
+// meta, data, count, wake, the ready lists the jobs go to, then their seen
+// bitmaps. ARGV: capacity, number of those lists m, number of the shard's
+// ready counters nf, the counters' fields, the counter field of each of
+// the m lists, then per job: id, index of its list among the m, index of
+// its seen bitmap, seen offset, meta record (complete: state q), payload.
+// Returns {ready, then per job 'ready', 'full' or 'seen'}, like Add, whose
+// rules for these jobs it applies with about n + 6 commands and no cjson.
+var scriptAddReady = newRawScript("add-ready", `
+local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local A = ARGV
+local cap, m, nf = tonumber(A[1]), tonumber(A[2]), tonumber(A[3])
+local fields = {}
+for i = 1, nf do fields[i] = A[3 + i] end
+local rc = 0
+for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do rc = rc + (tonumber(v) or 0) end
+local out, metas, datas, push = {0}, {}, {}, {}
+local i = 4 + nf + m
+while A[i] do
+  local id, seen, off = A[i], KEYS[4 + m + tonumber(A[i + 2])], A[i + 3]
+  if redis.call('SETBIT', seen, off, 1) == 1 then
+    out[#out + 1] = 'seen'
+  elseif rc >= cap then
+    redis.call('SETBIT', seen, off, 0)
+    out[#out + 1] = 'full'
+  else
+    rc = rc + 1
+    metas[#metas + 1] = id
+    metas[#metas + 1] = A[i + 4]
+    datas[#datas + 1] = id
+    datas[#datas + 1] = A[i + 5]
+    local li = tonumber(A[i + 1])
+    local ids = push[li]
+    if not ids then
+      ids = {}
+      push[li] = ids
+    end
+    ids[#ids + 1] = id
+    out[#out + 1] = 'ready'
+  end
+  i = i + 6
+end
+if #metas > 0 then
+  redis.call('HSET', META, unpack(metas))
+  redis.call('HSET', DATA, unpack(datas))
+end
+for li, ids in pairs(push) do
+  local n = #ids
+  local len = redis.call('RPUSH', KEYS[4 + li], unpack(ids))
+  redis.call('HINCRBY', COUNT, A[3 + nf + li], n)
+  -- A wake-up token for each job among the first 64 of its list, at
+  -- most 64 on the wake list (as Add).
+  if len - n < 64 then
+    local k = math.min(n, 64 - (len - n), 64 - redis.call('LLEN', WAKE))
+    if k > 0 then
+      local t = {}
+      for j = 1, k do t[j] = '1' end
+      redis.call('RPUSH', WAKE, unpack(t))
+    end
+  end
+end
+out[1] = rc
 return out
 `)
 
@@ -474,17 +608,22 @@ return 0
 `)
 )
 
-// script is a job script: luaHeader followed by its body.
+// script is a job script: luaHeader followed by its body (the add script:
+// luaBase and its body).
 type script struct {
 	name string
 	*redis.Script
 }
 
 func newScript(name, body string) script {
-	return script{name: name, Script: redis.NewScript(luaHeader + body)}
+	return newRawScript(name, luaHeader+body)
 }
 
-// jobScripts lists the scripts that use the shared key layout, for loading
-// and for TestScriptsDeclareKeys.
-var jobScripts = []script{scriptAdd, scriptClaim, scriptSettle, scriptCancel,
+func newRawScript(name, src string) script {
+	return script{name: name, Script: redis.NewScript(src)}
+}
+
+// jobScripts lists the job scripts (all but add-ready use the shared key
+// layout), for loading and for TestScriptsDeclareKeys.
+var jobScripts = []script{scriptAdd, scriptAddReady, scriptClaim, scriptSettle, scriptCancel,
 	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge}

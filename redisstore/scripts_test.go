@@ -150,6 +150,7 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	add(queue.Job[int]{Key: "f", RunAt: clk.Now().Add(time.Hour), Payload: 7})
 	j = claim()
 	add(queue.Job[int]{Key: "e", Payload: 8}) // rerun, removed by Purge
+	add(queue.Job[int]{Payload: 9})           // add-ready, removed by Purge
 	_, err = s.Purge(ctx)
 	must(t, err)
 	must(t, s.Complete(ctx, j))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type shard struct {
 	ks      keyspace
 	args    []any // ARGV prefix: label count, default label, labels
 	labels  []string
+	fields  []any // the ready counters' fields ("r:" + label), like labels
 	sharded bool
 
 	healthy   atomic.Bool
@@ -49,6 +51,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	sh.args = append(sh.args, len(labels), def)
 	for _, l := range labels {
 		sh.args = append(sh.args, l)
+		sh.fields = append(sh.fields, "r:"+l)
 		if sh.label != "" {
 			sh.label += ","
 		}
@@ -62,14 +65,10 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 }
 
 // serves reports whether the shard serves the priority label.
-func (sh *shard) serves(label string) bool {
-	for _, l := range sh.labels {
-		if l == label {
-			return true
-		}
-	}
-	return false
-}
+func (sh *shard) serves(label string) bool { return sh.labelIndex(label) >= 0 }
+
+// labelIndex returns the index of label in sh.labels, or -1.
+func (sh *shard) labelIndex(label string) int { return slices.Index(sh.labels, label) }
 
 // run calls a job script with the shard's key layout.
 func (sh *shard) run(ctx context.Context, c redis.Scripter, s script, keys []string, args ...any) *redis.Cmd {
