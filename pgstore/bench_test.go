@@ -2,9 +2,11 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +17,8 @@ import (
 
 // Benchmarks against the test server (QUEUE_PG_URL). Burn-down size:
 // PGSTORE_BENCH_N (default 10000); workers: PGSTORE_BENCH_WORKERS
-// (default 20). For example:
+// (default 20); claim batch size: PGSTORE_BENCH_CLAIM_BATCH (default
+// pgstore's). For example:
 //
 //	PGSTORE_BENCH_N=100000 go test -run '^$' -bench . -benchtime 1x ./pgstore
 
@@ -72,6 +75,37 @@ func BenchmarkEnqueueKeyed(b *testing.B) {
 	reportLatency(b, lat)
 }
 
+// BenchmarkEnqueueConcurrent measures single Adds from 1 and 10
+// goroutines at once (the durable comparison's insert case): commits from
+// concurrent Adds must not serialise.
+func BenchmarkEnqueueConcurrent(b *testing.B) {
+	for _, g := range []int{1, 10} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			e := newEnv(b)
+			e.pool = newPool(b, pgURL(), int32(g+4))
+			s := benchStore(b, e, pgstore.WithCapacityCheck(false))
+			defer s.Close(bg)
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range g {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						if _, err := s.Add(bg, queue.Job[int]{Payload: 1}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
 func reportLatency(b *testing.B, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
@@ -81,8 +115,9 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
-// BenchmarkEnqueueMany measures batch insert: 1000 jobs per op, with COPY
-// (no keys) and with the unnest insert (keys).
+// BenchmarkEnqueueMany measures batch insert: PGSTORE_BENCH_BATCH jobs per
+// op (default 1000; the durable comparison inserts 100000 at once), with
+// COPY (no keys) and with the unnest insert (keys).
 func BenchmarkEnqueueMany(b *testing.B) {
 	for _, keyed := range []bool{false, true} {
 		name := "copy"
@@ -92,7 +127,7 @@ func BenchmarkEnqueueMany(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			e := newEnv(b)
 			s := benchStore(b, e)
-			const batch = 1000
+			batch := benchEnv("PGSTORE_BENCH_BATCH", 1000)
 			jobs := make([]queue.Job[int], batch)
 			n := 0
 			for b.Loop() {
@@ -130,7 +165,11 @@ func BenchmarkBurnDown(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		s2 := newStore[int](b, e)
+		var opts []pgstore.Option
+		if cb := benchEnv("PGSTORE_BENCH_CLAIM_BATCH", 0); cb > 0 {
+			opts = append(opts, pgstore.WithBatchSizes(cb, pgstore.DefaultWriteBatch))
+		}
+		s2 := newStore[int](b, e, opts...)
 		var done atomic.Int64
 		finished := make(chan struct{})
 		q, err := queue.New(func(context.Context, queue.Job[int]) error {

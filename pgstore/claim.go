@@ -10,12 +10,13 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// Claim implements queue.Store. Claims are batched: one goroutine claims
-// as many jobs as there are Claim callers waiting (up to the claim batch
-// size) in one statement, with FOR UPDATE SKIP LOCKED, and hands them to
-// the callers in priority, run_at, id order, first come first served. No
-// transaction stays open while a job runs: the claim is a lease recorded
-// in the row.
+// Claim implements queue.Store. Claims are batched: the writer claims the
+// next jobs of the workers whose outcomes it writes in the same
+// transaction, and a fetcher goroutine claims for the other Claim callers
+// waiting, each up to the claim batch size in one statement, with FOR
+// UPDATE SKIP LOCKED; the jobs go to the callers in priority, run_at, id
+// order, first come first served. No transaction stays open while a job
+// runs: the claim is a lease recorded in the row.
 //
 // Claim blocks until Start. After Drain (and Close) it returns the jobs
 // already claimed for this process, then queue.ErrDrained.
@@ -31,6 +32,7 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 		if len(s.spare) > 0 {
 			j := s.spare[0]
 			s.spare = s.spare[1:]
+			s.promised = max(s.promised-1, 0)
 			s.handMu.Unlock()
 			if s.take(j.ID) {
 				return j, nil
@@ -77,13 +79,68 @@ func (s *Store[T]) withdraw(w chan queue.Job[T]) {
 	}
 }
 
-// want returns how many jobs to claim: one per Claim caller waiting
-// without a job, plus one per worker about to come back for its next job
-// (see expectClaims), less the jobs kept in spare.
-func (s *Store[T]) want() int {
+// want reserves and returns how many jobs the fetcher should claim, at
+// most limit: one per Claim caller waiting without a job, plus one per
+// worker about to come back for its next job (see expectClaims), less the
+// jobs kept in spare and those being claimed already. The caller releases
+// the reservation when the claim is handed out.
+func (s *Store[T]) want(limit int) int {
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
-	return max(len(s.waiters), len(s.waiters)+int(s.expect.Swap(0))-len(s.spare), 0)
+	n := min(max(len(s.waiters)+int(s.expect.Swap(0))-s.freeSpare()-s.claiming, 0), limit)
+	s.claiming += n
+	return n
+}
+
+// freeSpare is the number of spare jobs not promised to workers about to
+// come back from an outcome (see promise).
+func (s *Store[T]) freeSpare() int {
+	s.promised = min(s.promised, len(s.spare))
+	return len(s.spare) - s.promised
+}
+
+// promise notes that the workers of n outcomes just written will take
+// spare jobs claimed for them: a write batch built meanwhile must not
+// count those jobs as free.
+func (s *Store[T]) promise(n int) {
+	s.handMu.Lock()
+	s.promised = min(s.promised+n, len(s.spare))
+	s.handMu.Unlock()
+}
+
+// refill reserves and returns how many jobs a write batch that ends n
+// runs claims in its own transaction, for the workers about to call Claim
+// again and those waiting (less the free spare jobs and those being
+// claimed already), so that each finds its next job waiting when its
+// outcome returns: one round trip and one commit per worker cycle instead
+// of two. rest is what it leaves to the fetcher (beyond the claim batch
+// size). None once drained.
+func (s *Store[T]) refill(n int) (claim, rest int) {
+	if n <= 0 || s.drained.Load() {
+		return 0, 0
+	}
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	need := max(n+len(s.waiters)-s.freeSpare()-s.claiming, 0)
+	claim = min(need, s.o.claimBatch)
+	s.claiming += claim
+	return claim, need - claim
+}
+
+// claimDone releases a reservation of want or refill once its jobs are
+// handed out (or the claim failed); a caller still waiting then gets the
+// fetcher's attention, which the reservation may have held back.
+func (s *Store[T]) claimDone(n int) {
+	if n == 0 {
+		return
+	}
+	s.handMu.Lock()
+	s.claiming -= n
+	waiting := len(s.waiters) > 0
+	s.handMu.Unlock()
+	if waiting {
+		kick(s.wakeFetch)
+	}
 }
 
 // expectClaims tells the fetcher that n workers just had their outcome
@@ -142,9 +199,10 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 	poll := time.NewTimer(s.o.pollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil && !s.drained.Load() {
-		want := min(s.want(), s.o.claimBatch)
+		want := s.want(s.o.claimBatch)
 		if want > 0 {
 			n, err := s.fetch(ctx, want)
+			s.claimDone(want)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -191,35 +249,53 @@ func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 		s.noteErr(err)
 		return 0, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	type claimed struct {
-		job     queue.Job[T]
-		weight  int
-		runAt   time.Time
-		payload []byte
-	}
-	var (
-		got   []claimed
-		c     claimed
-		sched *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&c.job.ID, &c.weight, &c.runAt, &sched, &c.job.Attempt, &c.job.MaxAttempts,
-		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload}, func() error {
-		c.job.RunAt = time.Time{}
-		if sched != nil {
-			c.job.RunAt = *sched
-		}
-		got = append(got, c)
-		c = claimed{}
-		return nil
-	})
+	got, err := s.scanClaimed(rows)
 	s.noteErr(err)
 	if err != nil {
 		// The claim may have committed: those jobs are leased to this
 		// process and come back when the lease expires.
 		return 0, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	s.handOutClaimed(got)
+	return len(got), nil
+}
+
+// claimed is one row returned by the claim statement.
+type claimed[T any] struct {
+	job     queue.Job[T]
+	weight  int
+	runAt   time.Time
+	payload []byte
+}
+
+// scanClaimed reads the rows of the claim statement.
+func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
+	var (
+		got   []claimed[T]
+		c     claimed[T]
+		sched *time.Time
+	)
+	_, err := pgx.ForEachRow(rows, []any{&c.job.ID, &c.weight, &c.runAt, &sched, &c.job.Attempt, &c.job.MaxAttempts,
+		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload}, func() error {
+		c.job.RunAt = time.Time{}
+		if sched != nil {
+			c.job.RunAt = *sched
+		}
+		got = append(got, c)
+		c = claimed[T]{}
+		return nil
+	})
+	return got, err
+}
+
+// handOutClaimed hands committed claims to the Claim callers in priority,
+// run_at, id order; a job whose payload does not decode is dead-lettered.
+func (s *Store[T]) handOutClaimed(got []claimed[T]) {
+	if len(got) == 0 {
+		return
+	}
 	s.ready.Add(-int64(len(got)))
-	slices.SortFunc(got, func(a, b claimed) int {
+	slices.SortFunc(got, func(a, b claimed[T]) int {
 		if a.weight != b.weight {
 			return a.weight - b.weight
 		}
@@ -237,7 +313,6 @@ func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 		}
 		s.handOut(c.job)
 	}
-	return len(got), nil
 }
 
 // DecodeError is the cause recorded for a job whose payload could not be

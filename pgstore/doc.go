@@ -42,10 +42,8 @@
 //
 // # Claims, leases and outcomes
 //
-// One goroutine per process claims jobs with FOR UPDATE SKIP LOCKED in
-// priority, run_at, id order — as many as Claim callers wait, plus one for
-// each worker whose outcome was just written (it is about to ask again) —
-// and sets the lease owner and expiry in the same statement. No
+// Jobs are claimed with FOR UPDATE SKIP LOCKED in priority, run_at, id
+// order, setting the lease owner and expiry in the same statement. No
 // transaction stays open while a job runs. A claimed job not yet handed
 // out is extended with the running ones and given back by Close.
 //
@@ -61,6 +59,13 @@
 // retried; a job whose outcome could not be written is rescued when its
 // lease expires and runs again (at-least-once).
 //
+// The writer's batch also claims, in the same transaction, the next jobs
+// of the workers whose runs it ends (and of Claim callers waiting), up to
+// the claim batch size: a busy worker's cycle costs one round trip and one
+// commit, and it finds its next job waiting when its outcome returns. A
+// fetcher goroutine claims for the Claim callers nobody else claims for
+// (at start, after an idle spell, beyond the claim batch size).
+//
 // # Scheduling and wake-ups
 //
 // Every process promotes its queue's due scheduled and retryable jobs to
@@ -70,6 +75,14 @@
 // and wakes the claimer and promoter, so a new job starts within
 // milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in
 // transaction mode) is enough, at the poll interval's latency.
+//
+// A NOTIFY holds a lock shared by the whole server from its commit's start
+// to its end, so that notifying in every insert would serialise concurrent
+// inserts. Add therefore notifies after its insert committed, from one
+// goroutine per store, at most every 5 ms: each Add is covered by a
+// notification sent after its commit, within a few milliseconds; the
+// adding process itself is woken at once. EnqueueTx, EnqueueMany,
+// promotions and the janitor notify in their own transaction (at commit).
 //
 // # Leader and janitor
 //

@@ -56,7 +56,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	if s.o.checkCapacity {
 		capacity = s.cfg.Capacity
 	}
-	added, err := s.add(ctx, s.pool, &job, capacity)
+	added, err := s.add(ctx, s.pool, &job, capacity, "")
 	if err != nil {
 		if !errors.Is(err, queue.ErrDuplicate) && !errors.Is(err, queue.ErrQueueFull) {
 			s.noteErr(err)
@@ -68,9 +68,11 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	case added.Coalesced:
 	case added.Scheduled:
 		kick(s.wakePromote)
+		s.notifyAdded()
 	default:
 		s.ready.Add(1)
 		kick(s.wakeFetch)
+		s.notifyAdded()
 	}
 	return added, nil
 }
@@ -84,10 +86,11 @@ func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (
 	if !s.bound.Load() {
 		return queue.Added{}, ErrNotBound
 	}
-	return s.add(ctx, tx, &job, 0)
+	return s.add(ctx, tx, &job, 0, s.channel)
 }
 
-func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capacity int) (queue.Added, error) {
+// add inserts job with db; channel, if not empty, is notified at commit.
+func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capacity int, channel string) (queue.Added, error) {
 	now := s.cfg.Clock.Now()
 	r, err := s.prepare(job, now)
 	if err != nil {
@@ -104,7 +107,7 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 		notes   int
 	)
 	err = db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
-		job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, s.channel,
+		job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
 	).Scan(&ok, &id, &state, &dup, &notes)
 	if err != nil {
 		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
@@ -119,12 +122,18 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	}
 }
 
-// EnqueueMany inserts jobs in one transaction and returns, for each job in
+// EnqueueMany inserts jobs in one statement and returns, for each job in
 // order, what became of it: an Added with ID 0 means the job was skipped
 // because its key or group was taken (EnqueueMany never coalesces). Jobs
 // without key or group are written with COPY. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
 // nothing is inserted. The store must have been passed to queue.New.
+//
+// It takes two round trips: one for the IDs (taken from the table's
+// sequence beforehand, so that inserted rows can be matched to the input;
+// sequences are not transactional, so a failed insert only leaves a gap)
+// and the insert itself, a single statement and so all or nothing. Other
+// processes are notified after it committed, as for Add.
 func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queue.Added, error) {
 	if !s.bound.Load() {
 		return nil, ErrNotBound
@@ -144,16 +153,16 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		keyed = keyed || jobs[i].Key != "" || jobs[i].Group != ""
 	}
 	out := make([]queue.Added, len(jobs))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		ids, err := s.allocIDs(ctx, tx, len(jobs))
+	err := func() error {
+		ids, err := s.allocIDs(ctx, len(jobs))
 		if err != nil {
 			return err
 		}
 		inserted := make(map[int64]bool, len(jobs))
 		if keyed {
-			err = s.insertUnnest(ctx, tx, jobs, rows, ids, now, inserted)
+			err = s.insertUnnest(ctx, jobs, rows, ids, now, inserted)
 		} else {
-			err = s.insertCopy(ctx, tx, jobs, rows, ids, now, inserted)
+			err = s.insertCopy(ctx, jobs, rows, ids, now, inserted)
 		}
 		if err != nil {
 			return err
@@ -164,34 +173,43 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 			}
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		s.noteErr(err)
 		return nil, fmt.Errorf("pgstore: enqueue many: %w", err)
 	}
-	var ready int64
+	var ready, added int64
 	for i := range out {
-		if out[i].ID != 0 && !out[i].Scheduled {
-			ready++
+		if out[i].ID != 0 {
+			added++
+			if !out[i].Scheduled {
+				ready++
+			}
 		}
 	}
 	s.ready.Add(ready)
 	kick(s.wakeFetch)
 	kick(s.wakePromote)
+	if added > 0 {
+		s.notifyAdded()
+	}
 	return out, nil
 }
 
 // allocIDs takes n IDs from the jobs table's sequence, so that inserted
-// rows can be matched to the input.
-func (s *Store[T]) allocIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
-	rows, err := tx.Query(ctx, "SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2::integer)", s.q.jobs, n)
+// rows can be matched to the input. The sequence is looked up once per
+// statement (materialised): pg_get_serial_sequence per row searched the
+// catalog for every ID and took longer than the COPY itself.
+func (s *Store[T]) allocIDs(ctx context.Context, n int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence($1, 'id')::regclass AS seq)
+SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`, s.q.jobs, n)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-func (s *Store[T]) insertUnnest(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+func (s *Store[T]) insertUnnest(ctx context.Context, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
 	n := len(jobs)
 	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]bool, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
@@ -200,20 +218,20 @@ func (s *Store[T]) insertUnnest(ctx context.Context, tx pgx.Tx, jobs []queue.Job
 		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.scheduled, r.payload
 		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
 	}
-	res, err := tx.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
-		keys, groups, targets, payloads, now, s.channel)
+	res, err := s.pool.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
+		keys, groups, targets, payloads, now)
 	if err != nil {
 		return err
 	}
-	var id, notes int64
-	_, err = pgx.ForEachRow(res, []any{&id, &notes}, func() error {
+	var id int64
+	_, err = pgx.ForEachRow(res, []any{&id}, func() error {
 		inserted[id] = true
 		return nil
 	})
 	return err
 }
 
-func (s *Store[T]) insertCopy(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
 	cols := []string{"id", "queue", "state", "priority", "run_at", "scheduled_at", "max_attempts", "target", "payload", "created_at"}
 	i := 0
 	src := pgx.CopyFromFunc(func() ([]any, error) {
@@ -229,10 +247,7 @@ func (s *Store[T]) insertCopy(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T
 		i++
 		return vals, nil
 	})
-	if _, err := tx.CopyFrom(ctx, s.q.jobsIdent, cols, src); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1::text, $2::text)", s.channel, s.cfg.Name); err != nil {
+	if _, err := s.pool.CopyFrom(ctx, s.q.jobsIdent, cols, src); err != nil {
 		return err
 	}
 	for _, id := range ids {

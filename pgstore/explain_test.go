@@ -13,7 +13,9 @@ import (
 // TestExplainUsesIndexes fills the table with a realistic mix — mostly
 // finished history, a backlog in three priorities, scheduled and running
 // jobs, two queues — and checks that the plans of the claim, promotion and
-// rescue statements use their partial indexes and never scan the table.
+// rescue statements use their partial indexes, those of a batch of
+// outcomes and of heartbeats the primary key, and that none scans the
+// table.
 //
 // The default is 200 000 rows, which loads in a few seconds and is far past
 // the size where PostgreSQL would pick a sequential scan if it could; set
@@ -49,6 +51,14 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 
 	s := newStore[int](t, e)
 	claimSQL, promoteSQL, rescueSQL := pgstore.HotSQL(s)
+	completeSQL, heartbeatSQL := pgstore.OutcomeSQL(s)
+	// A write batch of a few hundred outcomes: their rows are found by
+	// primary key, never by reading the table or every running job.
+	var ids []int64
+	var attempts []int32
+	for i := range 500 {
+		ids, attempts = append(ids, int64(1+200*i)), append(attempts, 1)
+	}
 	now := time.Now()
 	for _, c := range []struct {
 		name, sql, index string
@@ -57,6 +67,8 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", now.Add(time.Minute)}},
 		{"promote", promoteSQL, "queuekit_jobs_due_idx", []any{"explain", now, 1000, 10000, now.Add(10 * time.Second), "chan"}},
 		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3}},
+		{"complete", completeSQL, "queuekit_jobs_pkey", []any{ids, attempts, "w", now}},
+		{"heartbeat", heartbeatSQL, "queuekit_jobs_pkey", []any{ids, "w", now, now.Add(time.Minute)}},
 	} {
 		var plan []map[string]any
 		if err := e.pool.QueryRow(bg, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {

@@ -10,3 +10,9 @@ func IdleFetches[T any](s *Store[T]) int64 { return s.idleFetches.Load() }
 func HotSQL[T any](s *Store[T]) (claim, promote, rescue string) {
 	return s.q.claim, s.q.promote, s.q.rescue
 }
+
+// OutcomeSQL returns the statements that end runs and extend leases by
+// job ID, for EXPLAIN.
+func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
+	return s.q.complete, s.q.heartbeat
+}

@@ -143,8 +143,8 @@ func (s *Store[T]) rescueOnce(ctx context.Context) (int, error) {
 		var deadIDs []int64
 		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.dead, &r.key, &r.target, &r.weight, &r.attempt}, func() error {
 			got = append(got, r)
-			if r.dead {
-				deadIDs = append(deadIDs, r.id)
+			if r.dead && r.key != "" {
+				deadIDs = append(deadIDs, r.id) // only keyed jobs can have reruns
 			}
 			return nil
 		})

@@ -75,11 +75,15 @@ func room(param string) string { return strings.ReplaceAll(roomSQL, "$CAP", para
 //
 // $1 queue, $2 state, $3 priority, $4 run_at, $5 scheduled_at, $6
 // max_attempts, $7 key, $8 group, $9 target, $10 payload, $11 now, $12
-// coalesce, $13 capacity (0: no check), $14 channel.
+// coalesce, $13 capacity (0: no check), $14 channel (empty: no NOTIFY).
+//
+// The explicit non-empty key test lets the planner use the partial key indexes
+// (their predicate must be implied by the query's, and key = $7 proves
+// nothing about a generic plan's parameter).
 var sqlAdd = `
 WITH run AS (
     SELECT id FROM {jobs}
-    WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND state = 'running'
+    WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND key <> '' AND state = 'running'
     FOR SHARE
 ),
 room AS (
@@ -96,23 +100,26 @@ ins AS (
 SELECT (SELECT ok FROM room),
     (SELECT id FROM ins),
     coalesce((SELECT state FROM ins), ''),
-    EXISTS (SELECT 1 FROM {jobs} WHERE $7::text <> '' AND queue = $1::text AND key = $7::text
+    EXISTS (SELECT 1 FROM {jobs} WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND key <> ''
         AND state IN ('scheduled', 'available', 'running', 'retryable', 'pending')),
-    (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending') n)`
+    (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending' AND $14::text <> '') n)`
 
 // sqlClaim takes up to $3 due available jobs of queue $1 in priority,
 // run_at, id order, leasing them to $4 until $5. $2 is now.
+//
+// The picked IDs are an array, so that the update finds its rows through
+// the primary key whatever the row estimates: a join with the picked rows
+// could be planned as a hash join over the whole table when the limit is
+// not known (a generic plan).
 const sqlClaim = `
-WITH picked AS (
+UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
+    lease_expires_at = $5::timestamptz, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
+WHERE j.id = ANY (ARRAY(
     SELECT id FROM {jobs}
     WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz
     ORDER BY priority, run_at, id
     LIMIT $3::bigint
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
-    lease_expires_at = $5::timestamptz, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
-FROM picked WHERE j.id = picked.id
+    FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload`
 
 // sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
@@ -151,48 +158,66 @@ const sqlNextDue = `
 SELECT (SELECT min(run_at) FROM {jobs} WHERE queue = $1::text AND state IN ('scheduled', 'retryable')),
     (SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE queue = $1::text AND state = 'available' LIMIT $2::bigint) c)`
 
+// byIDs is how the statements that take a list of job IDs find their rows:
+// through the primary key, always. Given the list itself, the planner
+// weighs one index probe per ID against reading the table, and for a few
+// hundred IDs in a table of a few hundred thousand rows it read the table,
+// once per write batch (and joining the list as a table could also be
+// planned as a scan of every running job). The list wrapped in an
+// ARRAY(subquery) has an unknown length, costed as a few IDs, so the
+// primary key is chosen whatever the batch size and the statistics.
+func byIDs(param string) string { return "ANY (ARRAY(SELECT unnest(" + param + "::bigint[])))" }
+
+// at is the position of row j's ID in $1, which the writer sorts
+// ascending: the value for j in a parallel array $n is ($n::type[])[at].
+// width_bucket is a binary search, so that no join with the input is
+// needed (one that the planner could make quadratic with a nested loop).
+const at = "width_bucket(j.id, $1::bigint[])"
+
 // sqlHeartbeat extends the leases of $1 held by $2 to $4; $3 is now.
-const sqlHeartbeat = `
+var sqlHeartbeat = `
 UPDATE {jobs} SET lease_expires_at = $4::timestamptz, heartbeat_at = $3::timestamptz
-WHERE id = ANY($1::bigint[]) AND state = 'running' AND lease_owner = $2::text
+WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text
 RETURNING id`
 
-// sqlComplete ends the runs ($1 IDs, $2 attempts) that $3 still holds; $4
-// is now.
-const sqlComplete = `
+// sqlComplete ends the runs ($1 IDs, sorted; $2 attempts) that $3 still
+// holds; $4 is now.
+var sqlComplete = `
 UPDATE {jobs} j SET state = 'completed', finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL
-FROM unnest($1::bigint[], $2::integer[]) AS b(id, attempt)
-WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
+WHERE j.id = ` + byIDs("$1") + ` AND j.attempt = ($2::integer[])[` + at + `]
+    AND j.state = 'running' AND j.lease_owner = $3::text
 RETURNING j.id`
 
-// sqlDead ends the runs ($1 IDs, $2 attempts, $5 errors) that $3 still
-// holds as dead or cancelled ($6 states); $4 is now.
-const sqlDead = `
-UPDATE {jobs} j SET state = b.st, finalized_at = $4::timestamptz, lease_owner = NULL, lease_expires_at = NULL,
-    last_error = b.err,
-    errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $4::timestamptz, 'error', b.err))
-FROM unnest($1::bigint[], $2::integer[], $5::text[], $6::text[]) AS b(id, attempt, err, st)
-WHERE j.id = b.id AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $3::text
+// sqlDead ends the runs ($1 IDs, sorted; $2 attempts, $5 errors) that $3
+// still holds as dead or cancelled ($6 states); $4 is now.
+var sqlDead = `
+UPDATE {jobs} j SET state = ($6::text[])[` + at + `], finalized_at = $4::timestamptz,
+    lease_owner = NULL, lease_expires_at = NULL,
+    last_error = ($5::text[])[` + at + `],
+    errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $4::timestamptz,
+        'error', ($5::text[])[` + at + `]))
+WHERE j.id = ` + byIDs("$1") + ` AND j.attempt = ($2::integer[])[` + at + `]
+    AND j.state = 'running' AND j.lease_owner = $3::text
 RETURNING j.id`
 
 // sqlLockRows locks rows $1 in ID order. Retry runs it first so that a
 // concurrent Add holding a share lock on one of them has committed (and
 // its rerun is visible) before sqlRetry looks for reruns.
-const sqlLockRows = `SELECT id FROM {jobs} WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`
+var sqlLockRows = `SELECT id FROM {jobs} WHERE id = ` + byIDs("$1") + ` ORDER BY id FOR UPDATE`
 
-// sqlRetry puts runs back ($1 IDs, $2 attempts, $3 times, $4 errors, $5
-// true for Defer: no attempt used, no error) unless the key has a rerun
-// waiting, in which case the run is cancelled (superseded). $6 is the
-// owner, $7 now.
-const sqlRetry = `
-WITH b AS (
-    SELECT * FROM unnest($1::bigint[], $2::integer[], $3::timestamptz[], $4::text[], $5::boolean[]) AS b(id, attempt, at, err, undo)
-),
-t AS (
-    SELECT j.id, b.at, b.err, b.undo,
-        EXISTS (SELECT 1 FROM {jobs} r WHERE j.key <> '' AND r.queue = j.queue AND r.key = j.key AND r.state = 'pending') AS sup
-    FROM {jobs} j JOIN b ON j.id = b.id
-    WHERE j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = $6::text
+// sqlRetry puts runs back ($1 IDs, sorted; $2 attempts, $3 times, $4
+// errors, $5 true for Defer: no attempt used, no error) unless the key has
+// a rerun waiting, in which case the run is cancelled (superseded). $6 is
+// the owner, $7 now.
+var sqlRetry = `
+WITH t AS (
+    SELECT j.id, ($3::timestamptz[])[` + at + `] AS at, ($4::text[])[` + at + `] AS err,
+        ($5::boolean[])[` + at + `] AS undo,
+        EXISTS (SELECT 1 FROM {jobs} r WHERE j.key <> '' AND r.queue = j.queue AND r.key = j.key AND r.key <> ''
+            AND r.state = 'pending') AS sup
+    FROM {jobs} j
+    WHERE j.id = ` + byIDs("$1") + ` AND j.attempt = ($2::integer[])[` + at + `]
+        AND j.state = 'running' AND j.lease_owner = $6::text
 )
 UPDATE {jobs} j SET
     state = CASE WHEN t.sup THEN 'cancelled' ELSE 'retryable' END,
@@ -212,14 +237,18 @@ RETURNING j.id, t.sup`
 // has room ($4), else retryable at its time or at $5 (RequeueDelay later).
 // $3 is now, $6 the channel. It runs after the statements that ended the
 // jobs, in a new snapshot, so it sees reruns added while they waited.
+//
+// The explicit non-empty key tests let the planner use the partial
+// indexes on (queue, key): without them it scanned the whole table, once
+// per write batch, which made every outcome slower as the table grew.
 var sqlReleaseReruns = `
 WITH k AS (
-    SELECT DISTINCT key FROM {jobs} WHERE id = ANY($2::bigint[]) AND key <> ''
+    SELECT DISTINCT key FROM {jobs} WHERE id = ` + byIDs("$2") + ` AND key <> ''
 ),
 r AS (
     SELECT p.id FROM {jobs} p JOIN k ON p.key = k.key
-    WHERE p.queue = $1::text AND p.state = 'pending'
-        AND NOT EXISTS (SELECT 1 FROM {jobs} l WHERE l.queue = p.queue AND l.key = p.key AND l.state IN {live})
+    WHERE p.queue = $1::text AND p.key <> '' AND p.state = 'pending'
+        AND NOT EXISTS (SELECT 1 FROM {jobs} l WHERE l.queue = p.queue AND l.key = p.key AND l.key <> '' AND l.state IN {live})
     ORDER BY p.id
     FOR UPDATE OF p
 ),
@@ -248,9 +277,9 @@ RETURNING id`
 const sqlWaitingKeys = `SELECT id, key FROM {jobs} WHERE queue = $1::text AND key <> '' AND state IN {waiting}`
 
 // sqlCancelIDs cancels the jobs $1 that are still waiting; $2 is now.
-const sqlCancelIDs = `
+var sqlCancelIDs = `
 UPDATE {jobs} SET state = 'cancelled', finalized_at = $2::timestamptz
-WHERE id IN (SELECT id FROM {jobs} WHERE id = ANY($1::bigint[]) AND state IN {waiting} ORDER BY id FOR UPDATE)
+WHERE id IN (SELECT id FROM {jobs} WHERE id = ` + byIDs("$1") + ` AND state IN {waiting} ORDER BY id FOR UPDATE)
     AND state IN {waiting}
 RETURNING id`
 
@@ -329,7 +358,7 @@ const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = 
 // sqlInsertMany inserts jobs with preallocated IDs, skipping those whose
 // key or group is taken. $1 queue, $2 IDs, $3 states, $4 priorities, $5
 // run_at, $6 scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10
-// targets, $11 payloads, $12 now, $13 channel.
+// targets, $11 payloads, $12 now.
 const sqlInsertMany = `
 WITH ins AS (
     INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
@@ -341,10 +370,10 @@ WITH ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id
 )
-SELECT id, (SELECT count(*) FROM (SELECT pg_notify($13::text, $1::text) FROM ins LIMIT 1) n) FROM ins`
+SELECT id FROM ins`
 
 // sqlRelease gives back jobs $1 that $2 claimed but never handed out: they
 // are available again with the attempt undone.
-const sqlRelease = `
+var sqlRelease = `
 UPDATE {jobs} SET state = 'available', attempt = attempt - 1, lease_owner = NULL, lease_expires_at = NULL
-WHERE id = ANY($1::bigint[]) AND state = 'running' AND lease_owner = $2::text`
+WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text`

@@ -73,13 +73,16 @@ type Store[T any] struct {
 	handMu      sync.Mutex
 	waiters     []chan queue.Job[T]
 	spare       []queue.Job[T]
+	claiming    int          // jobs being claimed by statements in flight (handMu)
+	promised    int          // spare jobs claimed for workers returning from an outcome (handMu)
 	expect      atomic.Int64 // workers about to call Claim again
 	heldMu      sync.Mutex
 	held        map[int64]int
 	wakeFetch   chan struct{}
 	wakePromote chan struct{}
 
-	w writer
+	w  writer
+	nt notifier // wake-ups for Add, sent after its commit
 
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
@@ -128,6 +131,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	}
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
+	s.nt.init()
 	s.healthy.Store(true)
 	return s, nil
 }
@@ -255,8 +259,11 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		s.releaseHeld(context.WithoutCancel(ctx))
+		// The writer first: a batch in flight may claim jobs (see
+		// refill), which must be given back too.
 		s.w.close()
+		s.releaseHeld(context.WithoutCancel(ctx))
+		s.closeNotifier()
 		s.resign(context.WithoutCancel(ctx))
 		close(done)
 	}()

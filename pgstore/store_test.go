@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -618,5 +619,102 @@ func TestCancelClaimed(t *testing.T) {
 	}
 	if _, err := s.Add(bg, queue.Job[P]{Key: "k"}); err != nil {
 		t.Fatalf("Add after cancel: %v (the key should be free)", err)
+	}
+}
+
+// TestOutcomesInOneBatch: outcomes of every kind written at once (so that
+// the writer batches them), in an order unrelated to the job IDs, each land
+// on their own row with their own values; an outcome for a run this
+// process no longer holds (another attempt) writes nothing.
+func TestOutcomesInOneBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "batch", queue.SystemClock{})
+	table := jobsTable(e)
+	const n = 60
+	jobs := make([]queue.Job[P], n)
+	for i := range jobs {
+		jobs[i] = queue.Job[P]{Payload: P{N: i}}
+	}
+	if _, err := s.EnqueueMany(bg, jobs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	claimed := make([]queue.Job[P], 0, n)
+	for range n {
+		j, err := s.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = append(claimed, j)
+	}
+	// Reverse the claim order, so that batch order is not ID order.
+	slices.Reverse(claimed)
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, j := range claimed {
+		wg.Go(func() {
+			<-start
+			cause := fmt.Errorf("cause %d", j.ID)
+			switch i % 6 {
+			case 0:
+				errs[i] = s.Complete(bg, j)
+			case 1:
+				errs[i] = s.Dead(bg, j, cause)
+			case 2:
+				errs[i] = s.CancelClaimed(bg, j, cause)
+			case 3:
+				errs[i] = s.Retry(bg, j, at.Add(time.Duration(j.ID)*time.Second), cause)
+			case 4:
+				errs[i] = s.Defer(bg, j, at.Add(time.Duration(j.ID)*time.Second), nil)
+			case 5:
+				stale := j
+				stale.Attempt++ // not the run this process holds
+				errs[i] = s.Complete(bg, stale)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, j := range claimed {
+		var (
+			state   string
+			lastErr *string
+			runAt   time.Time
+			attempt int
+		)
+		if err := e.pool.QueryRow(bg, "SELECT state, last_error, run_at, attempt FROM "+table+" WHERE id = $1", j.ID).
+			Scan(&state, &lastErr, &runAt, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		cause := fmt.Sprintf("cause %d", j.ID)
+		le := ""
+		if lastErr != nil {
+			le = *lastErr
+		}
+		due := at.Add(time.Duration(j.ID) * time.Second)
+		var ok bool
+		switch i % 6 {
+		case 0:
+			ok = errs[i] == nil && state == "completed" && le == ""
+		case 1:
+			ok = errs[i] == nil && state == "dead" && le == cause
+		case 2:
+			ok = errs[i] == nil && state == "cancelled" && le == cause
+		case 3:
+			ok = errs[i] == nil && state == "retryable" && le == cause && runAt.Equal(due) && attempt == 1
+		case 4:
+			ok = errs[i] == nil && state == "retryable" && le == "" && runAt.Equal(due) && attempt == 0
+		case 5:
+			ok = errors.Is(errs[i], pgstore.ErrLeaseLost) && state == "running" && attempt == 1
+		}
+		if !ok {
+			t.Errorf("job %d (outcome %d): err %v; row state %q, last_error %q, run_at %s, attempt %d",
+				j.ID, i%6, errs[i], state, le, runAt, attempt)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +31,7 @@ type op struct {
 	kind    opKind
 	id      int64
 	attempt int
+	key     string // the job's key: only keyed jobs can have reruns to release
 	at      time.Time
 	err     string
 	ids     []int64 // opHeartbeat
@@ -134,14 +137,14 @@ func (w *writer) close() {
 // if this process no longer holds the job. A rerun waiting for the job's
 // key becomes available in the same transaction.
 func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
-	return s.outcome(ctx, &op{kind: opComplete, id: job.ID, attempt: job.Attempt})
+	return s.outcome(ctx, &op{kind: opComplete, id: job.ID, attempt: job.Attempt, key: job.Key})
 }
 
 // Dead implements queue.Store: the job stays in the table, state dead, with
 // cause as its last error and in its error history, until pruned (see
 // WithRetention).
 func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
-	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, err: errText(cause)})
+	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, key: job.Key, err: errText(cause)})
 }
 
 // Retry implements queue.Store. The job waits in state retryable until at;
@@ -149,7 +152,7 @@ func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) erro
 // If a coalesced rerun of its key is waiting, the job is cancelled instead,
 // the rerun becomes ready, and Retry returns queue.ErrSuperseded.
 func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
-	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
+	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, key: job.Key, at: at, err: errText(cause)})
 }
 
 var _ queue.ClaimCanceller[int] = (*Store[int])(nil)
@@ -157,13 +160,13 @@ var _ queue.ClaimCanceller[int] = (*Store[int])(nil)
 // CancelClaimed implements queue.ClaimCanceller: the claimed job ends in
 // the cancelled state with reason, as Dead does in the dead state.
 func (s *Store[T]) CancelClaimed(ctx context.Context, job queue.Job[T], reason error) error {
-	return s.outcome(ctx, &op{kind: opCancel, id: job.ID, attempt: job.Attempt, err: errText(reason)})
+	return s.outcome(ctx, &op{kind: opCancel, id: job.ID, attempt: job.Attempt, key: job.Key, err: errText(reason)})
 }
 
 // Defer implements queue.Store: like Retry, but the attempt is given back,
 // and cause (a downstream's "retry in" reason) is recorded only when given.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
-	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, at: at, err: errText(cause)})
+	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, key: job.Key, at: at, err: errText(cause)})
 }
 
 func (s *Store[T]) outcome(ctx context.Context, o *op) error {
@@ -259,8 +262,16 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		dErr, rErr, dState     []string
 		rAt                    []time.Time
 		rUndo                  []bool
+		keyed                  []int64 // ended jobs with a key
 	)
-	for _, o := range batch {
+	// The statements look each row's values up by its ID's position in
+	// the ID array, which must be ascending (see sqlComplete).
+	sorted := slices.Clone(batch)
+	slices.SortFunc(sorted, func(a, b *op) int { return cmp.Compare(a.id, b.id) })
+	for _, o := range sorted {
+		if o.kind != opHeartbeat && o.key != "" {
+			keyed = append(keyed, o.id)
+		}
 		switch o.kind {
 		case opComplete:
 			cIDs, cAtt = append(cIDs, o.id), append(cAtt, int32(o.attempt))
@@ -310,24 +321,42 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 			return collectIDs(rows, kept)
 		})
 	}
+	ended := len(cIDs) + len(dIDs) + len(rIDs)
 	var rerunReady, reruns int64
-	if ended := len(cIDs) + len(dIDs) + len(rIDs); ended > 0 {
-		ids := make([]int64, 0, ended)
-		ids = append(append(append(ids, cIDs...), dIDs...), rIDs...)
+	if len(keyed) > 0 {
 		capacity := 0
 		if s.o.checkCapacity {
 			capacity = s.cfg.Capacity
 		}
-		b.Queue(s.q.releaseReruns, s.cfg.Name, ids, now, capacity, now.Add(s.cfg.RequeueDelay), s.channel).
+		b.Queue(s.q.releaseReruns, s.cfg.Name, keyed, now, capacity, now.Add(s.cfg.RequeueDelay), s.channel).
 			QueryRow(func(row pgx.Row) error {
 				var notes int64
 				return row.Scan(&rerunReady, &reruns, &notes)
 			})
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	// The workers whose runs end here come back for their next jobs:
+	// claim them in the same transaction.
+	var got []claimed[T]
+	refill, rest := s.refill(ended)
+	if refill > 0 {
+		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, now.Add(s.o.leaseTTL)).Query(func(rows pgx.Rows) error {
+			var err error
+			got, err = s.scanClaimed(rows)
+			return err
+		})
+	}
+	err := s.pool.SendBatch(ctx, b).Close()
+	if err != nil {
+		// Jobs claimed by a batch whose commit is unknown come back when
+		// their lease expires.
+		s.claimDone(refill)
 		return err
 	}
-	// Committed: deliver.
+	// Committed: hand out the claims first, so that each worker finds its
+	// next job when its outcome returns; then deliver.
+	s.handOutClaimed(got)
+	s.promise(ended)
+	s.claimDone(refill)
 	for _, o := range batch {
 		var r opResult
 		switch o.kind {
@@ -343,7 +372,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		}
 		o.res <- r
 	}
-	s.expectClaims(len(cIDs) + len(dIDs) + len(rIDs))
+	s.expectClaims(rest)
 	if rerunReady > 0 {
 		s.ready.Add(rerunReady)
 		kick(s.wakeFetch)

@@ -52,9 +52,13 @@ CREATE INDEX queuekit_jobs_claim_idx ON queuekit_jobs (queue, priority, run_at, 
 CREATE INDEX queuekit_jobs_due_idx ON queuekit_jobs (queue, run_at, id)
     WHERE state IN ('scheduled', 'retryable');
 
--- Janitor: running jobs by lease expiry.
-CREATE INDEX queuekit_jobs_lease_idx ON queuekit_jobs (queue, lease_expires_at)
-    WHERE state = 'running';
+-- Janitor: running jobs by lease expiry. A job has a lease expiry exactly
+-- while it is running; the predicate names the lease rather than the
+-- state so that the statements that end runs (by ID, state = 'running')
+-- cannot be planned as a scan of every running job's entry, dead ones
+-- included, instead of primary-key lookups.
+CREATE INDEX queuekit_jobs_lease_idx ON queuekit_jobs (queue, lease_expires_at, id)
+    WHERE lease_expires_at IS NOT NULL;
 
 -- Retention: final jobs by age.
 CREATE INDEX queuekit_jobs_final_idx ON queuekit_jobs (queue, finalized_at)
