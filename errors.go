@@ -70,7 +70,11 @@ func (e *RateLimitError) Error() string { return e.Message() }
 
 // Message is a ready client-facing message, e.g. "tracker busy, retry in 10 seconds".
 func (e *RateLimitError) Message() string {
-	return fmt.Sprintf("tracker busy, retry in %d seconds", int((e.RetryAfter+time.Second-1)/time.Second))
+	secs := e.RetryAfter / time.Second // rounded up below, without overflowing
+	if e.RetryAfter%time.Second > 0 {
+		secs++
+	}
+	return fmt.Sprintf("tracker busy, retry in %d seconds", int64(secs))
 }
 
 // Is reports whether target is ErrRateLimited.

@@ -67,6 +67,12 @@ type jobMeta struct {
 
 var _ Store[int] = (*MemoryStore[int])(nil)
 
+// MaxMemoryCapacity is the largest WithCapacity the in-memory store
+// accepts: it allocates each priority's ready queue up front, at twice the
+// capacity (about 1 GiB per priority in use at this limit). Durable stores
+// have no such limit.
+const MaxMemoryCapacity = 1 << 23
+
 // NewMemoryStore returns an empty in-memory store, to pass to WithStore
 // (New makes one by itself when none is given).
 func NewMemoryStore[T any]() *MemoryStore[T] {
@@ -81,6 +87,10 @@ func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
 		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
+	}
+	if cfg.Capacity > MaxMemoryCapacity {
+		// Each ready queue is allocated whole, at twice the capacity.
+		return optErr("WithCapacity", cfg.Capacity, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
 	}
 	s.cfg = cfg
 	// Instants count from a day before now, so that every instant the
@@ -206,7 +216,15 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
 	if !s.push(it) {
-		return Added{}, ErrQueueFull
+		if s.Len() >= s.cfg.Capacity {
+			return Added{}, ErrQueueFull
+		}
+		// Below capacity, but the ring's slots are taken by cancelled
+		// items that no worker has skipped yet (every worker is busy):
+		// the job waits in the schedule, due now, until the ring has room.
+		it.at = max(it.at, s.now(), 1)
+		s.sched.push(it, false)
+		return Added{ID: it.id, Scheduled: true}, nil
 	}
 	return Added{ID: it.id}, nil
 }
@@ -296,6 +314,12 @@ func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 			return it, nil
 		}
 		if s.drained.Load() {
+			// Jobs that became ready but found the ring full (coalesced
+			// reruns, jobs crowded out by cancelled ones) wait in the
+			// schedule, due now: the drain runs them too.
+			if s.promoteDrained() > 0 {
+				continue
+			}
 			return item[T]{}, ErrDrained
 		}
 		// Announce, then look again: a push either sees the sleeper and
@@ -435,9 +459,13 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]
 	r := *e.rerun
 	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group, prio: r.prio}
 	if (r.at != 0 && r.at > s.now()) || !s.push(r) {
-		// Not due yet, or no room: it waits in the schedule, never dropped.
+		// Not due yet, or no room: it waits in the schedule, never
+		// dropped. A drain runs it once the ring has room (it is due).
 		if now := s.now(); r.at <= now {
-			r.at = now + int64(s.cfg.RequeueDelay)
+			r.at = now
+			if !s.drained.Load() {
+				r.at += int64(s.cfg.RequeueDelay)
+			}
 		}
 		ne.sched = true
 		s.sched.push(r, false)
@@ -587,11 +615,28 @@ func (s *MemoryStore[T]) reportAll(evs []Event) {
 	}
 }
 
-// promoteN moves due items to the ready queues in bounded batches; s.mu is held.
+// promoteDrained is the drain's promotion: workers run it once the ready
+// queues are empty, as the scheduler no longer does.
+func (s *MemoryStore[T]) promoteDrained() int {
+	s.mu.Lock()
+	n := s.promoteDue()
+	evs := s.takeEvents()
+	s.mu.Unlock()
+	s.reportAll(evs)
+	return n
+}
+
+// promoteN moves due items to the ready queues in bounded batches, unless
+// the store is drained; s.mu is held.
 func (s *MemoryStore[T]) promoteN() int {
 	if s.drained.Load() {
 		return 0
 	}
+	return s.promoteDue()
+}
+
+// promoteDue moves due items to the ready queues in bounded batches; s.mu is held.
+func (s *MemoryStore[T]) promoteDue() int {
 	moved := 0
 	for {
 		now := s.now()

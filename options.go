@@ -41,6 +41,10 @@ const (
 	DefaultSuspendDuration = 300 * time.Second
 )
 
+// minInterval is the shortest scale interval and requeue delay: below it
+// the loops they pace would spin.
+const minInterval = time.Millisecond
+
 // DefaultPriorities are the priority levels used unless WithPriorities is
 // given; "normal" is the default label.
 var DefaultPriorities = []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
@@ -136,7 +140,8 @@ func WithName(name string) Option {
 // job beyond it returns ErrQueueFull. The bound is exact within each
 // priority; across priorities concurrent Enqueue calls may overshoot it by
 // at most the number of concurrent callers. The in-memory store reserves
-// capacity slots per priority level up front.
+// capacity slots per priority level up front and accepts at most
+// MaxMemoryCapacity (New fails beyond it).
 func WithCapacity(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -179,11 +184,13 @@ func WithScaleThresholds(up, down int) Option {
 }
 
 // WithScaleInterval sets how often the pool reconsiders its size (default
-// 1s). It changes by at most one worker per interval.
+// 1s). It changes by at most one worker per interval. The interval must be
+// at least 1ms: the scaler wakes every interval, so a shorter one is a
+// busy loop.
 func WithScaleInterval(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithScaleInterval", d, "must be > 0")
+		if d < minInterval {
+			return optErr("WithScaleInterval", d, "must be >= %s", minInterval)
 		}
 		c.scaleInterval = d
 		return nil
@@ -202,11 +209,13 @@ func WithScalePolicy(p ScalePolicy) Option {
 }
 
 // WithRequeueDelay sets how long a due job waits when the ready queue is
-// full as it is promoted (default 10s). Such a job is never dropped.
+// full as it is promoted (default 10s). Such a job is never dropped. The
+// delay must be at least 1ms: a shorter one makes the scheduler spin while
+// the queue is full.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithRequeueDelay", d, "must be > 0")
+		if d < minInterval {
+			return optErr("WithRequeueDelay", d, "must be >= %s", minInterval)
 		}
 		c.requeueDelay = d
 		return nil

@@ -130,7 +130,8 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 // Start starts the workers, the scaler and the store's background work,
 // and returns at once. ctx bounds the queue's background work: when it is
 // cancelled the queue stops as if Shutdown were called. Start returns
-// ErrStarted if called twice and ErrClosed after Stop.
+// ErrStarted if called twice (the second call changes nothing) and
+// ErrClosed after Stop or Shutdown, even one called before Start.
 func (q *Queue[T]) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -176,7 +177,16 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // once Stop or Shutdown has begun. On error nothing was stored.
 //
 // Jobs enqueued before Start run once the queue starts. A job accepted by
-// Enqueue is never dropped without being counted.
+// Enqueue is never dropped without being counted. An Enqueue that races
+// Stop either returns ErrClosed or is accepted, and then an accepted ready
+// job runs before Stop returns.
+//
+// A handler may call Enqueue on its own queue: it never blocks, so a full
+// queue returns ErrQueueFull at once. The payload is never inspected, so a
+// nil pointer is a valid payload. Keys are stored and compared whole: any
+// length works (a 1 MiB key included), but a key costs its length for as
+// long as its job is pending, and Stats, the /stats page, logs and the
+// recent-error ring show it in full; prefer short keys (a hash).
 func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
 	q.inflight.Add(1)
 	defer q.inflight.Add(-1)
@@ -269,10 +279,16 @@ func (q *Queue[T]) Purge(ctx context.Context) (int, error) {
 // Stop stops accepting jobs (Enqueue returns ErrClosed), lets the workers
 // finish the ready jobs (the in-memory store) or their running jobs
 // (durable stores, whose backlog other processes share), and returns when
-// they are done. Scheduled jobs are kept, not run. If ctx ends first, Stop
-// returns ctx.Err() and the queue keeps draining; calling Stop or Shutdown
-// again waits again. Stop before Start closes the queue; jobs enqueued
-// before it stay in the store.
+// they are done. Ready jobs include coalesced reruns released while Stop
+// drains. Scheduled jobs are kept, not run, and so is a rerun or due job
+// that found the ready queue full and waits WithRequeueDelay. If ctx ends
+// first, Stop returns ctx.Err() — a *StuckError listing the running jobs
+// if there are any — and the queue keeps draining; calling Stop or
+// Shutdown again, from any goroutine, waits again, and returns nil once
+// the queue has stopped. Stop before Start closes the queue at once; jobs
+// enqueued before it stay in the store. A handler that calls Stop waits
+// for itself: Stop returns only when its ctx ends, and the queue stops
+// after the handler returns.
 func (q *Queue[T]) Stop(ctx context.Context) error {
 	q.begin(false)
 	return q.wait(ctx)
@@ -281,9 +297,10 @@ func (q *Queue[T]) Stop(ctx context.Context) error {
 // Shutdown stops accepting jobs, cancels the contexts of running jobs and
 // waits for their handlers to return. Ready and scheduled jobs stay in the
 // store; a job interrupted by Shutdown is put back without using up an
-// attempt. If ctx ends first, Shutdown returns a *StuckError listing the
-// jobs whose handlers have not returned; it matches ctx.Err() with
-// errors.Is.
+// attempt. If ctx ends first — a handler that ignores its context never
+// returns — Shutdown returns a *StuckError listing the jobs whose handlers
+// have not returned; it matches ctx.Err() with errors.Is. The queue then
+// stops (and Done is closed) when the last of them returns.
 func (q *Queue[T]) Shutdown(ctx context.Context) error {
 	q.begin(true)
 	return q.wait(ctx)

@@ -216,12 +216,24 @@ func (t *target) blockedUntil() int64 {
 	}
 	var until int64
 	if !t.suspended.IsZero() {
-		until = t.suspended.UnixNano()
+		until = unixNano(t.suspended)
 	}
 	if t.brk == breakerOpen {
-		until = max(until, t.brkUntil.UnixNano())
+		until = max(until, unixNano(t.brkUntil))
 	}
 	return until
+}
+
+// lastUnixNano is the latest time UnixNano can represent (in 2262).
+var lastUnixNano = time.Unix(0, math.MaxInt64)
+
+// unixNano is t.UnixNano, saturated: a suspension or cool-down set far
+// enough ahead (a huge WithSuspendDuration) must not wrap into the past.
+func unixNano(t time.Time) int64 {
+	if t.After(lastUnixNano) {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // publish records t's state in ts.blocked; t.mu is held, so that two

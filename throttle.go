@@ -165,7 +165,7 @@ func (d *dueTable) set(target, key string, at time.Time, now int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	waiting := d.m[key]
-	if at.IsZero() || at.UnixNano() <= now {
+	if at.IsZero() || unixNano(at) <= now {
 		if _, ok := waiting[target]; ok {
 			delete(waiting, target)
 			d.n--
@@ -181,7 +181,7 @@ func (d *dueTable) set(target, key string, at time.Time, now int64) {
 		if _, ok := waiting[target]; !ok {
 			d.n++
 		}
-		waiting[target] = at.UnixNano()
+		waiting[target] = unixNano(at)
 	}
 	if now >= d.sweep && d.n > 1024 {
 		for k, waiting := range d.m {

@@ -380,6 +380,10 @@ func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
 func (q *Queue[T]) backoff(n int) time.Duration {
 	d := q.cfg.backoffBase
 	for i := 1; i < n && d < q.cfg.backoffMax; i++ {
+		if d > q.cfg.backoffMax/2 {
+			d = q.cfg.backoffMax // doubling would pass max, or overflow
+			break
+		}
 		d *= 2
 	}
 	d = min(d, q.cfg.backoffMax)

@@ -1,0 +1,560 @@
+package queue_test
+
+// Misuse: what the queue does when its caller gets the lifecycle wrong,
+// races it, blocks it, or feeds it odd values. Each behaviour tested here
+// is documented on the method it concerns (queue.go) and listed in
+// docs/OPERATIONS.md, "Guarantees".
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+)
+
+// runSet records which jobs (by payload) ran, and how often.
+type runSet struct {
+	mu   sync.Mutex
+	runs map[int]int
+}
+
+func (s *runSet) add(p int) {
+	s.mu.Lock()
+	if s.runs == nil {
+		s.runs = map[int]int{}
+	}
+	s.runs[p]++
+	s.mu.Unlock()
+}
+
+func (s *runSet) snapshot() map[int]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int]int, len(s.runs))
+	for k, v := range s.runs {
+		out[k] = v
+	}
+	return out
+}
+
+func TestMisuseStartTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs runSet
+		q := startQueue(t, func(_ context.Context, j queue.Job[int]) error { runs.add(j.Payload); return nil },
+			queue.WithWorkers(2, 2))
+		require.ErrorIs(t, q.Start(bg), queue.ErrStarted)
+		require.ErrorIs(t, q.Start(context.Background()), queue.ErrStarted)
+		queuetest.Settle()
+		assert.Equal(t, 2, q.Stats().Workers, "a second Start adds no workers")
+
+		for i := range 10 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		queuetest.Settle()
+		for i := range 10 {
+			assert.Equal(t, 1, runs.snapshot()[i], "job %d runs once", i)
+		}
+		require.NoError(t, q.Stop(bg))
+		assert.ErrorIs(t, q.Start(bg), queue.ErrClosed, "Start after Stop")
+		queuetest.CheckCounts(t, q)
+	})
+}
+
+func TestMisuseStopTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := make(gate)
+		var runs runSet
+		q := startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+			runs.add(j.Payload)
+			if j.Payload == 0 {
+				return g.wait(ctx)
+			}
+			return nil
+		}, queue.WithWorkers(1, 1))
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+		}
+		queuetest.Settle()
+
+		// Stop, Stop and Shutdown at once, from three goroutines: all wait
+		// for the same drain, and all return nil once it is done.
+		errs := make(chan error, 3)
+		go func() { errs <- q.Stop(bg) }()
+		go func() { errs <- q.Stop(bg) }()
+		queuetest.Settle()
+		select {
+		case err := <-errs:
+			t.Fatalf("Stop returned %v while a job still ran", err)
+		default:
+		}
+		close(g)
+		for range 2 {
+			require.NoError(t, <-errs)
+		}
+		require.NoError(t, q.Stop(bg), "Stop after Stop returns at once")
+		require.NoError(t, q.Shutdown(bg), "Shutdown after Stop returns at once")
+		<-q.Done()
+		assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1}, runs.snapshot(), "the ready jobs drained, once each")
+		queuetest.CheckCounts(t, q)
+	})
+}
+
+func TestMisuseStopBeforeStart(t *testing.T) {
+	for _, shutdown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shutdown=%v", shutdown), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var runs runSet
+				q := newQueue(t, func(_ context.Context, j queue.Job[int]) error { runs.add(j.Payload); return nil })
+				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "ready"}))
+				require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Payload: 2, Key: "later"}, time.Minute))
+
+				start := time.Now()
+				if shutdown {
+					require.NoError(t, q.Shutdown(bg))
+				} else {
+					require.NoError(t, q.Stop(bg))
+				}
+				assert.Zero(t, time.Since(start), "nothing to wait for")
+				<-q.Done()
+				assert.ErrorIs(t, q.Start(bg), queue.ErrClosed)
+				assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 3}), queue.ErrClosed)
+
+				queuetest.Advance(time.Hour)
+				assert.Empty(t, runs.snapshot(), "a queue that never started runs nothing")
+				st := queuetest.CheckCounts(t, q)
+				assert.Equal(t, 1, st.Depth, "the ready job stays in the store")
+				assert.Equal(t, 1, st.Scheduled, "the scheduled job stays in the store")
+				assert.Equal(t, "stopped", st.State)
+			})
+		})
+	}
+}
+
+// TestMisuseEnqueueRacingStop: every Enqueue that races Stop either returns
+// an error (ErrClosed; ErrDuplicate for a pending key) or its job has run by
+// the time Stop returns — coalesced reruns of running keys included. Rounds
+// give the race different interleavings. (A rerun whose key is released
+// while the ready queue is full waits WithRequeueDelay in the schedule,
+// which Stop keeps: the queue here never fills.)
+func TestMisuseEnqueueRacingStop(t *testing.T) {
+	const (
+		rounds      = 20
+		producers   = 6
+		warm        = 20   // jobs each producer enqueues before Stop begins
+		perProducer = 2000 // at most; the queue never fills, so no rerun waits for room
+	)
+	var raced atomic.Int64 // producers that met ErrClosed: the race happened
+	for round := range rounds {
+		synctest.Test(t, func(t *testing.T) {
+			var runs runSet
+			q := startQueue(t, func(_ context.Context, j queue.Job[int]) error { runs.add(j.Payload); return nil },
+				queue.WithWorkers(3, 3), queue.WithCapacity(producers*perProducer+1))
+			var (
+				mu       sync.Mutex
+				accepted []int
+				warmed   sync.WaitGroup
+				done     sync.WaitGroup
+			)
+			warmed.Add(producers)
+			for p := range producers {
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					var once sync.Once
+					defer once.Do(warmed.Done)
+					for i := range perProducer {
+						payload := p*1_000_000 + i
+						job := queue.Job[int]{Payload: payload}
+						if i%3 == 0 {
+							job.Key = fmt.Sprintf("k%d", i%7) // some keys repeat: duplicates and coalesced reruns
+						}
+						err := q.Enqueue(bg, job)
+						if i == warm {
+							once.Do(warmed.Done)
+						}
+						switch {
+						case err == nil:
+							mu.Lock()
+							accepted = append(accepted, payload)
+							mu.Unlock()
+						case errors.Is(err, queue.ErrClosed):
+							raced.Add(1)
+							return
+						case errors.Is(err, queue.ErrDuplicate):
+						default:
+							t.Errorf("Enqueue: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			warmed.Wait()
+			require.NoError(t, q.Stop(bg), "round %d", round)
+			ran := runs.snapshot() // what had run when Stop returned
+			done.Wait()
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, accepted)
+			for _, p := range accepted {
+				if ran[p] != 1 {
+					st := q.Stats()
+					t.Fatalf("round %d: job %d was accepted but had run %d times when Stop returned (ready %d, scheduled %d %+v, waiting %d, running %d)",
+						round, p, ran[p], st.Depth, st.Scheduled, st.NextScheduled, st.Waiting, st.Running)
+				}
+			}
+			queuetest.Settle()
+			assert.Equal(t, ran, runs.snapshot(), "nothing runs after Stop returned")
+			st := queuetest.CheckCounts(t, q)
+			assert.Equal(t, uint64(len(accepted)), st.Enqueued)
+			assert.Equal(t, uint64(len(accepted)), st.Done)
+		})
+	}
+	t.Logf("%d of %d producers were still enqueueing when Stop began", raced.Load(), rounds*producers)
+	assert.Positive(t, raced.Load(), "no Enqueue raced Stop")
+}
+
+// TestMisuseShutdownStuckHandlers: handlers that ignore their context and
+// never return. Shutdown returns when its context ends, with a
+// *queue.StuckError naming exactly the stuck jobs; Stop does the same.
+func TestMisuseShutdownStuckHandlers(t *testing.T) {
+	for _, how := range []string{"Shutdown", "Stop"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				var mu sync.Mutex
+				var stuckIDs []int64
+				q := startQueue(t, func(_ context.Context, j queue.Job[int]) error {
+					mu.Lock()
+					stuckIDs = append(stuckIDs, j.ID)
+					mu.Unlock()
+					<-release // ignores ctx: stuck until the test lets go
+					return nil
+				}, queue.WithWorkers(3, 3))
+				defer func() {
+					select {
+					case <-release:
+					default:
+						close(release) // a failed assertion must not strand the bubble
+					}
+				}()
+				for i := range 5 {
+					require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+				}
+				queuetest.Settle()
+				require.Equal(t, 3, q.Stats().Running)
+
+				stop := q.Shutdown
+				if how == "Stop" {
+					stop = q.Stop
+				}
+				ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+				defer cancel()
+				start := time.Now()
+				err := stop(ctx)
+				assert.Equal(t, 30*time.Second, time.Since(start), "returns when ctx ends, not before, not after")
+				var stuck *queue.StuckError
+				require.ErrorAs(t, err, &stuck)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				mu.Lock()
+				assert.ElementsMatch(t, stuckIDs, stuck.JobIDs, "the stuck jobs, exactly")
+				mu.Unlock()
+				assert.Contains(t, err.Error(), "3 job(s) still running")
+				select {
+				case <-q.Done():
+					t.Fatal("Done closed while handlers run")
+				default:
+				}
+				assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 9}), queue.ErrClosed)
+
+				// Asking again waits again, and says the same.
+				ctx2, cancel2 := context.WithTimeout(bg, time.Second)
+				defer cancel2()
+				require.ErrorAs(t, stop(ctx2), &stuck)
+				assert.Len(t, stuck.JobIDs, 3)
+
+				close(release)
+				<-q.Done()
+				require.NoError(t, q.Shutdown(bg))
+				st := queuetest.CheckCounts(t, q)
+				assert.Equal(t, 0, st.Running)
+				if how == "Stop" {
+					assert.Equal(t, uint64(5), st.Done, "the stuck jobs returned nil at last, then Stop drained the other two")
+					assert.Equal(t, 0, st.Depth)
+				} else {
+					assert.Equal(t, uint64(3), st.Done, "a stuck handler that returns nil at last is done")
+					assert.Equal(t, 2, st.Depth, "Shutdown leaves ready jobs in the store")
+				}
+			})
+		})
+	}
+}
+
+// TestMisuseHandlerCallsItsQueue: a handler may call Enqueue (even on a
+// full queue: ErrQueueFull at once), EnqueueIn, Cancel, Admit, Fanout and
+// Stats on its own queue without deadlock; while the queue stops, its
+// Enqueue returns ErrClosed; a Stop it calls itself waits for the handler,
+// so it returns only when its context ends, with a *StuckError naming the
+// caller's own job.
+func TestMisuseHandlerCallsItsQueue(t *testing.T) {
+	t.Run("full queue", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var q *queue.Queue[int]
+			results := make(chan []error, 1)
+			q = startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+				if j.Payload != 0 {
+					return nil
+				}
+				errs := []error{
+					q.Enqueue(ctx, queue.Job[int]{Payload: 1}),                // fills the queue (capacity 1)
+					q.Enqueue(ctx, queue.Job[int]{Payload: 2}),                // full
+					q.Enqueue(ctx, queue.Job[int]{Payload: 3, Key: j.Key}),    // its own running key: coalesced
+					q.EnqueueIn(ctx, queue.Job[int]{Payload: 4}, time.Second), // scheduled: not bound by capacity
+					q.Admit(), // fill 100 %: the bucket decides (it has tokens)
+					func() error { _, err := q.Cancel(ctx, "nothing"); return err }(), // no deadlock on the key set
+					func() error { _ = q.Fanout(j.Key, []string{"a"}); _ = q.Stats(); return nil }(),
+				}
+				results <- errs
+				return nil
+			}, queue.WithCapacity(1), queue.WithWorkers(1, 1))
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0, Key: "self"}))
+			errs := <-results
+			assert.NoError(t, errs[0])
+			assert.ErrorIs(t, errs[1], queue.ErrQueueFull)
+			assert.NoError(t, errs[2])
+			assert.NoError(t, errs[3])
+			assert.NoError(t, errs[4])
+			assert.NoError(t, errs[5])
+			// The rerun found the queue full when its key was released: it
+			// waits WithRequeueDelay, like a due job that finds no room.
+			queuetest.Advance(queue.DefaultRequeueDelay)
+			st := queuetest.CheckCounts(t, q)
+			assert.Equal(t, uint64(4), st.Done, "0, 1, the rerun 3 and the scheduled 4")
+			assert.Equal(t, uint64(1), st.DroppedFull)
+		})
+	})
+
+	t.Run("enqueue while stopping", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var q *queue.Queue[int]
+			g := make(gate)
+			got := make(chan error, 1)
+			q = startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+				if err := g.wait(ctx); err != nil {
+					return err
+				}
+				got <- q.Enqueue(ctx, queue.Job[int]{Payload: 2})
+				return nil
+			}, queue.WithWorkers(1, 1))
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+			queuetest.Settle()
+			stopped := make(chan error, 1)
+			go func() { stopped <- q.Stop(bg) }()
+			queuetest.Settle()
+			close(g)
+			assert.ErrorIs(t, <-got, queue.ErrClosed)
+			require.NoError(t, <-stopped)
+		})
+	})
+
+	t.Run("handler calls Stop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var q *queue.Queue[int]
+			got := make(chan error, 1)
+			var id int64
+			q = startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+				id = j.ID
+				ctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				got <- q.Stop(ctx) // waits for this very handler
+				return nil
+			}, queue.WithWorkers(1, 1))
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+			err := <-got
+			var stuck *queue.StuckError
+			require.ErrorAs(t, err, &stuck)
+			assert.Equal(t, []int64{id}, stuck.JobIDs)
+			<-q.Done() // the handler returned, so the queue stopped
+			require.NoError(t, q.Stop(bg))
+		})
+	})
+}
+
+type nilPayload struct{ Peer string }
+
+// TestMisuseNilPayloadPointer: a nil pointer payload is a payload like any
+// other: it is stored, retried, coalesced, scheduled, dead-lettered and
+// handed to the handler as nil; the queue never dereferences payloads.
+func TestMisuseNilPayloadPointer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []*nilPayload
+		var dead []queue.Job[*nilPayload]
+		q := startQueue(t, func(_ context.Context, j queue.Job[*nilPayload]) error {
+			mu.Lock()
+			seen = append(seen, j.Payload)
+			mu.Unlock()
+			if j.Key == "fail" {
+				return errors.New("boom")
+			}
+			return nil
+		}, queue.WithWorkers(1, 1), queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second),
+			queue.WithOnDead(func(_ context.Context, j queue.Job[*nilPayload], _ error) {
+				mu.Lock()
+				dead = append(dead, j)
+				mu.Unlock()
+			}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[*nilPayload]{}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[*nilPayload]{Key: "fail"}))
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[*nilPayload]{Key: "later", Payload: nil}, time.Minute))
+		require.NoError(t, q.Enqueue(bg, queue.Job[*nilPayload]{Payload: &nilPayload{Peer: "p"}}))
+		queuetest.Advance(2 * time.Minute)
+
+		rec := httptest.NewRecorder()
+		q.StatsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stats?format=json", nil))
+		assert.Equal(t, http.StatusOK, rec.Code)
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, seen, 5, "4 jobs, one of them run twice")
+		assert.Equal(t, 4, countNil(seen), "nil stays nil, retries included")
+		i := slices.IndexFunc(seen, func(p *nilPayload) bool { return p != nil })
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, "p", seen[i].Peer)
+		require.Len(t, dead, 1)
+		assert.Nil(t, dead[0].Payload)
+		queuetest.CheckCounts(t, q)
+	})
+}
+
+func countNil(ps []*nilPayload) int {
+	n := 0
+	for _, p := range ps {
+		if p == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMisuseHugeKey: a 1 MiB key works like any other (dedupe, coalescing,
+// Cancel, CancelMatch, scheduling). Keys are kept and compared whole; the
+// cost is their length per pending job, and Stats, /stats, logs and the
+// recent-error ring show them in full (see Queue.Enqueue).
+func TestMisuseHugeKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		key := strings.Repeat("k", 1<<20)
+		other := key[:len(key)-1] + "x" // differs in the last byte only
+		g := make(gate)
+		var mu sync.Mutex
+		var keys []string
+		q := startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+			mu.Lock()
+			keys = append(keys, j.Key)
+			mu.Unlock()
+			if j.Payload == 1 {
+				return g.wait(ctx)
+			}
+			return nil
+		}, queue.WithWorkers(1, 1))
+
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: key, Payload: 1}))
+		queuetest.Settle() // running
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: key, Payload: 2}), "coalesced")
+		require.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Key: key, Payload: 3}), queue.ErrDuplicate)
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: other, Payload: 4}), "a different key, however long")
+		n, err := q.Cancel(bg, other)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Key: other, Group: key, Payload: 5}, time.Minute))
+		st := q.Stats()
+		require.Len(t, st.NextScheduled, 1)
+		assert.Equal(t, other, st.NextScheduled[0].Key)
+		n, err = q.CancelMatch(bg, func(k string) bool { return k == other })
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+
+		close(g)
+		queuetest.Advance(time.Minute)
+		mu.Lock()
+		assert.Len(t, keys, 2, "the holder and its rerun")
+		for _, k := range keys {
+			assert.True(t, k == key, "the handler sees the key whole")
+		}
+		mu.Unlock()
+		st = queuetest.CheckCounts(t, q)
+		assert.Equal(t, 0, st.PendingKeys)
+		assert.Equal(t, uint64(2), st.Cancelled)
+	})
+}
+
+// TestMisuseExtremeOptionValues: option values at the edge of their types
+// are accepted and do not overflow: a backoff that would double past
+// math.MaxInt64, a retry hint of math.MaxInt64, a suspension that ends
+// after 2262 (where time.Time.UnixNano overflows), and an in-memory
+// capacity too large to allocate (refused by New).
+func TestMisuseExtremeOptionValues(t *testing.T) {
+	t.Run("backoff", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var runs runSet
+			q := startQueue(t, func(_ context.Context, j queue.Job[int]) error {
+				runs.add(j.Payload)
+				return errors.New("boom")
+			}, queue.WithBackoff(1<<62+1, math.MaxInt64), queue.WithMaxAttempts(3),
+				queue.WithScaleInterval(math.MaxInt64)) // no scaler ticks across centuries of fake time
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+			queuetest.Settle()
+			next := q.Stats().NextScheduled
+			require.Len(t, next, 1)
+			assert.GreaterOrEqual(t, next[0].In, time.Duration(1<<61), "the first retry waits base/2 at least")
+			queuetest.Advance(next[0].In) // about a century: the second run fails, and backoff doubles past MaxInt64
+			assert.Equal(t, 2, runs.snapshot()[1])
+			next = q.Stats().NextScheduled
+			require.Len(t, next, 1, "retried, not lost")
+			assert.GreaterOrEqual(t, next[0].In, time.Duration(math.MaxInt64/2), "capped at max, not wrapped into the past")
+			queuetest.CheckCounts(t, q)
+			// The third run would be past 2262, beyond the fake clock's range.
+		})
+	})
+
+	t.Run("retry hint", func(t *testing.T) {
+		msg := (&queue.RateLimitError{RetryAfter: math.MaxInt64}).Message()
+		assert.Equal(t, "tracker busy, retry in 9223372037 seconds", msg)
+		assert.Equal(t, "tracker busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1001 * time.Millisecond}).Message())
+	})
+
+	t.Run("suspension past 2262", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil },
+				queue.WithSuspendDuration(math.MaxInt64), queue.WithCircuitBreaker(1, math.MaxInt64, 1))
+			require.NoError(t, q.Suspend("t", 0))
+			assert.Equal(t, []string{"u"}, q.Fanout("k", []string{"t", "u"}), "still suspended")
+			q.SetNextDue("u", "k", time.Now().Add(math.MaxInt64))
+			assert.False(t, q.Due("u", "k"), "due in 292 years is not due now")
+		})
+	})
+
+	t.Run("capacity", func(t *testing.T) {
+		for _, n := range []int{queue.MaxMemoryCapacity + 1, math.MaxInt} {
+			_, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(n))
+			var oe *queue.OptionError
+			require.ErrorAs(t, err, &oe, "capacity %d", n)
+			assert.Equal(t, "WithCapacity", oe.Option)
+		}
+	})
+}
