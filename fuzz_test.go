@@ -18,7 +18,7 @@ package queue_test
 //     job never runs after it ended;
 //   - a key never runs twice at once;
 //   - no job runs before its RunAt, its retry time or its deferral;
-//   - each run ends as its fzOutcome says (done, retried, dead, superseded)
+//   - each run ends as its outcome says (done, retried, dead, superseded)
 //     and uses an attempt exactly when it should;
 //   - Enqueue, Cancel, CancelMatch and Purge return what the model
 //     predicts (ErrDuplicate for a pending key or reserved group, a
@@ -27,8 +27,8 @@ package queue_test
 //     Admit never refuses below its threshold;
 //   - every counter matches the model, and queuetest.CheckCounts holds.
 //
-// The committed corpus (testdata/fuzz/FuzzQueue) runs as a normal test. A
-// 30-second fuzzing run:
+// The committed corpus (testdata/fuzz/FuzzQueue) runs as a normal test
+// (QUEUE_FUZZ_LOG=1 logs each input's steps). A 30-second fuzzing run:
 //
 //	go test -run '^$' -fuzz '^FuzzQueue$' -fuzztime 30s .
 //
@@ -45,6 +45,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -370,7 +371,7 @@ func (m *fuzzModel) checkStart(j *fuzzJob, job queue.Job[int], now time.Time) {
 	case j.inHandler:
 		m.failf("%v runs twice at once", j)
 	case j.expect != nil:
-		m.failf("%v started before its previous run's fzOutcome was reported", j)
+		m.failf("%v started before its previous run's outcome was reported", j)
 	}
 	if j.key != "" && m.running[j.key] {
 		m.failf("key %q runs twice at once (%v)", j.key, j)
@@ -497,7 +498,7 @@ func (m *fuzzModel) jobEvent(j *fuzzJob, ev queue.Event) {
 	}
 	if j.expect != nil {
 		if !slices.Contains(j.expect, ev.Kind) {
-			m.failf("%v: run with fzOutcome %v ended as %v (err %v), want one of %v", j, j.last, ev.Kind, ev.Err, j.expect)
+			m.failf("%v: run with outcome %v ended as %v (err %v), want one of %v", j, j.last, ev.Kind, ev.Err, j.expect)
 		}
 		j.expect = nil
 		if ev.Kind == queue.EventRetried && (j.last == ocError || j.last == ocPanic || j.last == ocBlockError || j.last == ocOverload) {
@@ -605,6 +606,9 @@ func runFuzzQueue(t *testing.T, data []byte) {
 		r.check()
 	}
 	r.finish()
+	if os.Getenv("QUEUE_FUZZ_LOG") != "" {
+		t.Logf("steps:\n  %s", strings.Join(r.ops, "\n  "))
+	}
 }
 
 // logf records what happened, to be shown when the run fails.
@@ -1130,7 +1134,7 @@ func (r *fuzzRun) finish() {
 		r.fatalf("stopped queue still has %d running and %d waiting jobs", st.Running, st.Waiting)
 	}
 	if n := r.live(); !wasClosed && n > 0 {
-		r.fatalf("%d accepted jobs never ended though time ran on and every fzOutcome ends", n)
+		r.fatalf("%d accepted jobs never ended though time ran on and every outcome ends", n)
 	}
 	if err := r.q.Stop(context.Background()); err != nil {
 		r.fatalf("Stop again: %v", err)
@@ -1199,11 +1203,11 @@ func (s *fuzzSeed) start() *fuzzSeed    { return s.op(15, 2) }
 func fuzzQueueSeeds() [][]byte {
 	const a, b, c = 1, 2, 3 // keys
 	const g1 = 1            // group
-	const t1, t2 = 1, 2     // targets (in fzTargets; fzCands index = target-1)
+	const t1, t2 = 1, 2     // targets, in fzTargets; the target ops take fzCands indices (t-1)
 	var seeds []*fuzzSeed
 	add := func() *fuzzSeed { s := &fuzzSeed{}; seeds = append(seeds, s); return s }
 
-	// Every fzOutcome once, one worker, then time runs out.
+	// Every outcome once, one worker, then time runs out.
 	s := add().config(4, 1, 0, 2, true, false, 0, 3, 0, 0)
 	for o := range numOutcomes {
 		if o != ocBlock && o != ocBlockError {
@@ -1239,8 +1243,8 @@ func fuzzQueueSeeds() [][]byte {
 	add().config(5, 1, 0, 3, true, false, 0, 3, 0, 0).
 		enqueue(a, 0, t1, 0, 0, 0, 0, ocOverload).enqueue(b, 0, t1, 0, 0, 0, 0).fanout(a).
 		enqueue(c, 0, t2, 0, 0, 0, 0, ocDisable).enqueue(0, 0, t2, 0, 0, 0, 0).fanout(a).
-		nextDue(2, a, 2).fanout(a).advance(3).advance(3).fanout(a).resume(t2).suspend(t1, 1).fanout(b).
-		disable(t1).enqueue(a, 0, t1, 0, 0, 0, 0).resume(t1).advance(4)
+		nextDue(t2-1, a, 2).fanout(a).advance(3).advance(3).fanout(a).resume(t2-1).suspend(t1-1, 1).fanout(b).
+		disable(t1-1).enqueue(a, 0, t1, 0, 0, 0, 0).resume(t1 - 1).advance(4)
 
 	// Stop keeps scheduled jobs and runs ready ones; enqueue after it fails.
 	add().config(3, 2, 1, 2, true, true, 0, 3, 0, 0).

@@ -216,12 +216,12 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
 	if !s.push(it) {
-		if s.Len() >= s.cfg.Capacity {
+		if r := s.ring(it.prio); uint64(r.len()) < r.limit || s.Len() >= s.cfg.Capacity {
 			return Added{}, ErrQueueFull
 		}
-		// Below capacity, but the ring's slots are taken by cancelled
-		// items that no worker has skipped yet (every worker is busy):
-		// the job waits in the schedule, due now, until the ring has room.
+		// Below capacity, but the ring's slots are all taken, so by
+		// cancelled items that no worker has skipped yet (every worker is
+		// busy): the job waits in the schedule, due now, for room.
 		it.at = max(it.at, s.now(), 1)
 		s.sched.push(it, false)
 		return Added{ID: it.id, Scheduled: true}, nil
@@ -316,8 +316,8 @@ func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 		if s.drained.Load() {
 			// Jobs that became ready but found the ring full (coalesced
 			// reruns, jobs crowded out by cancelled ones) wait in the
-			// schedule, due now: the drain runs them too.
-			if s.promoteDrained() > 0 {
+			// schedule, due now: the drain (Stop, not Shutdown) runs them too.
+			if ctx.Err() == nil && s.promoteDrained() > 0 {
 				continue
 			}
 			return item[T]{}, ErrDrained

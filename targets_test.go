@@ -449,16 +449,15 @@ func TestTargetConcurrencyParkedJobsSeeSuspension(t *testing.T) {
 		// wait run when the suspension ends, not before.
 		g := make(gate)
 		var rec recorder[int]
-		q := startQueue(t, rec.handler(func(ctx context.Context, j queue.Job[int]) error {
-			if j.Payload == 0 {
-				return g.wait(ctx)
-			}
-			return nil
-		}), queue.WithTargetConcurrency(1), queue.WithWorkers(3, 3))
+		// Every job waits on the gate, so whichever takes the slot first
+		// holds it while the others park.
+		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) }),
+			queue.WithTargetConcurrency(1), queue.WithWorkers(3, 3))
 		for i := range 3 {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: "a"}))
 		}
 		synctest.Wait()
+		require.Equal(t, 1, rec.len(), "one runs, two are parked")
 		require.NoError(t, q.Suspend("a", time.Minute))
 		close(g)
 		synctest.Wait()
