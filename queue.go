@@ -311,13 +311,20 @@ func (q *Queue[T]) Done() <-chan struct{} { return q.done }
 
 // begin moves the queue into stopping once; cancel also interrupts jobs.
 func (q *Queue[T]) begin(cancel bool) {
-	q.mu.Lock()
-	started := q.runStop != nil
-	if cancel && started {
-		q.runStop()
-		q.pool.retireAll()
-	}
-	q.mu.Unlock()
+	// Drain first, then interrupt: jobs that Shutdown interrupts are put
+	// back into a store that no longer promotes or hands out work, so they
+	// stay put instead of going round again.
+	defer func() {
+		if !cancel {
+			return
+		}
+		q.mu.Lock()
+		if q.runStop != nil {
+			q.runStop()
+			q.pool.retireAll()
+		}
+		q.mu.Unlock()
+	}()
 	q.stopOnce.Do(func() {
 		prev := q.state.Swap(stateStopping)
 		close(q.stopping)

@@ -93,9 +93,12 @@ func (q *Queue[T]) work(w *worker[T]) {
 			handed = q.run(w, &job, true)
 			continue
 		}
-		if w.ctx.Err() != nil {
+		if w.ctx.Err() != nil || q.runCtx.Err() != nil {
 			// Retired or shut down: Claim would still hand over a ready
-			// job, which this worker would only put back.
+			// job, which this worker would only put back. runCtx is
+			// checked too: Shutdown marks it cancelled before it reaches
+			// the workers' contexts, and in between a worker would claim
+			// and put back the same due job over and over.
 			return
 		}
 		job, err = q.store.Claim(w.ctx)
