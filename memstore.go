@@ -310,6 +310,9 @@ func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 // next takes the next item in priority order, parking when there is none.
 func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return item[T]{}, err // retired, though maybe woken by a token
+		}
 		if it, ok := s.poll(); ok {
 			return it, nil
 		}

@@ -320,8 +320,10 @@ func (q *Queue[T]) begin(cancel bool) {
 		}
 		q.mu.Lock()
 		if q.runStop != nil {
-			q.runStop()
+			// Workers first: one that saw runCtx cancelled before its own
+			// context could promote and claim a job just put back.
 			q.pool.retireAll()
+			q.runStop()
 		}
 		q.mu.Unlock()
 	}()
