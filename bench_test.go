@@ -23,7 +23,7 @@ import (
 // goroutines (10). The other sub-benchmarks push the same no-op jobs
 // through a Queue; compare their jobs/s with the channel's.
 
-const benchWorkers = 10
+var benchWorkers = 10
 
 // countdown closes done when its counter reaches zero.
 type countdown struct {

@@ -19,17 +19,24 @@ type MemoryStore[T any] struct {
 	epoch  time.Time
 	rings  []atomic.Pointer[ring[T]] // ready queues by priority index, highest first; made on first use
 	multi  atomic.Bool               // more than one ring exists: capacity is shared
-	ringMu sync.Mutex                // serialises making rings
+	ringMu sync.Mutex                // serialises making and closing rings
+	closed bool                      // Drain closed the rings to new jobs; ringMu
 	tombs  []atomic.Int64            // by priority: cancelled items still in a ring
 	keys   *keySet[T]
 	sched  *schedule[T]
-	ids    atomic.Int64
+	wake   chan struct{}
 
+	// The fields above are read by every claim; the counters below are
+	// written often, each on a cache line of its own so that those writes
+	// do not evict the fields above from the workers' caches.
+	_   [64]byte
+	ids atomic.Int64
+	_   [56]byte
 	// Idle workers park on wake after announcing themselves in sleepers;
 	// a push that sees a sleeper leaves a token. Busy workers never touch
 	// either.
 	sleepers atomic.Int32
-	wake     chan struct{}
+	_        [60]byte
 
 	drained   atomic.Bool
 	drainOnce sync.Once
@@ -40,8 +47,14 @@ type MemoryStore[T any] struct {
 	done    chan struct{}
 	batch   []item[T] // promotion buffer; s.mu
 	events  []Event   // events gathered under s.mu, reported after it
-	running [8]stripe // claimed jobs, striped by ID so that workers do not share a counter
+	running [runStripes]stripe // claimed jobs, striped so that workers do not share a counter; only the sum means anything
 }
+
+// runStripes is the number of stripes of the running counter. A queue's
+// worker counts its claims and finishes on stripe worker ID mod
+// runStripes; the Store methods, which do not know the worker, use the
+// job's ID. A stripe can go negative; the sum is exact.
+const runStripes = 16
 
 // stripe is a counter on a cache line of its own.
 type stripe struct {
@@ -115,6 +128,9 @@ func (s *MemoryStore[T]) ring(p uint8) *ring[T] {
 		return r
 	}
 	r := newRing[T](2 * s.cfg.Capacity)
+	if s.closed {
+		r.close()
+	}
 	s.rings[p].Store(r)
 	n := 0
 	for i := range s.rings {
@@ -167,6 +183,12 @@ func (s *MemoryStore[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch
 
 // Add implements Store.
 func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
+	return s.add(&job)
+}
+
+// add is Add without copying the job: the queue's hot path calls it
+// directly.
+func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
@@ -215,7 +237,10 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 		}
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
-	if !s.push(it) {
+	if res := s.push(it, true); res != pushed {
+		if res == pushClosed {
+			return Added{}, ErrClosed
+		}
 		if r := s.ring(it.prio); uint64(r.len()) < r.limit || s.Len() >= s.cfg.Capacity {
 			return Added{}, ErrQueueFull
 		}
@@ -230,8 +255,9 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 }
 
 // push offers it to its ready queue without blocking, and wakes an idle
-// worker if there is one.
-func (s *MemoryStore[T]) push(it item[T]) bool {
+// worker if there is one. fresh says it is a new job, which a drained
+// store refuses.
+func (s *MemoryStore[T]) push(it item[T], fresh bool) pushResult {
 	r := s.ring(it.prio)
 	// The capacity counts live items in every ring: this ring may hold
 	// what the others and the cancelled items leave.
@@ -243,11 +269,14 @@ func (s *MemoryStore[T]) push(it item[T]) bool {
 			}
 		}
 	}
-	if room <= 0 || !r.push(it, uint64(room)) {
-		return false
+	if room <= 0 {
+		room = 0 // still tell a closed ring from a full one
 	}
-	s.wakeOne()
-	return true
+	res := r.push(it, uint64(room), fresh)
+	if res == pushed {
+		s.wakeOne()
+	}
+	return res
 }
 
 // wakeOne leaves a token for a parked worker, if one is parked. At most
@@ -286,10 +315,19 @@ func (s *MemoryStore[T]) Len() int {
 
 // Claim implements Store.
 func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
+	var job Job[T]
+	err := s.claim(ctx, &job, 0) // any stripe: only the sum counts
+	return job, err
+}
+
+// claim is Claim writing into *job and counting the claim on stripe: the
+// queue's workers call it directly, with a job they reuse, so that no Job
+// is copied on the way.
+func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], stripe int) error {
 	for {
 		it, err := s.next(ctx)
 		if err != nil {
-			return Job[T]{}, err
+			return err
 		}
 		if it.at != 0 && it.at > s.now() {
 			// Taken before its time (only a clock that jumps makes this
@@ -302,8 +340,9 @@ func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 			continue
 		}
 		it.attempt++
-		s.running[it.id&7].n.Add(1)
-		return s.job(&it), nil
+		s.running[stripe].n.Add(1)
+		s.fill(job, &it)
+		return nil
 	}
 }
 
@@ -393,15 +432,18 @@ func (s *MemoryStore[T]) begin(key string, id int64) bool {
 	return true
 }
 
-func (s *MemoryStore[T]) job(it *item[T]) Job[T] {
-	j := Job[T]{ID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Payload: it.payload}
+// fill sets every field of *j from it.
+func (s *MemoryStore[T]) fill(j *Job[T], it *item[T]) {
+	j.ID, j.Priority, j.Attempt, j.Payload = it.id, s.cfg.Priorities[it.prio].Name, int(it.attempt), it.payload
+	j.RunAt = time.Time{}
 	if it.at != 0 {
 		j.RunAt = s.epoch.Add(time.Duration(it.at))
 	}
 	if m := it.meta; m != nil {
 		j.Key, j.Group, j.Target, j.MaxAttempts = m.key, m.group, m.target, m.maxAttempts
+	} else {
+		j.Key, j.Group, j.Target, j.MaxAttempts = "", "", "", 0
 	}
-	return j
 }
 
 func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
@@ -417,29 +459,34 @@ func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
 
 // Complete implements Store.
 func (s *MemoryStore[T]) Complete(_ context.Context, job Job[T]) error {
-	s.finish(&job)
+	s.finish(&job, s.stripe(job.ID))
 	return nil
 }
 
 // Dead implements Store; the in-memory store keeps no dead jobs (the
 // queue's OnDead hook receives them).
 func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
-	s.finish(&job)
+	s.finish(&job, s.stripe(job.ID))
 	return nil
 }
 
 // CancelClaimed implements ClaimCanceller; the in-memory store keeps no
 // finished jobs, so it is Complete.
 func (s *MemoryStore[T]) CancelClaimed(_ context.Context, job Job[T], _ error) error {
-	s.finish(&job)
+	s.finish(&job, s.stripe(job.ID))
 	return nil
 }
 
 var _ ClaimCanceller[int] = (*MemoryStore[int])(nil)
 
-// finish releases a finished job's key, promoting its rerun.
-func (s *MemoryStore[T]) finish(job *Job[T]) {
-	s.running[job.ID&7].n.Add(-1)
+// stripe returns the running-counter stripe for a job the caller does not
+// know the worker of.
+func (s *MemoryStore[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
+
+// finish releases a finished job's key, promoting its rerun, and counts
+// the finish on stripe.
+func (s *MemoryStore[T]) finish(job *Job[T], stripe int) {
+	s.running[stripe].n.Add(-1)
 	if job.Key == "" {
 		return
 	}
@@ -461,7 +508,7 @@ func (s *MemoryStore[T]) finish(job *Job[T]) {
 func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]) {
 	r := *e.rerun
 	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group, prio: r.prio}
-	if (r.at != 0 && r.at > s.now()) || !s.push(r) {
+	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
 		// Not due yet, or no room: it waits in the schedule, never
 		// dropped. A drain runs it once the ring has room (it is due).
 		if now := s.now(); r.at <= now {
@@ -487,7 +534,7 @@ func (s *MemoryStore[T]) Defer(_ context.Context, job Job[T], at time.Time, _ er
 }
 
 func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error {
-	s.running[job.ID&7].n.Add(-1)
+	s.running[s.stripe(job.ID)].n.Add(-1)
 	it := s.item(job)
 	if undo {
 		it.attempt--
@@ -673,7 +720,7 @@ const (
 // holds the key's shard lock, so that Cancel sees where the item is.
 func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 	if it.meta == nil || it.meta.key == "" {
-		if s.push(it) {
+		if s.push(it, false) == pushed {
 			return promoted
 		}
 		it.at = now + int64(s.cfg.RequeueDelay)
@@ -690,7 +737,7 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 		s.sched.mu.Unlock()
 		return skipped
 	}
-	if s.push(it) {
+	if s.push(it, false) == pushed {
 		e.sched = false
 		sh.m[it.meta.key] = e
 		return promoted
@@ -765,7 +812,8 @@ func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, er
 		if m := items[i].meta; m != nil && m.key != "" && !s.live(m.key, items[i].id) {
 			continue
 		}
-		j := s.job(&items[i])
+		var j Job[T]
+		s.fill(&j, &items[i])
 		out = append(out, ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
 	}
@@ -808,6 +856,17 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 // empty, and due jobs are no longer promoted.
 func (s *MemoryStore[T]) Drain() {
 	s.drainOnce.Do(func() {
+		// Close the rings to new jobs first: an Enqueue that raced Stop
+		// either got its job into a ring before this, and the drain runs
+		// it, or gets ErrClosed.
+		s.ringMu.Lock()
+		s.closed = true
+		for i := range s.rings {
+			if r := s.rings[i].Load(); r != nil {
+				r.close()
+			}
+		}
+		s.ringMu.Unlock()
 		s.drained.Store(true)
 		close(s.drainCh)
 		s.sched.poke()

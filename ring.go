@@ -8,21 +8,41 @@ import "sync/atomic"
 // tail or head and no lock, so producers and workers never queue behind a
 // mutex as they do on a channel's. Items leave in the order their pushes
 // won the tail.
+//
+// Two additions: the tail word carries a closed bit, so that closing the
+// ring to new jobs is ordered against every push by the tail's own
+// compare-and-swap (no separate in-flight count), and producers keep a
+// cached copy of the head on the tail's cache line, so that a push reads
+// the head, which every pop writes, only when the cached copy says the
+// ring may be at its limit.
 type ring[T any] struct {
-	_     [64]byte
-	head  atomic.Uint64 // next position to pop
-	_     [56]byte
-	tail  atomic.Uint64 // next position to push
-	_     [56]byte
-	mask  uint64
-	limit uint64 // capacity: at most this many items
-	slots []slot[T]
+	_         [64]byte
+	head      atomic.Uint64 // next position to pop
+	_         [56]byte
+	tail      atomic.Uint64 // next position to push, | closedBit once closed to new jobs
+	headCache atomic.Uint64 // a head position already passed: head >= headCache
+	_         [48]byte
+	mask      uint64
+	limit     uint64 // capacity: at most this many items
+	slots     []slot[T]
 }
+
+// closedBit marks the tail of a ring closed to pushes of new jobs.
+const closedBit = 1 << 63
 
 type slot[T any] struct {
 	seq atomic.Uint64 // == pos: free for the push at pos; == pos+1: holds the item pushed at pos
 	it  item[T]
 }
+
+// pushResult says how a push went.
+type pushResult uint8
+
+const (
+	pushed     pushResult = iota
+	pushFull              // at the limit
+	pushClosed            // a new job, and the ring is closed
+)
 
 // newRing returns a ring holding at most limit items.
 func newRing[T any](limit int) *ring[T] {
@@ -38,27 +58,47 @@ func newRing[T any](limit int) *ring[T] {
 }
 
 // push appends it unless the ring already holds limit items (or its own
-// limit, if that is smaller).
-func (r *ring[T]) push(it item[T], limit uint64) bool {
+// limit, if that is smaller), or, for a new job (fresh), the ring is
+// closed. Jobs already accepted (reruns, promotions) may still be pushed
+// into a closed ring, so that a drain runs them.
+func (r *ring[T]) push(it item[T], limit uint64, fresh bool) pushResult {
 	limit = min(limit, r.limit)
-	pos := r.tail.Load()
+	t := r.tail.Load()
 	for {
-		if h := r.head.Load(); pos >= h && pos-h >= limit {
-			return false
+		if fresh && t&closedBit != 0 {
+			return pushClosed
+		}
+		pos := t &^ closedBit
+		if h := r.headCache.Load(); pos-h >= limit {
+			// Maybe at the limit: look at the real head.
+			h = r.head.Load()
+			if pos >= h && pos-h >= limit {
+				return pushFull
+			}
+			r.headCache.Store(h)
 		}
 		s := &r.slots[pos&r.mask]
 		switch seq := s.seq.Load(); {
 		case seq == pos:
-			if r.tail.CompareAndSwap(pos, pos+1) {
+			if r.tail.CompareAndSwap(t, t+1) {
 				s.it = it
 				s.seq.Store(pos + 1) // publishes it to the pop at pos
-				return true
+				return pushed
 			}
-			pos = r.tail.Load()
 		case seq < pos:
-			return false // the slot's previous item has not been popped: full
-		default:
-			pos = r.tail.Load() // another push took pos
+			return pushFull // the slot's previous item has not been popped
+		}
+		t = r.tail.Load() // another push took pos, or the ring was closed
+	}
+}
+
+// close closes the ring to new jobs: every later fresh push fails, and
+// every fresh push that succeeded is in the ring when close returns.
+func (r *ring[T]) close() {
+	for {
+		t := r.tail.Load()
+		if t&closedBit != 0 || r.tail.CompareAndSwap(t, t|closedBit) {
+			return
 		}
 	}
 }
@@ -89,7 +129,7 @@ func (r *ring[T]) pop() (item[T], bool) {
 // len returns the number of items, exact when no push or pop is under way.
 func (r *ring[T]) len() int {
 	h := r.head.Load()
-	t := r.tail.Load()
+	t := r.tail.Load() &^ closedBit
 	if t < h {
 		return 0
 	}

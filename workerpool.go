@@ -28,6 +28,7 @@ type worker[T any] struct {
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
+	_      [96]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -101,7 +102,11 @@ func (q *Queue[T]) work(w *worker[T]) {
 			// and put back the same due job over and over.
 			return
 		}
-		job, err = q.store.Claim(w.ctx)
+		if q.mem != nil {
+			err = q.mem.claim(w.ctx, &job, w.id%runStripes)
+		} else {
+			job, err = q.store.Claim(w.ctx)
+		}
 		if err != nil {
 			if w.ctx.Err() != nil || errors.Is(err, ErrDrained) {
 				return
@@ -321,7 +326,9 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 }
 
 func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
-	if err := q.store.Complete(ctx, *job); err != nil {
+	if q.mem != nil {
+		q.mem.finish(job, w.id%runStripes)
+	} else if err := q.store.Complete(ctx, *job); err != nil {
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.done.Add(1)
