@@ -45,8 +45,8 @@ type MemoryStore[T any] struct {
 	mu      sync.Mutex // guards cancel, done
 	cancel  context.CancelFunc
 	done    chan struct{}
-	batch   []item[T] // promotion buffer; s.mu
-	events  []Event   // events gathered under s.mu, reported after it
+	batch   []item[T]          // promotion buffer; s.mu
+	events  []Event            // events gathered under s.mu, reported after it
 	running [runStripes]stripe // claimed jobs, striped so that workers do not share a counter; only the sum means anything
 }
 

@@ -20,7 +20,7 @@ type Queue[T any] struct {
 	handler Handler[T]
 	store   Store[T]
 	mem     *MemoryStore[T] // store, when it is the in-memory one: the hot path calls it directly
-	leaser  Leaser // nil unless the store leases jobs
+	leaser  Leaser          // nil unless the store leases jobs
 	clock   Clock
 	log     *slog.Logger
 	onDead  func(context.Context, Job[T], error)
