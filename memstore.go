@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,15 +68,32 @@ type stripe struct {
 type item[T any] struct {
 	id      int64
 	at      int64    // due instant (ns since epoch); 0 means immediate
-	meta    *jobMeta // nil for a job without key, group, target or max attempts
+	meta    *jobMeta[T] // nil for a job without key, group, target or max attempts
 	attempt int32
 	prio    uint8
 	payload T
 }
 
-type jobMeta struct {
+type jobMeta[T any] struct {
 	key, group, target string
 	maxAttempts        int
+	entry              *keyEntry[T] // the key's entry while this job holds or waits for the key
+}
+
+// keyedMeta is a keyed job's meta and the entry it will hold, in one
+// allocation.
+type keyedMeta[T any] struct {
+	m jobMeta[T]
+	e keyEntry[T]
+}
+
+// memClaim is what a queue's worker keeps between claiming a job from the
+// in-memory store and finishing it: the stripe it counts on, and the
+// job's key entry, so that finishing a keyed job needs no map lookup.
+type memClaim[T any] struct {
+	stripe int
+	id     int64
+	ent    *keyEntry[T]
 }
 
 var _ Store[int] = (*MemoryStore[int])(nil)
@@ -194,8 +212,13 @@ func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
 	}
 	it := item[T]{prio: uint8(p), payload: job.Payload}
-	if job.Key != "" || job.Group != "" || job.Target != "" || job.MaxAttempts != 0 {
-		it.meta = &jobMeta{key: job.Key, group: job.Group, target: job.Target, maxAttempts: job.MaxAttempts}
+	var fresh *keyEntry[T]
+	if job.Key != "" {
+		km := &keyedMeta[T]{m: jobMeta[T]{key: job.Key, group: job.Group, target: job.Target, maxAttempts: job.MaxAttempts}}
+		km.m.entry = &km.e
+		it.meta, fresh = &km.m, &km.e
+	} else if job.Group != "" || job.Target != "" || job.MaxAttempts != 0 {
+		it.meta = &jobMeta[T]{group: job.Group, target: job.Target, maxAttempts: job.MaxAttempts}
 	}
 	scheduled := false
 	if !job.RunAt.IsZero() {
@@ -211,20 +234,34 @@ func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 	sh := s.keys.shard(job.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e, ok := sh.m[job.Key]; ok {
-		if e.state == keyPending || e.rerun != nil || !s.cfg.Coalesce {
-			return Added{}, ErrDuplicate
+	if e := sh.get(job.Key); e != nil {
+		id, st := e.load()
+		if st != keyRunning || !s.cfg.Coalesce {
+			return Added{}, ErrDuplicate // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
+		rerun.meta.entry = e
 		e.rerun = &rerun
-		sh.m[job.Key] = e
-		return Added{ID: it.id, Coalesced: true}, nil
+		if e.move(id, keyRunning, keyRerun) {
+			return Added{ID: it.id, Coalesced: true}, nil
+		}
+		// The running job ended meanwhile: the key is free.
+		e.rerun = nil
+		it.meta.entry = fresh
 	}
+	// The entry goes in before the job goes into a ring, where a worker
+	// may claim it at once.
+	fresh.st.Store(packKey(it.id, keyPending))
+	fresh.group, fresh.prio = job.Group, it.prio
+	sh.put(job.Key, fresh)
 	added, err := s.place(it, scheduled)
-	if err == nil {
-		sh.m[job.Key] = keyEntry[T]{id: it.id, state: keyPending, group: job.Group, sched: added.Scheduled, prio: it.prio}
+	if err != nil {
+		fresh.st.Store(packKey(it.id, keyGone))
+		delete(sh.m, job.Key)
+		return added, err
 	}
-	return added, err
+	fresh.sched = added.Scheduled
+	return added, nil
 }
 
 // place puts it into the schedule or its ready queue. The key's shard
@@ -316,14 +353,14 @@ func (s *MemoryStore[T]) Len() int {
 // Claim implements Store.
 func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 	var job Job[T]
-	err := s.claim(ctx, &job, 0) // any stripe: only the sum counts
+	err := s.claim(ctx, &job, &memClaim[T]{}) // any stripe: only the sum counts
 	return job, err
 }
 
-// claim is Claim writing into *job and counting the claim on stripe: the
-// queue's workers call it directly, with a job they reuse, so that no Job
-// is copied on the way.
-func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], stripe int) error {
+// claim is Claim writing into *job, counting the claim on mc's stripe and
+// keeping the job's key entry in mc: the queue's workers call it
+// directly, with a job they reuse, so that no Job is copied on the way.
+func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim[T]) error {
 	for {
 		it, err := s.next(ctx)
 		if err != nil {
@@ -335,12 +372,16 @@ func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], stripe int) err
 			s.unpromote(it)
 			continue
 		}
-		if it.meta != nil && it.meta.key != "" && !s.begin(it.meta.key, it.id) {
-			s.tombs[it.prio].Add(-1)
-			continue
+		mc.ent = nil
+		if it.meta != nil && it.meta.key != "" {
+			if !it.meta.entry.move(it.id, keyPending, keyRunning) {
+				s.tombs[it.prio].Add(-1) // cancelled while it was ready
+				continue
+			}
+			mc.id, mc.ent = it.id, it.meta.entry
 		}
 		it.attempt++
-		s.running[stripe].n.Add(1)
+		s.running[mc.stripe].n.Add(1)
 		s.fill(job, &it)
 		return nil
 	}
@@ -360,6 +401,12 @@ func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 			// reruns, jobs crowded out by cancelled ones) wait in the
 			// schedule, due now: the drain (Stop, not Shutdown) runs them too.
 			if ctx.Err() == nil && s.promoteDrained() > 0 {
+				continue
+			}
+			if s.publishing() {
+				// An Enqueue that won a ring's tail before Drain closed it
+				// has not published its item yet: it will run too.
+				runtime.Gosched()
 				continue
 			}
 			return item[T]{}, ErrDrained
@@ -388,6 +435,17 @@ func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 	}
 }
 
+// publishing reports whether a ring holds positions that poll could not
+// take: pushes that have won the tail but not yet published their item.
+func (s *MemoryStore[T]) publishing() bool {
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil && r.len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // poll takes the oldest item of the highest non-empty priority, if any.
 func (s *MemoryStore[T]) poll() (item[T], bool) {
 	for i := range s.rings {
@@ -409,27 +467,12 @@ func (s *MemoryStore[T]) unpromote(it item[T]) {
 	sh := s.keys.shard(it.meta.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e, ok := sh.m[it.meta.key]; ok && e.id == it.id && e.state == keyPending {
+	if e := it.meta.entry; e.is(it.id, keyPending) {
 		e.sched = true
-		sh.m[it.meta.key] = e
 		s.sched.push(it, false)
 		return
 	}
 	s.tombs[it.prio].Add(-1) // cancelled while it was ready
-}
-
-// begin marks key running for job id; false means the item was cancelled.
-func (s *MemoryStore[T]) begin(key string, id int64) bool {
-	sh := s.keys.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.m[key]
-	if !ok || e.id != id || e.state != keyPending {
-		return false
-	}
-	e.state = keyRunning
-	sh.m[key] = e
-	return true
 }
 
 // fill sets every field of *j from it.
@@ -452,28 +495,28 @@ func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
 		it.prio = uint8(p)
 	}
 	if j.Key != "" || j.Group != "" || j.Target != "" || j.MaxAttempts != 0 {
-		it.meta = &jobMeta{key: j.Key, group: j.Group, target: j.Target, maxAttempts: j.MaxAttempts}
+		it.meta = &jobMeta[T]{key: j.Key, group: j.Group, target: j.Target, maxAttempts: j.MaxAttempts}
 	}
 	return it
 }
 
 // Complete implements Store.
 func (s *MemoryStore[T]) Complete(_ context.Context, job Job[T]) error {
-	s.finish(&job, s.stripe(job.ID))
+	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // Dead implements Store; the in-memory store keeps no dead jobs (the
 // queue's OnDead hook receives them).
 func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
-	s.finish(&job, s.stripe(job.ID))
+	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // CancelClaimed implements ClaimCanceller; the in-memory store keeps no
 // finished jobs, so it is Complete.
 func (s *MemoryStore[T]) CancelClaimed(_ context.Context, job Job[T], _ error) error {
-	s.finish(&job, s.stripe(job.ID))
+	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
@@ -484,30 +527,47 @@ var _ ClaimCanceller[int] = (*MemoryStore[int])(nil)
 func (s *MemoryStore[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
 
 // finish releases a finished job's key, promoting its rerun, and counts
-// the finish on stripe.
-func (s *MemoryStore[T]) finish(job *Job[T], stripe int) {
+// the finish on stripe. ent is the job's key entry if the caller has it
+// (a worker that claimed the job), or nil.
+func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 	s.running[stripe].n.Add(-1)
 	if job.Key == "" {
 		return
 	}
+	if ent != nil && ent.move(job.ID, keyRunning, keyGone) {
+		return // no rerun waits: the key is free, its entry swept out later
+	}
 	sh := s.keys.shard(job.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[job.Key]
-	if !ok || e.id != job.ID {
+	e := ent
+	if e == nil {
+		if e = sh.m[job.Key]; e == nil {
+			return
+		}
+	}
+	id, st := e.load()
+	if id != job.ID {
 		return
 	}
-	if e.rerun == nil {
-		delete(sh.m, job.Key)
-		return
+	switch st {
+	case keyRunning:
+		e.st.Store(packKey(id, keyGone))
+		if sh.m[job.Key] == e {
+			delete(sh.m, job.Key)
+		}
+	case keyRerun:
+		s.releaseRerun(e)
 	}
-	s.releaseRerun(sh, job.Key, e)
 }
 
-// releaseRerun makes e's rerun the key's pending job; sh.mu is held.
-func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]) {
+// releaseRerun makes e's rerun the key's pending job; the shard's lock is
+// held.
+func (s *MemoryStore[T]) releaseRerun(e *keyEntry[T]) {
 	r := *e.rerun
-	ne := keyEntry[T]{id: r.id, state: keyPending, group: e.group, prio: r.prio}
+	e.rerun, e.sched, e.prio = nil, false, r.prio
+	// Pending before the push: a worker may claim r at once.
+	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
 		// Not due yet, or no room: it waits in the schedule, never
 		// dropped. A drain runs it once the ring has room (it is due).
@@ -517,10 +577,9 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], key string, e keyEntry[T]
 				r.at += int64(s.cfg.RequeueDelay)
 			}
 		}
-		ne.sched = true
+		e.sched = true
 		s.sched.push(r, false)
 	}
-	sh.m[key] = ne
 }
 
 // Retry implements Store.
@@ -547,16 +606,22 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 	sh := s.keys.shard(job.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[job.Key]
-	if !ok || e.id != job.ID {
-		return nil // cancelled meanwhile
+	e := sh.m[job.Key]
+	if e == nil {
+		return nil
 	}
-	if e.rerun != nil {
-		s.releaseRerun(sh, job.Key, e)
+	id, st := e.load()
+	if id != job.ID || (st != keyRunning && st != keyRerun) {
+		return nil // not this job's entry any more
+	}
+	if st == keyRerun {
+		s.releaseRerun(e)
 		return ErrSuperseded
 	}
-	e.state, e.sched = keyPending, true
-	sh.m[job.Key] = e
+	// Nothing else moves a running entry while the shard is locked: the
+	// job's own finish is this call.
+	it.meta.entry, e.sched = e, true
+	e.st.Store(packKey(id, keyPending))
 	s.sched.push(it, false)
 	return nil
 }
@@ -568,18 +633,14 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 	}
 	sh := s.keys.shard(key)
 	sh.mu.Lock()
-	e, ok := sh.m[key]
+	defer sh.mu.Unlock()
 	n := 0
-	if ok {
+	if e := sh.m[key]; e != nil {
 		var del bool
-		n, del = s.cancelEntry(&e)
-		if del {
+		if n, del = s.cancelEntry(e); del {
 			delete(sh.m, key)
-		} else {
-			sh.m[key] = e
 		}
 	}
-	sh.mu.Unlock()
 	return n, nil
 }
 
@@ -601,26 +662,36 @@ func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) b
 // a running job's rerun. It reports how many jobs it cancelled and whether
 // the entry should go. The entry's shard lock is held.
 func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
-	if e.state == keyRunning {
-		if e.rerun == nil {
+	for {
+		id, st := e.load()
+		switch st {
+		case keyGone:
+			return 0, true
+		case keyRunning:
 			return 0, false
+		case keyRerun:
+			// Only finish's slow path, under this lock, moves a rerun entry.
+			e.rerun = nil
+			e.st.Store(packKey(id, keyRunning))
+			return 1, false
 		}
-		e.rerun = nil
-		return 1, false
-	}
-	// The item stays where it is and is skipped when it surfaces; until
-	// then it is counted out of Len and the schedule's length.
-	if e.sched {
-		s.sched.mu.Lock()
-		s.sched.dead++
-		if e.group != "" && s.sched.groups[e.group] == e.id {
-			delete(s.sched.groups, e.group)
+		if !e.move(id, keyPending, keyGone) {
+			continue // claimed meanwhile: running now
 		}
-		s.sched.mu.Unlock()
-	} else {
-		s.tombs[e.prio].Add(1)
+		// The item stays where it is and is skipped when it surfaces;
+		// until then it is counted out of Len and the schedule's length.
+		if e.sched {
+			s.sched.mu.Lock()
+			s.sched.dead++
+			if e.group != "" && s.sched.groups[e.group] == id {
+				delete(s.sched.groups, e.group)
+			}
+			s.sched.mu.Unlock()
+		} else {
+			s.tombs[e.prio].Add(1)
+		}
+		return 1, true
 	}
-	return 1, true
 }
 
 // PromoteDue implements Store.
@@ -730,8 +801,8 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 	sh := s.keys.shard(it.meta.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[it.meta.key]
-	if !ok || e.id != it.id || e.state != keyPending {
+	e := it.meta.entry
+	if !e.is(it.id, keyPending) {
 		s.sched.mu.Lock()
 		s.sched.dead--
 		s.sched.mu.Unlock()
@@ -739,7 +810,6 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 	}
 	if s.push(it, false) == pushed {
 		e.sched = false
-		sh.m[it.meta.key] = e
 		return promoted
 	}
 	it.at = now + int64(s.cfg.RequeueDelay)
@@ -747,14 +817,8 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 	return requeued
 }
 
-// live reports whether key still belongs to pending job id.
-func (s *MemoryStore[T]) live(key string, id int64) bool {
-	sh := s.keys.shard(key)
-	sh.mu.Lock()
-	e, ok := sh.m[key]
-	sh.mu.Unlock()
-	return ok && e.id == id && e.state == keyPending
-}
+// live reports whether it still holds its key, pending.
+func (s *MemoryStore[T]) live(it *item[T]) bool { return it.meta.entry.is(it.id, keyPending) }
 
 func (s *MemoryStore[T]) event(k EventKind, it *item[T], d time.Duration) Event {
 	ev := Event{Kind: k, JobID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: d}
@@ -809,7 +873,7 @@ func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, er
 		if len(out) == n {
 			break
 		}
-		if m := items[i].meta; m != nil && m.key != "" && !s.live(m.key, items[i].id) {
+		if m := items[i].meta; m != nil && m.key != "" && !s.live(&items[i]) {
 			continue
 		}
 		var j Job[T]
@@ -840,14 +904,21 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 		n -= int(s.tombs[i].Swap(0))
 	}
 	s.keys.forEach(func(_ string, e *keyEntry[T]) bool {
-		if e.state == keyRunning {
-			if e.rerun != nil {
+		for {
+			id, st := e.load()
+			switch st {
+			case keyRunning:
+				return false
+			case keyRerun:
 				e.rerun = nil
+				e.st.Store(packKey(id, keyRunning))
 				n++
+				return false
 			}
-			return false
+			if e.move(id, keyPending, keyGone) {
+				return true
+			}
 		}
-		return true
 	})
 	return n, nil
 }

@@ -28,7 +28,8 @@ type worker[T any] struct {
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
-	_      [96]byte // 256 bytes in all: workers on other cores share no cache line
+	mc     memClaim[T]
+	_      [72]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -37,7 +38,7 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memClaim[T]{stripe: p.nextID % runStripes}}
 	p.workers = append(p.workers, w)
 	p.wg.Add(1)
 	go p.q.work(w)
@@ -103,7 +104,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			return
 		}
 		if q.mem != nil {
-			err = q.mem.claim(w.ctx, &job, w.id%runStripes)
+			err = q.mem.claim(w.ctx, &job, &w.mc)
 		} else {
 			job, err = q.store.Claim(w.ctx)
 		}
@@ -327,7 +328,11 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 
 func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
 	if q.mem != nil {
-		q.mem.finish(job, w.id%runStripes)
+		var ent *keyEntry[T]
+		if w.mc.id == job.ID {
+			ent = w.mc.ent
+		}
+		q.mem.finish(job, w.mc.stripe, ent)
 	} else if err := q.store.Complete(ctx, *job); err != nil {
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}

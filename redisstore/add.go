@@ -29,13 +29,14 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	}
 	sh := s.byPrio[pi]
 	now := s.now()
-	fj := &fbJob[T]{job: job, enc: enc, sh: sh, prio: pi}
+	// fj stays on the stack unless the job goes to the fallback.
+	fj := fbJob[T]{job: job, enc: enc, sh: sh, prio: pi}
 	if !job.RunAt.IsZero() {
 		fj.due = ms(job.RunAt)
 	}
 	fj.job.Attempt = 0
 	if !sh.healthy.Load() {
-		return s.addFallback(fj, now, nil)
+		return s.addFallback(fj.clone(), now, nil)
 	}
 	id, seq, err := sh.newID(ctx)
 	if err != nil {
@@ -43,17 +44,17 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 			return queue.Added{}, err
 		}
 		s.markDown(sh, err)
-		return s.addFallback(fj, now, err)
+		return s.addFallback(fj.clone(), now, err)
 	}
 	fj.job.ID, fj.seq = id, seq
-	status, err := s.addOne(sh, fj, false)
+	status, err := s.addOne(sh, &fj, false)
 	if err != nil {
 		if !isOutage(ctx, err) {
 			return queue.Added{}, err
 		}
 		s.markDown(sh, err)
 		fj.inRedis = true
-		return s.addFallback(fj, now, err)
+		return s.addFallback(fj.clone(), now, err)
 	}
 	added := queue.Added{ID: id}
 	switch status {
@@ -72,6 +73,12 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		s.signal()
 	}
 	return added, nil
+}
+
+// clone returns a copy of fj on the heap.
+func (fj *fbJob[T]) clone() *fbJob[T] {
+	c := *fj
+	return &c
 }
 
 // addItem is one job for the add script.
@@ -118,61 +125,59 @@ func (sh *shard) plain(it *addItem, now int64) bool {
 	return it.key == "" && it.group == "" && !it.restore && it.due <= now && sh.labelIndex(it.label) >= 0
 }
 
-// runAddReady adds plain jobs with scriptAddReady.
+// runAddReady adds plain jobs with scriptAddReady. It builds the command's
+// arguments itself, from keys boxed once per shard: a lone job costs the
+// argument slice, the meta record and the boxes of its id, offset, meta
+// and payload.
 func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) ([]string, error) {
-	// The lists and seen bitmaps the batch uses, in order of first use;
-	// usually one of each.
-	var lists []int // label indexes
-	var seenKeys []string
-	type ref struct {
-		list, seen int
-		off        int64
-	}
-	refs := make([]ref, len(items))
+	// The lists (label indexes) and seen bitmaps (seq/seenBits) the batch
+	// uses, in order of first use; usually one of each.
+	var listBuf [4]int
+	var seenBuf [2]int64
+	lists, seens := listBuf[:0], seenBuf[:0]
 	n := 0
 	for i := range items {
 		it := &items[i]
-		li := sh.labelIndex(it.label)
-		r := ref{list: slices.Index(lists, li) + 1}
-		if r.list == 0 {
+		if li := sh.labelIndex(it.label); !slices.Contains(lists, li) {
 			lists = append(lists, li)
-			r.list = len(lists)
 		}
-		var key string
-		key, r.off = sh.ks.seen(it.seq)
-		if r.seen = slices.Index(seenKeys, key) + 1; r.seen == 0 {
-			seenKeys = append(seenKeys, key)
-			r.seen = len(seenKeys)
+		if b := it.seq / seenBits; !slices.Contains(seens, b) {
+			seens = append(seens, b)
 		}
-		refs[i] = r
 		n += metaPrefixLen(it) + 3
 	}
-	keys := make([]string, 0, 4+len(lists)+len(seenKeys))
-	keys = append(keys, sh.ks.fixed[kMeta], sh.ks.fixed[kData], sh.ks.fixed[kCount], sh.ks.fixed[kWake])
+	nkeys := len(sh.readyKeys) + len(lists) + len(seens)
+	argv := make([]any, 0, 3+nkeys+3+len(sh.fields)+len(lists)+addReadyArgs*len(items))
+	argv = append(argv, "evalsha", scriptAddReady.hash, nkeys)
+	argv = append(argv, sh.readyKeys...)
 	for _, li := range lists {
-		keys = append(keys, sh.ks.fixed[nFixedKeys+li])
+		argv = append(argv, sh.listKeys[li])
 	}
-	keys = append(keys, seenKeys...)
-	args := make([]any, 0, 3+len(sh.fields)+len(lists)+addReadyArgs*len(items))
-	args = append(args, s.cfg.Capacity, len(lists), len(sh.fields))
-	args = append(args, sh.fields...)
+	for _, b := range seens {
+		argv = append(argv, sh.seenKeyArg(b))
+	}
+	argv = append(argv, s.capArg, len(lists), len(sh.fields))
+	argv = append(argv, sh.fields...)
 	for _, li := range lists {
-		args = append(args, sh.fields[li])
+		argv = append(argv, sh.fields[li])
 	}
 	// The records share one buffer, sliced once it is complete.
 	buf := make([]byte, 0, n)
-	ends := make([]int, len(items))
+	var endBuf [8]int
+	ends := endBuf[:0]
 	for i := range items {
 		buf = append(appendMetaPrefix(buf, &items[i]), `q"}`...)
-		ends[i] = len(buf)
+		ends = append(ends, len(buf))
 	}
 	start := 0
 	for i := range items {
-		r := &refs[i]
-		args = append(args, items[i].id, r.list, r.seen, r.off, buf[start:ends[i]:ends[i]], items[i].enc)
+		it := &items[i]
+		list := slices.Index(lists, sh.labelIndex(it.label)) + 1
+		seen := slices.Index(seens, it.seq/seenBits) + 1
+		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc)
 		start = ends[i]
 	}
-	return sh.addReply(scriptAddReady.Run(ctx, sh.client, keys, args...))
+	return sh.addReply(scriptAddReady.runArgv(ctx, sh.client, argv))
 }
 
 // runAddAll adds any jobs with scriptAdd.

@@ -58,7 +58,12 @@ func (k keyspace) ids() string { return k.tag + ":ids" }
 // seen returns the bitmap key and bit offset recording that the job with
 // sequence number seq was added.
 func (k keyspace) seen(seq int64) (string, int64) {
-	return k.tag + ":seen:" + strconv.FormatInt(seq/seenBits, 10), seq % seenBits
+	return k.seenKey(seq / seenBits), seq % seenBits
+}
+
+// seenKey is the key of the seen bitmap with index bucket (seq/seenBits).
+func (k keyspace) seenKey(bucket int64) string {
+	return k.tag + ":seen:" + strconv.FormatInt(bucket, 10)
 }
 
 // validTagPart reports why s cannot be part of the hash tag, or "".

@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Every script but add-ready (which takes only the few keys a plain job
 // touches) is called with the same key layout, so that every key a script
@@ -613,6 +617,8 @@ return 0
 type script struct {
 	name string
 	*redis.Script
+	src  string
+	hash any // Hash, boxed once for runArgv
 }
 
 func newScript(name, body string) script {
@@ -620,7 +626,27 @@ func newScript(name, body string) script {
 }
 
 func newRawScript(name, src string) script {
-	return script{name: name, Script: redis.NewScript(src)}
+	sc := script{name: name, Script: redis.NewScript(src), src: src}
+	sc.hash = sc.Hash()
+	return sc
+}
+
+// runArgv runs the script with argv: "evalsha", sc.hash, the key count,
+// the keys, then the arguments, boxed by the caller, who can keep the
+// boxes of its keys (Script.Run boxes every key again and allocates to
+// look for NOSCRIPT in every reply). A script Redis lacks (restarted or
+// flushed) runs again with EVAL, as with Script.Run.
+func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, argv...)
+	cmd.SetFirstKeyPos(3)
+	_ = c.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		argv[0], argv[1] = "eval", sc.src
+		cmd = redis.NewCmd(ctx, argv...)
+		cmd.SetFirstKeyPos(3)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 // jobScripts lists the job scripts (all but add-ready use the shared key

@@ -32,6 +32,11 @@ type shard struct {
 	fields  []any // the ready counters' fields ("r:" + label), like labels
 	sharded bool
 
+	// Boxed once for the add-ready script: meta, data, count and wake
+	// keys; the ready lists' keys, like labels; the last seen bitmap used.
+	readyKeys, listKeys []any
+	lastSeen            atomic.Pointer[seenArg]
+
 	healthy   atomic.Bool
 	hasWaiter chan struct{} // tells the wake listener a Claim waits
 	lastErr   atomic.Pointer[string]
@@ -57,11 +62,32 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 		}
 		sh.label += l
 	}
+	sh.readyKeys = []any{ks.fixed[kMeta], ks.fixed[kData], ks.fixed[kCount], ks.fixed[kWake]}
+	for i := range labels {
+		sh.listKeys = append(sh.listKeys, ks.fixed[nFixedKeys+i])
+	}
 	sh.adds.max = 128
 	sh.claims.max = 64
 	sh.settles.max = 128
 	sh.healthy.Store(true)
 	return sh
+}
+
+// seenArg is a seen bitmap's key, boxed, with its index.
+type seenArg struct {
+	bucket int64
+	key    any
+}
+
+// seenKeyArg returns the key of the seen bitmap with index bucket, boxed
+// for a script's arguments.
+func (sh *shard) seenKeyArg(bucket int64) any {
+	if a := sh.lastSeen.Load(); a != nil && a.bucket == bucket {
+		return a.key
+	}
+	a := &seenArg{bucket: bucket, key: sh.ks.seenKey(bucket)}
+	sh.lastSeen.Store(a)
+	return a.key
 }
 
 // serves reports whether the shard serves the priority label.

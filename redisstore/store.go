@@ -42,6 +42,7 @@ type Store[T any] struct {
 	client redis.UniversalClient
 	o      options
 	cfg    queue.StoreConfig
+	capArg any    // cfg.Capacity, boxed once for the add scripts
 	owner  string // this process's lease and leader identity
 	down   bool   // New found Redis unreachable and WithConnect allowed it
 
@@ -136,6 +137,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		}
 	}
 	s.cfg = cfg
+	s.capArg = cfg.Capacity
 	// Group the priorities by client, in priority order.
 	var clients []redis.UniversalClient
 	var groups [][]int
