@@ -67,7 +67,7 @@ type stripe struct {
 // million scheduled jobs stay small.
 type item[T any] struct {
 	id      int64
-	at      int64    // due instant (ns since epoch); 0 means immediate
+	at      int64       // due instant (ns since epoch); 0 means immediate
 	meta    *jobMeta[T] // nil for a job without key, group, target or max attempts
 	attempt int32
 	prio    uint8
