@@ -10,11 +10,11 @@ import (
 )
 
 // MemoryStore keeps jobs in process memory. It is the default Store: New
-// creates one unless WithStore is given. Ready jobs wait in one buffered
-// channel per priority level (so enqueue and dispatch cost about what a
-// channel costs, with no lock of the store's own and no allocation for a
-// job without a key), scheduled jobs in a heap, pending keys in a sharded
-// set. Jobs do not survive the process.
+// creates one unless WithStore is given. Ready jobs wait in one lock-free
+// ring per priority level (no lock and no allocation for a job without a
+// key), scheduled jobs in a heap, pending keys in a sharded set whose
+// entries a worker claims and releases with one compare-and-swap. Jobs do
+// not survive the process.
 type MemoryStore[T any] struct {
 	cfg    StoreConfig
 	epoch  time.Time
