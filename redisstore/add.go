@@ -130,6 +130,9 @@ func (sh *shard) plain(it *addItem, now int64) bool {
 // argument slice, the meta record and the boxes of its id, offset, meta
 // and payload.
 func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) ([]string, error) {
+	if len(items) == 1 {
+		return s.runAddOne(ctx, sh, &items[0])
+	}
 	// The lists (label indexes) and seen bitmaps (seq/seenBits) the batch
 	// uses, in order of first use; usually one of each.
 	var listBuf [4]int
@@ -178,6 +181,19 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 		start = ends[i]
 	}
 	return sh.addReply(scriptAddReady.runArgv(ctx, sh.client, argv))
+}
+
+// runAddOne adds one plain job with scriptAddOne.
+func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
+	li := sh.labelIndex(it.label)
+	argv := make([]any, 0, 3+6+6+len(sh.fields))
+	argv = append(argv, "evalsha", scriptAddOne.hash, 6)
+	argv = append(argv, sh.readyKeys...)
+	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(it.seq/seenBits))
+	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
+	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc)
+	argv = append(argv, sh.fields...)
+	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
 }
 
 // runAddAll adds any jobs with scriptAdd.

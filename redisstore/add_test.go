@@ -165,3 +165,62 @@ func TestAddMetaStrings(t *testing.T) {
 		t.Fatalf("meta = %+v", m)
 	}
 }
+
+// TestAddOne: a lone plain job goes to the add-one script, which applies
+// add-ready's rules: seen, full, a wake-up token while its list is short,
+// at most 64 tokens.
+func TestAddOne(t *testing.T) {
+	c := needRedis(t)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 2 }, WithPrefix(testPrefix(t, c)))
+	ctx := context.Background()
+	sh := s.shards[0]
+	item := func(label string) addItem {
+		t.Helper()
+		id, seq, err := sh.newID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return addItem{id: id, seq: seq, label: label, due: ms(clk.Now()), enc: []byte("1")}
+	}
+	wake := sh.ks.fixed[kWake]
+	a, b := item("low"), item("high")
+	b.seq += seenBits // another seen bitmap
+	for i, tc := range []struct {
+		it     addItem
+		status string
+		tokens int64
+	}{{a, "ready", 1}, {a, "seen", 1}, {b, "ready", 2}, {item("normal"), "full", 2}} {
+		got, err := s.runAdd(ctx, sh, []addItem{tc.it})
+		if err != nil || len(got) != 1 || got[0] != tc.status {
+			t.Fatalf("add %d = %q, %v; want %s", i, got, err, tc.status)
+		}
+		if n := c.LLen(ctx, wake).Val(); n != tc.tokens {
+			t.Fatalf("after add %d: %d wake-up tokens, want %d", i, n, tc.tokens)
+		}
+	}
+	if s.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", s.Len())
+	}
+	for _, it := range []addItem{b, a} {
+		j, err := s.Claim(ctx)
+		if err != nil || j.ID != it.id || j.Priority != it.label || j.Payload != 1 {
+			t.Fatalf("Claim = %+v, %v; want job %d of %s", j, err, it.id, it.label)
+		}
+		must(t, s.Complete(ctx, j))
+	}
+	// A job among the first 64 of its list pushes a token, but the wake
+	// list keeps at most 64.
+	for _, before := range []int64{64, 62} {
+		must(t, c.Del(ctx, wake).Err())
+		for range before {
+			must(t, c.RPush(ctx, wake, "1").Err())
+		}
+		if got, err := s.runAdd(ctx, sh, []addItem{item("normal")}); err != nil || got[0] != "ready" {
+			t.Fatalf("add = %q, %v", got, err)
+		}
+		if n, want := c.LLen(ctx, wake).Val(), min(before+1, 64); n != want {
+			t.Fatalf("%d wake-up tokens before the add, %d after; want %d", before, n, want)
+		}
+	}
+}

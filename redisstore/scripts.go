@@ -6,9 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every script but add-ready (which takes only the few keys a plain job
-// touches) is called with the same key layout, so that every key a script
-// touches is declared in KEYS (Cluster-safe, checked by
+// Every script but add-ready and add-one (which take only the few keys a
+// plain job touches) is called with the same key layout, so that every
+// key a script touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
 //	KEYS[1..12]  meta, data, lease, run, sched, keys, reruns, groups, dead,
@@ -365,6 +365,32 @@ out[1] = rc
 return out
 `)
 
+// AddOne is add-ready for one job, the lone producer's case, with the
+// fewest arguments and commands: KEYS are meta, data, count, wake, the
+// job's ready list and its seen bitmap; ARGV: capacity, the list's counter
+// field, id, seen offset, meta record (complete: state q), payload, then
+// the shard's ready counters' fields. Returns {ready, 'ready', 'full' or
+// 'seen'}, as add-ready does. A job among the first 64 of its list pushes
+// a wake-up token, and the wake list is trimmed back to 64.
+var scriptAddOne = newRawScript("add-one", `
+local META, DATA, COUNT, WAKE, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id, off = ARGV[3], ARGV[4]
+local rc = 0
+for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 7))) do rc = rc + (tonumber(v) or 0) end
+if redis.call('SETBIT', SEEN, off, 1) == 1 then return {rc, 'seen'} end
+if rc >= tonumber(ARGV[1]) then
+  redis.call('SETBIT', SEEN, off, 0)
+  return {rc, 'full'}
+end
+redis.call('HSET', META, id, ARGV[5])
+redis.call('HSET', DATA, id, ARGV[6])
+if redis.call('RPUSH', LIST, id) <= 64 and redis.call('RPUSH', WAKE, '1') > 64 then
+  redis.call('LTRIM', WAKE, 0, 63)
+end
+redis.call('HINCRBY', COUNT, ARGV[2], 1)
+return {rc + 1, 'ready'}
+`)
+
 // Claim: now, lease-until, owner, promote batch, capacity, requeue ms, n.
 // Claims up to n jobs, highest priority first. Returns {ready, requeued,
 // next due (-1 for none), then per job: id, key, group, target, label,
@@ -649,7 +675,7 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 	return cmd
 }
 
-// jobScripts lists the job scripts (all but add-ready use the shared key
-// layout), for loading and for TestScriptsDeclareKeys.
-var jobScripts = []script{scriptAdd, scriptAddReady, scriptClaim, scriptSettle, scriptCancel,
+// jobScripts lists the job scripts (all but add-ready and add-one use the
+// shared key layout), for loading and for TestScriptsDeclareKeys.
+var jobScripts = []script{scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
 	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge}

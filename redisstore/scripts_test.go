@@ -150,7 +150,17 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	add(queue.Job[int]{Key: "f", RunAt: clk.Now().Add(time.Hour), Payload: 7})
 	j = claim()
 	add(queue.Job[int]{Key: "e", Payload: 8}) // rerun, removed by Purge
-	add(queue.Job[int]{Payload: 9})           // add-ready, removed by Purge
+	add(queue.Job[int]{Payload: 9})           // add-one, removed by Purge
+	// add-ready takes batches of plain jobs, removed by Purge.
+	sh := s.shards[0]
+	var batch []addItem
+	for range 2 {
+		id, seq, err := sh.newID(ctx)
+		must(t, err)
+		batch = append(batch, addItem{id: id, seq: seq, label: "normal", enc: []byte("10")})
+	}
+	_, err = s.runAdd(ctx, sh, batch)
+	must(t, err)
 	_, err = s.Purge(ctx)
 	must(t, err)
 	must(t, s.Complete(ctx, j))
@@ -306,4 +316,19 @@ func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate
 		}
 	})
 	return s
+}
+
+// TestRunArgvNoScript: a script Redis does not have runs with EVAL.
+func TestRunArgvNoScript(t *testing.T) {
+	c := needRedis(t)
+	key := testPrefix(t, c) + ":argv"
+	sc := newRawScript("test", "-- "+strconv.FormatInt(time.Now().UnixNano(), 10)+"\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])")
+	ctx := context.Background()
+	for want := int64(2); want <= 4; want += 2 {
+		n, err := sc.runArgv(ctx, c, []any{"evalsha", sc.hash, 1, key, 2}).Int64()
+		if err != nil || n != want {
+			t.Fatalf("runArgv = %d, %v; want %d", n, err, want)
+		}
+	}
+	must(t, c.Del(ctx, key).Err())
 }
