@@ -53,8 +53,9 @@ type MemoryStore[T any] struct {
 
 // runStripes is the number of stripes of the running counter. A queue's
 // worker counts its claims and finishes on stripe worker ID mod
-// runStripes; the Store methods, which do not know the worker, use the
-// job's ID. A stripe can go negative; the sum is exact.
+// runStripes; the Store methods, which do not know the worker, use stripe
+// 0 (Claim) or the job's ID (Complete, Retry and the rest). A stripe can
+// go negative; only the sum means anything, and it is exact.
 const runStripes = 16
 
 // stripe is a counter on a cache line of its own.
