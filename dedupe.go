@@ -10,21 +10,54 @@ import (
 // job is queued, scheduled or running, plus at most one coalesced rerun of
 // a running key. It is sharded so that unrelated keys never share a lock.
 //
+// Each shard is an open-addressing hash table of entry pointers, written
+// under the shard's lock, with one exception: the worker that finishes a
+// keyed job releases the key without the lock. It moves the entry to gone
+// with a compare-and-swap (see keyEntry) and then swaps the entry's slot
+// to a tombstone, which a later insert reuses. So neither a claim nor a
+// finish takes a lock or hashes the key, and nothing ever sweeps the table
+// for finished entries: Enqueue's insert is the only map work a job costs.
+//
 // Lock order: a shard's mutex may be held while taking the schedule's; the
 // schedule never takes a shard's.
 type keySet[T any] struct {
 	seed   maphash.Seed
+	tomb   *keyEntry[T] // marks a slot whose entry has gone; reusable
+	moved  *keyEntry[T] // marks a slot of a table that is being (or was) rehashed
 	shards [keyShards]keyShard[T]
 }
 
-const keyShards = 64
+// keyShards is the number of shards; a key's shard is the top bits of its
+// hash, its slot in the shard's table the low bits.
+const (
+	keyShards     = 64
+	keyShardShift = 64 - 6
+)
 
 type keyShard[T any] struct {
-	mu      sync.Mutex
-	m       map[string]*keyEntry[T]
-	sweepAt int      // sweep finished entries out of m when it grows to this size
-	_       [40]byte // keep neighbouring shards' locks off one cache line
+	mu   sync.Mutex
+	tab  atomic.Pointer[keyTable[T]] // replaced under mu; read without it by finishing workers
+	used int                         // slots of tab that are not empty (tombstones included); mu
+	_    [32]byte                    // keep neighbouring shards' locks off one cache line
 }
+
+// keyTable is a shard's table: linear probing over a power-of-two array.
+// A slot goes from empty to used and never back (a rehash makes a new
+// table), so a probe for an entry that is in the table meets it before
+// any empty slot.
+type keyTable[T any] struct {
+	slots []keySlot[T]
+	mask  uint64
+}
+
+type keySlot[T any] struct {
+	h atomic.Uint64               // the key's hash | 1 while used; 0 while empty
+	e atomic.Pointer[keyEntry[T]] // the entry, or the set's tomb or moved marker
+}
+
+// minKeyTable is the size a shard's table starts at and never shrinks
+// below.
+const minKeyTable = 64
 
 // keyState is where the job holding a key is.
 type keyState uint64
@@ -40,14 +73,14 @@ const (
 // worker can move the entry from pending to running when it claims the
 // job, and from running to gone when the job ends, with one
 // compare-and-swap and without the shard's lock: the item carries a
-// pointer to its entry, and a claim or finish touches neither the map nor
-// the lock. Every other change is made under the shard's lock, with a
+// pointer to its entry, and a claim or finish touches neither the lock nor
+// the key. Every other change is made under the shard's lock, with a
 // compare-and-swap too, as a claim or finish may move the word meanwhile.
-// A gone entry may stay in the map until an Enqueue of its key replaces it
-// or a sweep removes it.
+// Gone is final: a gone entry is never used again.
 type keyEntry[T any] struct {
 	st    atomic.Uint64 // job ID << 3 | keyState
-	group string        // the job's group, freed when it is cancelled; shard lock
+	h     uint64        // the key's hash | 1; set before the entry is published
+	meta  *jobMeta[T]   // the pending (or running) job's key and group; shard lock
 	rerun *item[T]      // the coalesced rerun of a running key; shard lock
 	sched bool          // a pending job waits in the schedule, not a ready queue; shard lock
 	prio  uint8         // the pending job's priority, for the ready queues' tombstone counts; shard lock
@@ -71,79 +104,188 @@ func (e *keyEntry[T]) move(id int64, from, to keyState) bool {
 }
 
 func newKeySet[T any]() *keySet[T] {
-	ks := &keySet[T]{seed: maphash.MakeSeed()}
+	ks := &keySet[T]{seed: maphash.MakeSeed(), tomb: new(keyEntry[T]), moved: new(keyEntry[T])}
 	for i := range ks.shards {
-		ks.shards[i].m = make(map[string]*keyEntry[T])
-		ks.shards[i].sweepAt = minSweep
+		ks.shards[i].tab.Store(newKeyTable[T](minKeyTable))
 	}
 	return ks
 }
 
-func (ks *keySet[T]) shard(key string) *keyShard[T] {
-	return &ks.shards[maphash.String(ks.seed, key)%keyShards]
+func newKeyTable[T any](n int) *keyTable[T] {
+	return &keyTable[T]{slots: make([]keySlot[T], n), mask: uint64(n - 1)}
 }
 
-// minSweep is the smallest map size at which a shard sweeps out gone
-// entries.
-const minSweep = 64
+// hash returns key's hash, never 0.
+func (ks *keySet[T]) hash(key string) uint64 { return maphash.String(ks.seed, key) | 1 }
+
+// shard returns the shard of a key with hash h.
+func (ks *keySet[T]) shard(h uint64) *keyShard[T] { return &ks.shards[h>>keyShardShift] }
+
+// entries calls fn for every key held, under its shard's lock; fn returns
+// whether to remove the entry. Gone entries met on the way (a finishing
+// worker is about to bury them) are removed without calling fn.
+func (ks *keySet[T]) entries(fn func(e *keyEntry[T]) (remove bool)) {
+	for i := range ks.shards {
+		sh := &ks.shards[i]
+		sh.mu.Lock()
+		t := sh.tab.Load()
+		for j := range t.slots {
+			s := &t.slots[j]
+			e := s.e.Load()
+			if e == nil || e == ks.tomb {
+				continue
+			}
+			if e.gone() || fn(e) {
+				ks.bury(s, e)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func (e *keyEntry[T]) gone() bool { return keyState(e.st.Load()&7) == keyGone }
 
 // counts returns the number of keys held and of coalesced reruns waiting.
 func (ks *keySet[T]) counts() (keys, reruns int) {
-	for i := range ks.shards {
-		s := &ks.shards[i]
-		s.mu.Lock()
-		for _, e := range s.m {
-			switch _, st := e.load(); st {
-			case keyGone:
-				continue
-			case keyRerun:
-				reruns++
-			}
-			keys++
+	ks.entries(func(e *keyEntry[T]) bool {
+		switch _, st := e.load(); st {
+		case keyGone:
+			return true // finished since entries looked
+		case keyRerun:
+			reruns++
 		}
-		s.mu.Unlock()
-	}
+		keys++
+		return false
+	})
 	return keys, reruns
 }
 
-// forEach calls fn for every key held, under its shard's lock; fn returns
-// whether to delete the entry. Gone entries are deleted on the way.
-func (ks *keySet[T]) forEach(fn func(key string, e *keyEntry[T]) (del bool)) {
-	for i := range ks.shards {
-		s := &ks.shards[i]
-		s.mu.Lock()
-		for k, e := range s.m {
-			if _, st := e.load(); st == keyGone || fn(k, e) {
-				delete(s.m, k)
+// find returns the entry in sh for key, gone or not, or nil, and the slot
+// an insert of key should use; sh.mu is held.
+func (ks *keySet[T]) find(sh *keyShard[T], key string, h uint64) (*keyEntry[T], *keySlot[T]) {
+	t := sh.tab.Load()
+	var free *keySlot[T] // the first tombstone met
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		hv := s.h.Load()
+		if hv == 0 {
+			if free == nil {
+				free = s
 			}
+			return nil, free
 		}
-		s.mu.Unlock()
+		e := s.e.Load()
+		if e == ks.tomb {
+			if free == nil {
+				free = s
+			}
+			continue
+		}
+		if hv == h && e.meta.key == key {
+			return e, s
+		}
 	}
 }
 
-// get returns the entry holding key, nil if the key is free; s.mu is held.
-func (s *keyShard[T]) get(key string) *keyEntry[T] {
-	e := s.m[key]
-	if e == nil {
-		return nil
+// get returns key's entry unless the key is free; sh.mu is held.
+func (ks *keySet[T]) get(sh *keyShard[T], key string, h uint64) *keyEntry[T] {
+	if e, _ := ks.find(sh, key, h); e != nil && !e.gone() {
+		return e
 	}
-	if _, st := e.load(); st == keyGone {
-		return nil
-	}
-	return e
+	return nil
 }
 
-// put makes e key's entry; s.mu is held. Now and then it sweeps gone
-// entries out, so that the map stays within about twice the keys held.
-func (s *keyShard[T]) put(key string, e *keyEntry[T]) {
-	s.m[key] = e
-	if len(s.m) < s.sweepAt {
+// insert makes e the entry of its key (e.meta.key, hash e.h), which must
+// be free, in slot s as find returned it; sh.mu is held.
+func (ks *keySet[T]) insert(sh *keyShard[T], s *keySlot[T], e *keyEntry[T]) {
+	if s.e.Load() == nil {
+		sh.used++
+	}
+	// Otherwise s held a tombstone or the key's own gone entry, which e
+	// replaces.
+	s.h.Store(e.h)
+	s.e.Store(e)
+	if t := sh.tab.Load(); sh.used*4 > len(t.slots)*3 {
+		ks.rehash(sh, t)
+	}
+}
+
+// remove takes e, which is gone or about to be, out of the table; sh.mu
+// is held.
+func (ks *keySet[T]) remove(sh *keyShard[T], e *keyEntry[T]) {
+	t := sh.tab.Load()
+	if s := t.slot(e); s != nil {
+		ks.bury(s, e)
+	}
+}
+
+// bury turns slot s, which holds e, into a tombstone; the shard's lock is
+// held. A finishing worker may bury it first.
+func (ks *keySet[T]) bury(s *keySlot[T], e *keyEntry[T]) { s.e.CompareAndSwap(e, ks.tomb) }
+
+// slot returns the slot of t holding e, nil if none does.
+func (t *keyTable[T]) slot(e *keyEntry[T]) *keySlot[T] {
+	for i := e.h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.h.Load() == 0 {
+			return nil
+		}
+		if s.e.Load() == e {
+			return s
+		}
+	}
+}
+
+// release removes e, which its worker has just moved from running to
+// gone, from its shard's table without taking the lock when it can.
+func (ks *keySet[T]) release(e *keyEntry[T]) {
+	sh := ks.shard(e.h)
+	if s := sh.tab.Load().slot(e); s != nil && s.e.CompareAndSwap(e, ks.tomb) {
 		return
 	}
-	for k, o := range s.m {
-		if _, st := o.load(); st == keyGone {
-			delete(s.m, k)
+	// A rehash moved the slot, or is moving it, or an insert of the same
+	// key reused it: look again under the lock.
+	sh.mu.Lock()
+	ks.remove(sh, e)
+	sh.mu.Unlock()
+}
+
+// rehash moves the live entries of t to a new table sized for them, with
+// room to grow; sh.mu is held. Each old slot is swapped to the moved
+// marker as it is read, so that a finishing worker either buried its
+// entry before (and it is not copied) or finds the marker and retries
+// under the lock, in the new table.
+func (ks *keySet[T]) rehash(sh *keyShard[T], t *keyTable[T]) {
+	live := 0
+	for i := range t.slots {
+		if e := t.slots[i].e.Load(); e != nil && e != ks.tomb {
+			live++
 		}
 	}
-	s.sweepAt = max(2*len(s.m), minSweep)
+	n := minKeyTable
+	for n*3 < live*8 { // at most 3/8 full after the rehash
+		n <<= 1
+	}
+	nt := newKeyTable[T](n)
+	live = 0
+	for i := range t.slots {
+		s := &t.slots[i]
+		if e := s.e.Load(); e == nil || e == ks.tomb {
+			continue // only an insert, under the lock, changes these
+		}
+		e := s.e.Swap(ks.moved)
+		if e == ks.tomb {
+			continue // its worker buried it just now
+		}
+		h := s.h.Load() // == e.h, without reading the entry
+		j := h & nt.mask
+		for nt.slots[j].h.Load() != 0 {
+			j = (j + 1) & nt.mask
+		}
+		nt.slots[j].h.Store(h)
+		nt.slots[j].e.Store(e)
+		live++
+	}
+	sh.used = live
+	sh.tab.Store(nt)
 }

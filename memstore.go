@@ -232,10 +232,12 @@ func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 	if job.Key == "" {
 		return s.place(it, scheduled)
 	}
-	sh := s.keys.shard(job.Key)
+	h := s.keys.hash(job.Key)
+	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.get(job.Key); e != nil {
+	e, slot := s.keys.find(sh, job.Key, h)
+	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
 			return Added{}, ErrDuplicate // pending, or a rerun already waits
@@ -253,12 +255,12 @@ func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 	// The entry goes in before the job goes into a ring, where a worker
 	// may claim it at once.
 	fresh.st.Store(packKey(it.id, keyPending))
-	fresh.group, fresh.prio = job.Group, it.prio
-	sh.put(job.Key, fresh)
+	fresh.h, fresh.meta, fresh.prio = h, it.meta, it.prio
+	s.keys.insert(sh, slot, fresh)
 	added, err := s.place(it, scheduled)
 	if err != nil {
 		fresh.st.Store(packKey(it.id, keyGone))
-		delete(sh.m, job.Key)
+		s.keys.remove(sh, fresh)
 		return added, err
 	}
 	fresh.sched = added.Scheduled
@@ -465,10 +467,11 @@ func (s *MemoryStore[T]) unpromote(it item[T]) {
 		s.sched.push(it, false)
 		return
 	}
-	sh := s.keys.shard(it.meta.key)
+	e := it.meta.entry
+	sh := s.keys.shard(e.h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := it.meta.entry; e.is(it.id, keyPending) {
+	if e.is(it.id, keyPending) {
 		e.sched = true
 		s.sched.push(it, false)
 		return
@@ -536,14 +539,20 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 		return
 	}
 	if ent != nil && ent.move(job.ID, keyRunning, keyGone) {
-		return // no rerun waits: the key is free, its entry swept out later
+		s.keys.release(ent) // no rerun waits: the key is free
+		return
 	}
-	sh := s.keys.shard(job.Key)
+	var sh *keyShard[T]
+	if ent != nil {
+		sh = s.keys.shard(ent.h)
+	} else {
+		sh = s.keys.shard(s.keys.hash(job.Key))
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := ent
 	if e == nil {
-		if e = sh.m[job.Key]; e == nil {
+		if e, _ = s.keys.find(sh, job.Key, s.keys.hash(job.Key)); e == nil {
 			return
 		}
 	}
@@ -554,9 +563,7 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 	switch st {
 	case keyRunning:
 		e.st.Store(packKey(id, keyGone))
-		if sh.m[job.Key] == e {
-			delete(sh.m, job.Key)
-		}
+		s.keys.remove(sh, e)
 	case keyRerun:
 		s.releaseRerun(e)
 	}
@@ -566,7 +573,7 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 // held.
 func (s *MemoryStore[T]) releaseRerun(e *keyEntry[T]) {
 	r := *e.rerun
-	e.rerun, e.sched, e.prio = nil, false, r.prio
+	e.rerun, e.sched, e.prio, e.meta = nil, false, r.prio, r.meta
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
@@ -604,10 +611,11 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 		s.sched.push(it, false)
 		return nil
 	}
-	sh := s.keys.shard(job.Key)
+	h := s.keys.hash(job.Key)
+	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[job.Key]
+	e, _ := s.keys.find(sh, job.Key, h)
 	if e == nil {
 		return nil
 	}
@@ -632,14 +640,15 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 	if key == "" {
 		return 0, nil
 	}
-	sh := s.keys.shard(key)
+	h := s.keys.hash(key)
+	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	n := 0
-	if e := sh.m[key]; e != nil {
+	if e, _ := s.keys.find(sh, key, h); e != nil {
 		var del bool
 		if n, del = s.cancelEntry(e); del {
-			delete(sh.m, key)
+			s.keys.remove(sh, e)
 		}
 	}
 	return n, nil
@@ -648,8 +657,8 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 // CancelMatch implements Store. It visits every pending key.
 func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) bool) (int, error) {
 	total := 0
-	s.keys.forEach(func(key string, e *keyEntry[T]) bool {
-		if !match(key) {
+	s.keys.entries(func(e *keyEntry[T]) bool {
+		if !match(e.meta.key) {
 			return false
 		}
 		n, del := s.cancelEntry(e)
@@ -684,8 +693,8 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 		if e.sched {
 			s.sched.mu.Lock()
 			s.sched.dead++
-			if e.group != "" && s.sched.groups[e.group] == id {
-				delete(s.sched.groups, e.group)
+			if g := e.meta.group; g != "" && s.sched.groups[g] == id {
+				delete(s.sched.groups, g)
 			}
 			s.sched.mu.Unlock()
 		} else {
@@ -799,10 +808,10 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
 		s.sched.push(it, false)
 		return requeued
 	}
-	sh := s.keys.shard(it.meta.key)
+	e := it.meta.entry
+	sh := s.keys.shard(e.h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := it.meta.entry
 	if !e.is(it.id, keyPending) {
 		s.sched.mu.Lock()
 		s.sched.dead--
@@ -904,10 +913,12 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	for i := range s.tombs {
 		n -= int(s.tombs[i].Swap(0))
 	}
-	s.keys.forEach(func(_ string, e *keyEntry[T]) bool {
+	s.keys.entries(func(e *keyEntry[T]) bool {
 		for {
 			id, st := e.load()
 			switch st {
+			case keyGone:
+				return true // claimed and finished meanwhile
 			case keyRunning:
 				return false
 			case keyRerun:
