@@ -44,15 +44,17 @@ type keyShard[T any] struct {
 // keyTable is a shard's table: linear probing over a power-of-two array.
 // A slot goes from empty to used and never back (a rehash makes a new
 // table), so a probe for an entry that is in the table meets it before
-// any empty slot.
+// any empty slot. Slots are written under the shard's lock; a finishing
+// worker reads them without it, and so reads only e: a slot is empty
+// while its e is nil.
 type keyTable[T any] struct {
 	slots []keySlot[T]
 	mask  uint64
 }
 
 type keySlot[T any] struct {
-	h atomic.Uint64               // the key's hash | 1 while used; 0 while empty
-	e atomic.Pointer[keyEntry[T]] // the entry, or the set's tomb or moved marker
+	h uint64                      // the key's hash | 1 while used; 0 while empty; shard lock
+	e atomic.Pointer[keyEntry[T]] // the entry, or the set's tomb or moved marker; nil while empty
 }
 
 // minKeyTable is the size a shard's table starts at and never shrinks
@@ -167,7 +169,7 @@ func (ks *keySet[T]) find(sh *keyShard[T], key string, h uint64) (*keyEntry[T], 
 	var free *keySlot[T] // the first tombstone met
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
-		hv := s.h.Load()
+		hv := s.h
 		if hv == 0 {
 			if free == nil {
 				free = s
@@ -203,7 +205,7 @@ func (ks *keySet[T]) insert(sh *keyShard[T], s *keySlot[T], e *keyEntry[T]) {
 	}
 	// Otherwise s held a tombstone or the key's own gone entry, which e
 	// replaces.
-	s.h.Store(e.h)
+	s.h = e.h
 	s.e.Store(e)
 	if t := sh.tab.Load(); sh.used*4 > len(t.slots)*3 {
 		ks.rehash(sh, t)
@@ -227,10 +229,10 @@ func (ks *keySet[T]) bury(s *keySlot[T], e *keyEntry[T]) { s.e.CompareAndSwap(e,
 func (t *keyTable[T]) slot(e *keyEntry[T]) *keySlot[T] {
 	for i := e.h & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
-		if s.h.Load() == 0 {
+		switch s.e.Load() {
+		case nil:
 			return nil
-		}
-		if s.e.Load() == e {
+		case e:
 			return s
 		}
 	}
@@ -277,12 +279,12 @@ func (ks *keySet[T]) rehash(sh *keyShard[T], t *keyTable[T]) {
 		if e == ks.tomb {
 			continue // its worker buried it just now
 		}
-		h := s.h.Load() // == e.h, without reading the entry
+		h := s.h // == e.h, without reading the entry
 		j := h & nt.mask
-		for nt.slots[j].h.Load() != 0 {
+		for nt.slots[j].h != 0 {
 			j = (j + 1) & nt.mask
 		}
-		nt.slots[j].h.Store(h)
+		nt.slots[j].h = h
 		nt.slots[j].e.Store(e)
 		live++
 	}
