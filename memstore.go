@@ -722,8 +722,8 @@ func (s *MemoryStore[T]) promote() int64 {
 	next := int64(0)
 	if !s.drained.Load() {
 		s.sched.mu.Lock()
-		if len(s.sched.heap) > 0 {
-			next = max(s.sched.heap[0].at, 1)
+		if s.sched.heap.len() > 0 {
+			next = max(s.sched.heap.at(0).at, 1)
 		}
 		s.sched.mu.Unlock()
 	}
@@ -905,9 +905,9 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 		}
 	}
 	s.sched.mu.Lock()
-	n += len(s.sched.heap)
+	n += s.sched.heap.len()
 	n -= s.sched.dead
-	s.sched.heap, s.sched.dead = nil, 0
+	s.sched.heap, s.sched.dead = tiers[T]{}, 0
 	clear(s.sched.groups)
 	s.sched.mu.Unlock()
 	for i := range s.tombs {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -14,7 +15,7 @@ import (
 // instant; no job has a timer of its own.
 type schedule[T any] struct {
 	mu     sync.Mutex
-	heap   []item[T]
+	heap   tiers[T]
 	groups map[string]int64 // group -> ID of its scheduled job
 	dead   int              // cancelled items still in heap
 	wake   chan struct{}    // a new earliest item, or drain
@@ -24,21 +25,71 @@ func newSchedule[T any]() *schedule[T] {
 	return &schedule[T]{groups: make(map[string]int64), wake: make(chan struct{}, 1)}
 }
 
+// tiers is the heap's array: a list of blocks, each twice the size of
+// the one before, so that growing allocates one new block and never
+// copies the items already held (with a million scheduled jobs, append's
+// copies were a third of the cost of scheduling one), and the first
+// blocks stay small for a small schedule.
+type tiers[T any] struct {
+	blocks [][]item[T] // block k holds items tierBase<<k ... tierBase<<(k+1) - 1, offset by tierBase
+	n      int
+}
+
+// tierBits sizes the first block: 1 << tierBits items.
+const tierBits = 4
+
+// at returns item i, which must be < n.
+func (t *tiers[T]) at(i int) *item[T] {
+	x := uint(i) + 1<<tierBits
+	k := bits.Len(x) - 1 - tierBits
+	return &t.blocks[k][x-(1<<(k+tierBits))]
+}
+
+func (t *tiers[T]) len() int { return t.n }
+
+func (t *tiers[T]) push(it item[T]) {
+	if x := uint(t.n) + 1<<tierBits; x&(x-1) == 0 && bits.Len(x)-1-tierBits == len(t.blocks) {
+		t.blocks = append(t.blocks, make([]item[T], x)) // block k has 1<<(k+tierBits) items
+	}
+	t.n++
+	*t.at(t.n - 1) = it
+}
+
+// pop removes and returns the last item. A block is freed once the block
+// below it is empty too, so that a schedule hovering at a block's edge
+// does not allocate it again and again.
+func (t *tiers[T]) pop() item[T] {
+	t.n--
+	p := t.at(t.n)
+	it := *p
+	*p = item[T]{} // drop references for the GC
+	if k := len(t.blocks) - 1; k > 0 && uint(t.n)+1<<tierBits <= 1<<(k-1+tierBits) {
+		t.blocks[k] = nil
+		t.blocks = t.blocks[:k]
+	}
+	return it
+}
+
 func (s *schedule[T]) less(i, j int) bool {
-	a, b := &s.heap[i], &s.heap[j]
+	a, b := s.heap.at(i), s.heap.at(j)
 	return a.at < b.at || (a.at == b.at && a.id < b.id)
+}
+
+func (s *schedule[T]) swap(i, j int) {
+	a, b := s.heap.at(i), s.heap.at(j)
+	*a, *b = *b, *a
 }
 
 // pushLocked adds it; s.mu must be held.
 func (s *schedule[T]) pushLocked(it item[T]) {
-	s.heap = append(s.heap, it)
-	i := len(s.heap) - 1
+	s.heap.push(it)
+	i := s.heap.len() - 1
 	for i > 0 {
 		p := (i - 1) / 4
 		if !s.less(i, p) {
 			break
 		}
-		s.heap[i], s.heap[p] = s.heap[p], s.heap[i]
+		s.swap(i, p)
 		i = p
 	}
 	if i == 0 {
@@ -64,13 +115,13 @@ func (s *schedule[T]) push(it item[T], reserveGroup bool) bool {
 // popLocked removes and returns the earliest item; s.mu must be held and
 // the heap non-empty.
 func (s *schedule[T]) popLocked() item[T] {
-	h := s.heap
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	var zero item[T]
-	h[n] = zero // drop references for the GC
-	s.heap = h[:n]
+	top := *s.heap.at(0)
+	last := s.heap.pop()
+	n := s.heap.len()
+	if n == 0 {
+		return top
+	}
+	*s.heap.at(0) = last
 	i := 0
 	for {
 		min := i
@@ -82,7 +133,7 @@ func (s *schedule[T]) popLocked() item[T] {
 		if min == i {
 			break
 		}
-		s.heap[i], s.heap[min] = s.heap[min], s.heap[i]
+		s.swap(i, min)
 		i = min
 	}
 	return top
@@ -93,17 +144,17 @@ func (s *schedule[T]) popLocked() item[T] {
 func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.heap) > 0 && s.heap[0].at <= now && len(buf) < max {
+	for s.heap.len() > 0 && s.heap.at(0).at <= now && len(buf) < max {
 		it := s.popLocked()
 		if it.meta != nil && it.meta.group != "" && s.groups[it.meta.group] == it.id {
 			delete(s.groups, it.meta.group)
 		}
 		buf = append(buf, it)
 	}
-	if len(s.heap) == 0 {
+	if s.heap.len() == 0 {
 		return buf, 0
 	}
-	return buf, s.heap[0].at
+	return buf, s.heap.at(0).at
 }
 
 // freeGroup releases group if job id holds it.
@@ -129,7 +180,7 @@ func (s *schedule[T]) poke() {
 func (s *schedule[T]) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.heap) - s.dead
+	return s.heap.len() - s.dead
 }
 
 // earliest returns up to n items in due order without removing them. It
@@ -139,7 +190,7 @@ func (s *schedule[T]) earliest(n int) []item[T] {
 	defer s.mu.Unlock()
 	var out []item[T]
 	frontier := []int{}
-	if len(s.heap) > 0 {
+	if s.heap.len() > 0 {
 		frontier = append(frontier, 0)
 	}
 	for len(frontier) > 0 && len(out) < n {
@@ -152,8 +203,8 @@ func (s *schedule[T]) earliest(n int) []item[T] {
 		idx := frontier[best]
 		frontier[best] = frontier[len(frontier)-1]
 		frontier = frontier[:len(frontier)-1]
-		out = append(out, s.heap[idx])
-		for c := 4*idx + 1; c <= 4*idx+4 && c < len(s.heap); c++ {
+		out = append(out, *s.heap.at(idx))
+		for c := 4*idx + 1; c <= 4*idx+4 && c < s.heap.len(); c++ {
 			frontier = append(frontier, c)
 		}
 	}
