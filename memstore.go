@@ -202,12 +202,13 @@ func (s *MemoryStore[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch
 
 // Add implements Store.
 func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
-	return s.add(&job)
+	return s.add(&job, false)
 }
 
 // add is Add without copying the job: the queue's hot path calls it
-// directly.
-func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
+// directly. future says job.RunAt was just computed as now plus a
+// positive delay: the job is scheduled without reading the clock again.
+func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
@@ -226,7 +227,7 @@ func (s *MemoryStore[T]) add(job *Job[T]) (Added, error) {
 		// A due job keeps its instant too: the job's RunAt reports when it
 		// became due, which the wait-time metric measures from.
 		it.at = max(s.instant(job.RunAt), 1)
-		scheduled = it.at > s.now()
+		scheduled = future || it.at > s.now()
 	}
 	it.id = s.ids.Add(1)
 	if job.Key == "" {
