@@ -265,7 +265,7 @@ func (ks *keySet[T]) rehash(sh *keyShard[T], t *keyTable[T]) {
 		}
 	}
 	n := minKeyTable
-	for n*3 < live*8 { // at most 3/8 full after the rehash
+	for n < live*2 { // at most half full after the rehash
 		n <<= 1
 	}
 	nt := newKeyTable[T](n)
