@@ -590,17 +590,18 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 		s.keys.release(ent) // no rerun waits: the key is free
 		return
 	}
-	var sh *keyShard[T]
+	var h uint64
 	if ent != nil {
-		sh = s.keys.shard(ent.h)
+		h = ent.h
 	} else {
-		sh = s.keys.shard(s.keys.hash(job.Key))
+		h = s.keys.hash(job.Key)
 	}
+	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := ent
 	if e == nil {
-		if e, _ = s.keys.find(sh, job.Key, s.keys.hash(job.Key)); e == nil {
+		if e, _ = s.keys.find(sh, job.Key, h); e == nil {
 			return
 		}
 	}
