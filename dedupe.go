@@ -38,7 +38,7 @@ type keyShard[T any] struct {
 	mu   sync.Mutex
 	tab  atomic.Pointer[keyTable[T]] // replaced under mu; read without it by finishing workers
 	used int                         // slots of tab that are not empty (tombstones included); mu
-	_    [32]byte                    // keep neighbouring shards' locks off one cache line
+	_    [40]byte                    // 64 bytes: keep neighbouring shards' locks off one cache line
 }
 
 // keyTable is a shard's table: linear probing over a power-of-two array.
@@ -187,14 +187,6 @@ func (ks *keySet[T]) find(sh *keyShard[T], key string, h uint64) (*keyEntry[T], 
 			return e, s
 		}
 	}
-}
-
-// get returns key's entry unless the key is free; sh.mu is held.
-func (ks *keySet[T]) get(sh *keyShard[T], key string, h uint64) *keyEntry[T] {
-	if e, _ := ks.find(sh, key, h); e != nil && !e.gone() {
-		return e
-	}
-	return nil
 }
 
 // insert makes e the entry of its key (e.meta.key, hash e.h), which must

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,7 +89,8 @@ func TestKeySetInsertFindRelease(t *testing.T) {
 		h := ks.hash(key)
 		sh := ks.shard(h)
 		sh.mu.Lock()
-		assert.Same(t, ents[i], ks.get(sh, key, h))
+		e, _ := ks.find(sh, key, h)
+		assert.Same(t, ents[i], e)
 		sh.mu.Unlock()
 	}
 	// Released keys are free again; the tombstones they left are reused
@@ -120,7 +122,8 @@ func TestKeySetRemoveUnderLock(t *testing.T) {
 	sh.mu.Lock()
 	e.st.Store(packKey(1, keyGone))
 	ks.remove(sh, e)
-	assert.Nil(t, ks.get(sh, "k", h))
+	found, _ := ks.find(sh, "k", h)
+	assert.Nil(t, found, "the removed entry's slot is a tombstone")
 	sh.mu.Unlock()
 	// A worker that finds its entry already removed does nothing.
 	ks.release(e)
@@ -188,4 +191,8 @@ func TestKeySetReleaseRacesRehash(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestKeyShardSize(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(keyShard[int]{}), "one shard per cache line")
 }
