@@ -34,11 +34,16 @@ const (
 	keyShardShift = 64 - 6
 )
 
+// keyShard is one shard of the set. It takes two cache lines: the table pointer, which finishing
+// workers read, apart from the lock, which the producer writes on every
+// Enqueue, so that neither evicts the other from the other's cache.
 type keyShard[T any] struct {
-	mu   sync.Mutex
-	tab  atomic.Pointer[keyTable[T]] // replaced under mu; read without it by finishing workers
-	used int                         // slots of tab that are not empty (tombstones included); mu
-	_    [40]byte                    // 64 bytes: keep neighbouring shards' locks off one cache line
+	tab    atomic.Pointer[keyTable[T]] // replaced under mu; read without it by finishing workers
+	_      [56]byte
+	mu     sync.Mutex
+	used   int                       // slots of tab that are not empty (tombstones included); mu
+	reruns map[*keyEntry[T]]*item[T] // coalesced reruns of running keys, made on first use; mu
+	_      [40]byte
 }
 
 // keyTable is a shard's table: linear probing over a power-of-two array.
@@ -71,7 +76,9 @@ const (
 	keyGone                        // finished or cancelled: the key is free
 )
 
-// keyEntry is a key's entry. Its job and state share one word, so that a
+// keyEntry is a key's entry; a keyed job's meta and entry are allocated
+// together, in 64 bytes (the rare coalesced rerun waits in its shard's
+// reruns map, not here). Its job and state share one word, so that a
 // worker can move the entry from pending to running when it claims the
 // job, and from running to gone when the job ends, with one
 // compare-and-swap and without the shard's lock: the item carries a
@@ -83,7 +90,6 @@ type keyEntry[T any] struct {
 	st    atomic.Uint64 // job ID << 3 | keyState
 	h     uint64        // the key's hash | 1; set before the entry is published
 	meta  *jobMeta[T]   // the pending (or running) job's key and group; shard lock
-	rerun *item[T]      // the coalesced rerun of a running key; shard lock
 	sched bool          // a pending job waits in the schedule, not a ready queue; shard lock
 	prio  uint8         // the pending job's priority, for the ready queues' tombstone counts; shard lock
 }
@@ -122,6 +128,27 @@ func (ks *keySet[T]) hash(key string) uint64 { return maphash.String(ks.seed, ke
 
 // shard returns the shard of a key with hash h.
 func (ks *keySet[T]) shard(h uint64) *keyShard[T] { return &ks.shards[h>>keyShardShift] }
+
+// home returns the slot where the probe for a key with hash h starts. Bit
+// 0 of a hash is always set, so it is not used.
+func (t *keyTable[T]) home(h uint64) uint64 { return (h >> 1) & t.mask }
+
+// setRerun records r as the coalesced rerun of e's running job; sh is e's
+// shard, and its lock is held.
+func (sh *keyShard[T]) setRerun(e *keyEntry[T], r *item[T]) {
+	if sh.reruns == nil {
+		sh.reruns = make(map[*keyEntry[T]]*item[T])
+	}
+	sh.reruns[e] = r
+}
+
+// takeRerun removes and returns e's rerun, nil if it has none; sh is e's
+// shard, and its lock is held.
+func (sh *keyShard[T]) takeRerun(e *keyEntry[T]) *item[T] {
+	r := sh.reruns[e]
+	delete(sh.reruns, e)
+	return r
+}
 
 // entries calls fn for every key held, under its shard's lock; fn returns
 // whether to remove the entry. Gone entries met on the way (a finishing
@@ -167,7 +194,7 @@ func (ks *keySet[T]) counts() (keys, reruns int) {
 func (ks *keySet[T]) find(sh *keyShard[T], key string, h uint64) (*keyEntry[T], *keySlot[T]) {
 	t := sh.tab.Load()
 	var free *keySlot[T] // the first tombstone met
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
+	for i := t.home(h); ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		hv := s.h
 		if hv == 0 {
@@ -219,7 +246,7 @@ func (ks *keySet[T]) bury(s *keySlot[T], e *keyEntry[T]) { s.e.CompareAndSwap(e,
 
 // slot returns the slot of t holding e, nil if none does.
 func (t *keyTable[T]) slot(e *keyEntry[T]) *keySlot[T] {
-	for i := e.h & t.mask; ; i = (i + 1) & t.mask {
+	for i := t.home(e.h); ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		switch s.e.Load() {
 		case nil:
@@ -272,7 +299,7 @@ func (ks *keySet[T]) rehash(sh *keyShard[T], t *keyTable[T]) {
 			continue // its worker buried it just now
 		}
 		h := s.h // == e.h, without reading the entry
-		j := h & nt.mask
+		j := nt.home(h)
 		for nt.slots[j].h != 0 {
 			j = (j + 1) & nt.mask
 		}

@@ -194,5 +194,10 @@ func TestKeySetReleaseRacesRehash(t *testing.T) {
 }
 
 func TestKeyShardSize(t *testing.T) {
-	assert.Equal(t, uintptr(64), unsafe.Sizeof(keyShard[int]{}), "one shard per cache line")
+	assert.Equal(t, uintptr(128), unsafe.Sizeof(keyShard[int]{}), "a shard's table pointer and lock on cache lines of their own")
+}
+
+func TestKeyedMetaSize(t *testing.T) {
+	// A held keyed job's overhead: one 64-byte size class, not 80.
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(keyedMeta[int]{}), "a keyed job's meta and entry")
 }

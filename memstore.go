@@ -82,7 +82,7 @@ type jobMeta[T any] struct {
 }
 
 // jobMore is what few jobs set; a job with a key and nothing else costs
-// 80 bytes instead of 112.
+// 64 bytes instead of 112.
 type jobMore struct {
 	group, target string
 	maxAttempts   int
@@ -292,12 +292,12 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.meta.entry = e
-		e.rerun = &rerun
+		sh.setRerun(e, &rerun)
 		if e.move(id, keyRunning, keyRerun) {
 			return Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free.
-		e.rerun = nil
+		sh.takeRerun(e)
 		it.meta.entry = fresh
 	}
 	// The entry goes in before the job goes into a ring, where a worker
@@ -614,15 +614,15 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 		e.st.Store(packKey(id, keyGone))
 		s.keys.remove(sh, e)
 	case keyRerun:
-		s.releaseRerun(e)
+		s.releaseRerun(sh, e)
 	}
 }
 
-// releaseRerun makes e's rerun the key's pending job; the shard's lock is
-// held.
-func (s *MemoryStore[T]) releaseRerun(e *keyEntry[T]) {
-	r := *e.rerun
-	e.rerun, e.sched, e.prio, e.meta = nil, false, r.prio, r.meta
+// releaseRerun makes e's rerun the key's pending job; sh is e's shard, and
+// its lock is held.
+func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry[T]) {
+	r := *sh.takeRerun(e)
+	e.sched, e.prio, e.meta = false, r.prio, r.meta
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
@@ -673,7 +673,7 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 		return nil // not this job's entry any more
 	}
 	if st == keyRerun {
-		s.releaseRerun(e)
+		s.releaseRerun(sh, e)
 		return ErrSuperseded
 	}
 	// Nothing else moves a running entry while the shard is locked: the
@@ -730,7 +730,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 			return 0, false
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			e.rerun = nil
+			s.keys.shard(e.h).takeRerun(e)
 			e.st.Store(packKey(id, keyRunning))
 			return 1, false
 		}
@@ -971,7 +971,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 			case keyRunning:
 				return false
 			case keyRerun:
-				e.rerun = nil
+				s.keys.shard(e.h).takeRerun(e)
 				e.st.Store(packKey(id, keyRunning))
 				n++
 				return false
