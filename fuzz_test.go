@@ -431,7 +431,7 @@ func (m *fuzzModel) allowed(j *fuzzJob, job queue.Job[int], oc fzOutcome, err er
 		return []queue.EventKind{queue.EventDone}
 	case ocPermanent, ocDisable:
 		return []queue.EventKind{queue.EventDead}
-	case ocError, ocPanic, ocBlockError:
+	case ocError, ocPanic, ocBlockError, ocOverload:
 		if job.Attempt >= j.limit(m.cfg.maxAttempts) {
 			return []queue.EventKind{queue.EventDead}
 		}

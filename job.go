@@ -10,7 +10,8 @@ import (
 //   - nil: the job is done; its key is released.
 //   - [RetryAfter]: run again after the given delay (BEP 31 "retry in").
 //   - [Permanent]: no retry; the job is dead-lettered.
-//   - [Overloaded]: the job's target is suspended and the job waits for it.
+//   - [Overloaded]: the job's target is suspended and the job waits for it
+//     (using an attempt: dead-lettered at [WithMaxAttempts]).
 //   - [Disable]: the job's target is disabled and the job is dead-lettered.
 //   - any other error: retried with exponential backoff and jitter until
 //     [WithMaxAttempts] is reached, then dead-lettered.

@@ -29,7 +29,9 @@ func Permanent(err error) error {
 
 // Overloaded reports that the job's target is overloaded (HTTP 429 and the
 // like): the target is suspended for [WithSuspendDuration] and the job waits
-// until the suspension ends. err may be nil.
+// until the suspension ends. The run counts as an attempt: a job whose
+// target is still overloaded at its last attempt is dead-lettered rather
+// than held forever. err may be nil.
 func Overloaded(err error) error { return &overloadError{err: err} }
 
 // Disable reports that the job's target refused the job for good (a

@@ -115,6 +115,39 @@ func Test429SuspendsButDoesNotDisable(t *testing.T) {
 	})
 }
 
+func TestOverloadUsesAnAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[int]
+		var dead atomic.Int32
+		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error {
+			return queue.Overloaded(errors.New("HTTP 429"))
+		}), queue.WithWorkers(1, 1), queue.WithSuspendDuration(time.Minute),
+			queue.WithOnDead(func(_ context.Context, job queue.Job[int], err error) {
+				assert.Equal(t, 3, job.Attempt)
+				assert.ErrorContains(t, err, "429")
+				dead.Add(1)
+			}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k", Target: "a"}))
+		synctest.Wait()
+		for range 2 {
+			advance(time.Minute)
+		}
+		runs := rec.all()
+		require.Len(t, runs, 3, "one run per attempt (default 3), each after the suspension")
+		for i, r := range runs {
+			assert.Equal(t, i+1, r.job.Attempt)
+		}
+		advance(time.Hour)
+		assert.Len(t, rec.all(), 3, "dead-lettered: not run again")
+		assert.Equal(t, int32(1), dead.Load())
+		st := q.Stats()
+		assert.Equal(t, uint64(2), st.Retried)
+		assert.Equal(t, uint64(1), st.Dead)
+		assert.Zero(t, st.PendingKeys, "the key is released")
+		balance(t, st)
+	})
+}
+
 func TestJobsForSuspendedTargetWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[string]

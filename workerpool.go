@@ -304,6 +304,11 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 		q.kill(w, bg, job, err, took)
 	case errors.As(err, &ov):
 		until := q.targets.suspend(job.Target, now, 0)
+		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+			// A target that stays overloaded does not hold a job forever.
+			q.kill(w, bg, job, err, took)
+			return
+		}
 		q.retry(w, bg, job, until, err, false)
 	case errors.As(err, &ra):
 		if ra.delay >= q.cfg.retryCeiling {
