@@ -155,7 +155,7 @@ type target struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot
+	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot or a probe's outcome
 }
 
 // TargetStatus describes one target's health.
@@ -167,7 +167,11 @@ type TargetStatus struct {
 	DisabledAt     time.Time `json:"disabled_at,omitzero"`
 	Failures       int       `json:"failures"` // consecutive failures
 	Breaker        string    `json:"breaker"`  // closed, open, half-open
-	Running        int       `json:"running"`
+	Running        int       `json:"running"`  // jobs of the target running now
+	// Parked counts claimed jobs waiting in process for a concurrency
+	// slot or for a half-open breaker's probe to end; the queue's Stats
+	// count them as running.
+	Parked int `json:"parked"`
 }
 
 type targets struct {
@@ -286,7 +290,9 @@ const (
 
 // admitJob decides whether job, of target, may run now. waitJob comes
 // with the time to try again, or the zero time when job was parked to wait
-// for a concurrency slot (release hands it out).
+// for a concurrency slot or for a half-open breaker's probes to end
+// (release hands it out). job is nil only when neither can happen: no
+// breaker and no concurrency limit.
 func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, time.Time) {
 	t := ts.get(name)
 	t.mu.Lock()
@@ -306,7 +312,10 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, t
 	}
 	if t.brk == breakerHalfOpen {
 		if t.probes >= ts.cfg.brkProbes {
-			return waitJob, now.Add(ts.cfg.brkCooldown)
+			// Parked until a probe ends (release): it runs as soon as
+			// a probe closes the breaker, not a cool-down later.
+			t.waiting = append(t.waiting, job)
+			return waitJob, time.Time{}
 		}
 		probe = true
 	}
@@ -336,10 +345,13 @@ func (ts *targets) eachWaiting(fn func(job any)) {
 
 // release frees a running slot of target. If a job is parked waiting for
 // one and the target may still run jobs, the slot passes straight to it:
-// release returns it, to be run by the caller. If the target has meanwhile
-// been disabled, suspended or opened, the parked jobs do not run: release
-// returns them all in flush, with what to do with them (cancel, or wait
-// until at).
+// release returns it, to be run by the caller; parked jobs for which the
+// target has further free slots (all of them, without a concurrency limit)
+// come back in flush, to wait until now, that is to be claimed again. If
+// the target has meanwhile been disabled, suspended or opened, the parked
+// jobs do not run: release returns them all in flush, with what to do with
+// them (cancel, or wait until at). While the breaker is half-open, the
+// slot goes to the next parked job as a probe.
 func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush []any, d jobDecision, at time.Time) {
 	t := ts.get(name)
 	t.mu.Lock()
@@ -358,18 +370,42 @@ func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush
 		d, at = waitJob, t.suspended
 	case t.brk == breakerOpen && now.Before(t.brkUntil):
 		d, at = waitJob, t.brkUntil
-	case t.brk == breakerHalfOpen:
-		d, at = waitJob, now.Add(ts.cfg.brkCooldown) // probes are taken through admitJob only
+	case t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes:
+		// Probes are still out: the slot is not needed for one.
+		t.running--
+		return nil, false, nil, runJob, time.Time{}
 	}
 	if d != runJob {
 		flush, t.waiting = t.waiting, nil
 		t.running--
 		return nil, false, flush, d, at
 	}
+	if t.brk == breakerOpen {
+		t.brk, t.probes = breakerHalfOpen, 0 // the cool-down has passed, as in admitJob
+	}
 	next = t.waiting[0]
 	t.waiting[0] = nil
 	t.waiting = t.waiting[1:]
-	return next, true, nil, runJob, time.Time{} // the slot stays taken, by next
+	if t.brk == breakerHalfOpen {
+		t.probes++ // next is a probe; the rest wait for its outcome
+		return next, true, nil, runJob, time.Time{}
+	}
+	// Closed: next takes the slot, and every parked job the target has
+	// room for goes back to be claimed again.
+	n := len(t.waiting)
+	if ts.cfg.concurrency > 0 {
+		n = min(n, max(ts.cfg.concurrency-t.running, 0))
+	}
+	if n > 0 {
+		flush = make([]any, n)
+		copy(flush, t.waiting)
+		clear(t.waiting[:n])
+		t.waiting = t.waiting[n:]
+		if len(t.waiting) == 0 {
+			t.waiting = nil
+		}
+	}
+	return next, true, flush, waitJob, now // the slot stays taken, by next
 }
 
 func (ts *targets) success(name string) {
@@ -484,7 +520,7 @@ func (ts *targets) statuses(now time.Time) []TargetStatus {
 		t := v.(*target)
 		t.mu.Lock()
 		st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-			Failures: t.fails, Breaker: t.brk.String(), Running: t.running}
+			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
 		if now.Before(t.suspended) {
 			st.SuspendedUntil = t.suspended
 		}
@@ -541,7 +577,7 @@ func (q *Queue[T]) Target(name string) (TargetStatus, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-		Failures: t.fails, Breaker: t.brk.String(), Running: t.running}
+		Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
 	if q.clock.Now().Before(t.suspended) {
 		st.SuspendedUntil = t.suspended
 	}

@@ -320,16 +320,19 @@ func TestCircuitBreaker(t *testing.T) {
 		failing.Store(false)
 		advance(30*time.Second - 2*time.Second)
 		assert.Equal(t, 3, rec.len(), "only the probe runs")
-		assert.Equal(t, "half-open", targetStatus(t, q, "a").Breaker)
-		assert.Equal(t, 1, q.Stats().Running)
-		assert.Equal(t, 1, q.Stats().Scheduled, "the other job waits")
+		st := targetStatus(t, q, "a")
+		assert.Equal(t, "half-open", st.Breaker)
+		assert.Equal(t, 1, st.Running, "the probe")
+		assert.Equal(t, 1, st.Parked, "the other job waits for the probe's outcome")
+		assert.Equal(t, 2, q.Stats().Running, "both claimed")
 
 		probing.Store(false)
 		close(probe) // the probe succeeds: closed
 		synctest.Wait()
 		assert.Equal(t, "closed", targetStatus(t, q, "a").Breaker)
-		advance(30 * time.Second)
-		assert.Equal(t, 4, rec.len())
+		assert.Equal(t, 4, rec.len(), "the parked job runs as soon as the probe closes the breaker")
+		assert.Equal(t, rec.all()[2].at, rec.all()[3].at)
+		assert.Zero(t, targetStatus(t, q, "a").Parked)
 		s := q.Stats()
 		assert.Equal(t, uint64(2), s.Done)
 		balance(t, s)
@@ -354,6 +357,62 @@ func TestCircuitBreakerProbeFailureReopens(t *testing.T) {
 		assert.Equal(t, 2, rec.len())
 		advance(time.Second)
 		assert.Equal(t, 3, rec.len())
+	})
+}
+
+func TestCircuitBreakerParkedJobsFollowTheProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failing atomic.Bool
+		failing.Store(true)
+		probe := make(gate)
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, job queue.Job[int]) error {
+			if job.Payload == 0 && job.Attempt > 1 {
+				if err := probe.wait(ctx); err != nil {
+					return err
+				}
+			}
+			if failing.Load() {
+				return errors.New("HTTP 503")
+			}
+			return nil
+		}), queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithMaxAttempts(100),
+			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(4, 4))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0, Target: "a"}))
+		synctest.Wait()
+		require.Equal(t, "open", targetStatus(t, q, "a").Breaker)
+
+		// At the end of the cool-down job 0 probes; jobs arriving
+		// meanwhile park behind it.
+		advance(10 * time.Second)
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: "a"}))
+		}
+		synctest.Wait()
+		st := targetStatus(t, q, "a")
+		require.Equal(t, "half-open", st.Breaker)
+		assert.Equal(t, 1, st.Running)
+		assert.Equal(t, 3, st.Parked)
+
+		// The probe fails: the breaker re-opens and the parked jobs wait
+		// for the new cool-down, without running.
+		close(probe)
+		synctest.Wait()
+		st = targetStatus(t, q, "a")
+		assert.Equal(t, "open", st.Breaker)
+		assert.Zero(t, st.Parked)
+		assert.Equal(t, 2, rec.len(), "the first run and the probe")
+		assert.Equal(t, 4, q.Stats().Scheduled, "the three, and the probe's retry")
+
+		// The next probe succeeds: everything runs at once.
+		failing.Store(false)
+		advance(10 * time.Second)
+		assert.Equal(t, "closed", targetStatus(t, q, "a").Breaker)
+		assert.Equal(t, 6, rec.len())
+		s := q.Stats()
+		assert.Equal(t, uint64(4), s.Done)
+		assert.Zero(t, s.Running)
+		balance(t, s)
 	})
 }
 

@@ -177,7 +177,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	if job.Target != "" && !held {
 		var park any // boxed only when it may be parked
-		if q.cfg.targets.concurrency > 0 {
+		if q.cfg.targets.concurrency > 0 || q.cfg.targets.brkFailures > 0 {
 			park = *job
 		}
 		d, at := q.targets.admitJob(job.Target, q.clock.Now(), park)
