@@ -24,6 +24,8 @@ import (
 //   - circuit breaking (WithCircuitBreaker): closed → open after N
 //     consecutive failures → half-open after the cool-down, letting a few
 //     probe jobs through; a probe's success closes it, a failure re-opens.
+//     Jobs for the target that a worker takes while the probes run wait in
+//     process for their outcome (TargetStatus.Parked).
 //   - concurrency (WithTargetConcurrency): at most K jobs of one target run
 //     at once; the rest wait their turn in the queue.
 
