@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/stretchr/testify/require"
 )
 
 // The tests run against a real PostgreSQL server: QUEUE_PG_URL, or a local
@@ -65,14 +67,18 @@ func requirePG(tb testing.TB) {
 }
 
 // newPool returns a pool on the test server, closed when the test ends.
-// Keep maxConns small: many tests run at once against one server.
-func newPool(tb testing.TB, url string, maxConns int32) *pgxpool.Pool {
+// Keep maxConns small: many tests run at once against one server. mutate
+// may change the configuration (a tracer, say).
+func newPool(tb testing.TB, url string, maxConns int32, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		tb.Fatalf("parse %s: %v", url, err)
 	}
 	cfg.MaxConns = maxConns
+	for _, m := range mutate {
+		m(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("pool: %v", err)
@@ -161,26 +167,50 @@ func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Cloc
 	return log
 }
 
-// eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// Polling: a condition that lives in the server (rows written by another
+// process, leases and leadership that expire in database time) has no
+// event to wait on; the tests poll for it with require.Eventually(WithT)
+// at pollTick.
+const pollTick = 10 * time.Millisecond
+
+// count runs a count query. tb may be a *assert.CollectT inside
+// require.EventuallyWithT: a failed query then fails that try only.
+func count(tb require.TestingT, pool *pgxpool.Pool, sql string, args ...any) int {
+	if h, ok := tb.(interface{ Helper() }); ok {
+		h.Helper()
 	}
+	var n int
+	err := pool.QueryRow(context.Background(), sql, args...).Scan(&n)
+	require.NoError(tb, err, sql)
+	return n
 }
 
-// count runs a count query.
-func count(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
-	tb.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
+// queryTracer calls onEnd when a statement of the pool ends, so that a
+// test can wait for the store's own statements (LISTEN acknowledged, a
+// claim that found no job) instead of polling for their effect.
+type queryTracer struct {
+	onEnd func(sql string, tag pgconn.CommandTag, err error)
+}
+
+type tracedSQL struct{}
+
+func (t queryTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, tracedSQL{}, data.SQL)
+}
+
+func (t queryTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(tracedSQL{}).(string)
+	t.onEnd(sql, data.CommandTag, data.Err)
+}
+
+// work simulates a handler's work of d; it ends early when ctx does.
+func work(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
-	return n
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -20,6 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Multi-process tests re-run this test binary as a worker process:
@@ -225,9 +228,10 @@ func TestKilledWorkerJobsRerun(t *testing.T) {
 	const n, lease = 40, 2 * time.Second
 	enqueue(t, producer(t, e), n)
 	victim := startChild(t, e, "block", "victim", "PGSTORE_LEASE="+lease.String(), "PGSTORE_LEADER=1s")
-	eventually(t, 20*time.Second, "the victim to start 4 jobs", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+e.schema+".started") >= 4
-	})
+	// The rows are written by the other process: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, count(c, e.pool, "SELECT count(*) FROM "+e.schema+".started"), 4)
+	}, 20*time.Second, pollTick, "the victim to start 4 jobs")
 	victim.kill(t)
 	killed := time.Now()
 	var started []int64
@@ -237,13 +241,21 @@ func TestKilledWorkerJobsRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The survivor, in this process.
+	// The survivor, in this process. It runs every job (the victim
+	// finished none): EventDone, reported once the outcome is written,
+	// says when.
+	var done queuetest.Counter
 	s := newStore[int](t, e, pgstore.WithWorkerID("survivor"), pgstore.WithLeaseTTL(lease),
 		pgstore.WithLeaderTTL(time.Second), pgstore.WithJanitorInterval(100*time.Millisecond))
 	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
 		_, err := e.pool.Exec(ctx, "INSERT INTO "+e.schema+".completions (job_id, worker) VALUES ($1, 'survivor')", j.ID)
 		return err
-	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()),
+		queue.WithObserver(func(ev queue.Event) {
+			if ev.Kind == queue.EventDone && ev.Err == nil {
+				done.Add()
+			}
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,10 +263,11 @@ func TestKilledWorkerJobsRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Shutdown(bg)
-	eventually(t, 20*time.Second, "every job completed", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE queue = 'proc' AND state = 'completed'") == n
-	})
+	queuetest.Await(t, done.Reached(n), 30*time.Second, "every job done by the survivor")
 	recovered := time.Since(killed)
+	if c := count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE queue = 'proc' AND state = 'completed'"); c != n {
+		t.Fatalf("%d jobs completed in the table, want %d", c, n)
+	}
 	if c := count(t, e.pool, "SELECT count(*) FROM "+e.schema+".completions"); c != n {
 		t.Fatalf("%d jobs recorded completions, want %d", c, n)
 	}
@@ -289,9 +302,10 @@ func TestTwoProcessesExactlyOnce(t *testing.T) {
 	enqueue(t, producer(t, e), n)
 	a := startChild(t, e, "record", "a", "PGSTORE_LEASE=30s", "PGSTORE_LEADER=10s")
 	b := startChild(t, e, "record", "b", "PGSTORE_LEASE=30s", "PGSTORE_LEADER=10s")
-	eventually(t, 90*time.Second, "all jobs completed", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+e.schema+".completions") == n
-	})
+	// The rows are written by the worker processes: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, n, count(c, e.pool, "SELECT count(*) FROM "+e.schema+".completions"))
+	}, 90*time.Second, pollTick, "all jobs completed")
 	took := time.Since(start)
 	a.stop(t)
 	b.stop(t)
@@ -326,14 +340,16 @@ func TestLeaderKilledFailover(t *testing.T) {
 		_ = e.pool.QueryRow(bg, "SELECT leader_id FROM "+e.schema+".queuekit_leaders WHERE queue = 'proc' AND expires_at > now()").Scan(&id)
 		return id
 	}
-	eventually(t, 20*time.Second, "the child to lead", func() bool { return leaderRow() == "old-leader" })
+	// Leadership is a row in the database that expires in database time,
+	// taken and renewed by other processes: polled.
+	require.Eventually(t, func() bool { return leaderRow() == "old-leader" }, 20*time.Second, pollTick, "the child to lead")
 	standby := newStore[int](t, e, pgstore.WithWorkerID("standby"), pgstore.WithLeaderTTL(ttl))
 	bind(t, standby, "proc", queue.SystemClock{})
 	// Once the leader has renewed its row twice, the standby (which tries
 	// every TTL/10) has tried and lost.
 	var exp0 time.Time
 	renewals := 0
-	eventually(t, 2*ttl, "the leader to renew twice", func() bool {
+	require.Eventually(t, func() bool {
 		var exp time.Time
 		_ = e.pool.QueryRow(bg, "SELECT expires_at FROM "+e.schema+".queuekit_leaders WHERE queue = 'proc'").Scan(&exp)
 		if exp.After(exp0) {
@@ -341,13 +357,13 @@ func TestLeaderKilledFailover(t *testing.T) {
 			renewals++
 		}
 		return renewals > 2
-	})
+	}, 2*ttl, pollTick, "the leader to renew twice")
 	if leaderRow() != "old-leader" || standby.Leader() {
 		t.Fatal("standby leads while the leader is alive")
 	}
 	old.kill(t)
 	killed := time.Now()
-	eventually(t, 2*ttl+2*time.Second, "the standby to lead", standby.Leader)
+	require.Eventually(t, standby.Leader, 2*ttl+2*time.Second, pollTick, "the standby to lead")
 	took := time.Since(killed)
 	t.Logf("leader killed; standby led %s later (TTL %s)", took.Round(time.Millisecond), ttl)
 	if took > ttl+time.Second {
@@ -366,18 +382,22 @@ func TestConnectionCut(t *testing.T) {
 	createTables(t, e)
 	const n, lease = 400, 2 * time.Second
 	enqueue(t, producer(t, e), n)
-	p := newProxy(t, pgHostPort(t))
-	s, err := pgstore.New[int](p.pool(t, 6), pgstore.WithSchema(e.schema), pgstore.WithLeaseTTL(lease),
+	p := queuetest.NewProxy(t, pgHostPort(t))
+	s, err := pgstore.New[int](proxiedPool(t, p, 6), pgstore.WithSchema(e.schema), pgstore.WithLeaseTTL(lease),
 		pgstore.WithLeaderTTL(time.Second), pgstore.WithJanitorInterval(100*time.Millisecond), pgstore.WithPollInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var runs atomic.Int64
+	var recorded queuetest.Counter // runs whose completion is in the table
 	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
 		runs.Add(1)
-		time.Sleep(2 * time.Millisecond) // some work, so that cuts land mid-job
+		work(ctx, 2*time.Millisecond) // some work, so that cuts land mid-job
 		// Recorded over a direct connection: the cut is the store's problem.
 		_, err := e.pool.Exec(context.WithoutCancel(ctx), "INSERT INTO "+e.schema+".completions (job_id, worker) VALUES ($1, 'w') ON CONFLICT DO NOTHING", j.ID)
+		if err == nil {
+			recorded.Add()
+		}
 		return err
 	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(6, 6), queue.WithLogger(quietLogger()))
 	if err != nil {
@@ -388,16 +408,19 @@ func TestConnectionCut(t *testing.T) {
 	}
 	defer q.Shutdown(bg)
 	completions := func() int { return count(t, e.pool, "SELECT count(*) FROM "+e.schema+".completions") }
-	eventually(t, 20*time.Second, "100 completions", func() bool { return completions() >= 100 })
-	cut := p.cut()
-	eventually(t, 20*time.Second, "200 completions", func() bool { return completions() >= 200 })
-	cut += p.cut()
+	queuetest.Await(t, recorded.Reached(100), 20*time.Second, "100 completions")
+	cut := p.Cut()
+	queuetest.Await(t, recorded.Reached(200), 20*time.Second, "200 completions")
+	cut += p.Cut()
 	if cut < 2 {
 		t.Fatalf("cut %d connections; the test needs the store's connections open", cut)
 	}
-	eventually(t, 30*time.Second, "every job completed in the table", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'") == n
-	})
+	// An outcome lost in a cut is made good only when the job's lease
+	// expires in the table and it runs again: the table is the truth, and
+	// polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, n, count(c, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'"))
+	}, 30*time.Second, pollTick, "every job completed in the table")
 	if c := completions(); c != n {
 		t.Fatalf("%d distinct jobs ran, want %d", c, n)
 	}

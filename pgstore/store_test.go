@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type P = queuetest.Payload
@@ -33,12 +36,19 @@ func TestQueueEndToEnd(t *testing.T) {
 	s := newStore[P](t, e)
 	var mu sync.Mutex
 	seen := map[int]int{}
+	// EventDone comes after the store wrote the outcome.
+	var done queuetest.Counter
 	q, err := queue.New(func(ctx context.Context, j queue.Job[P]) error {
 		mu.Lock()
 		seen[j.Payload.N]++
 		mu.Unlock()
 		return nil
-	}, queue.WithStore[P](s), queue.WithName("e2e"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+	}, queue.WithStore[P](s), queue.WithName("e2e"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()),
+		queue.WithObserver(func(ev queue.Event) {
+			if ev.Kind == queue.EventDone {
+				done.Add()
+			}
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,9 +61,10 @@ func TestQueueEndToEnd(t *testing.T) {
 	if err := q.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "all jobs completed", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'") == n
-	})
+	queuetest.Await(t, done.Reached(n), 20*time.Second, "all jobs done")
+	if c := count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE state = 'completed'"); c != n {
+		t.Fatalf("%d jobs completed in the table, want %d", c, n)
+	}
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
 	if err := q.Stop(ctx); err != nil {
@@ -162,7 +173,18 @@ func TestBadPayloads(t *testing.T) {
 	e := newEnv(t)
 	s := newStore[badPayload](t, e, pgstore.WithMaxPayloadBytes(64))
 	clk := queuetest.NewFakeClock(epoch)
-	events := bind(t, s, "bad", clk)
+	// The store reports EventDead once it has dead-lettered the row.
+	dead := make(chan struct{})
+	var deadOnce sync.Once
+	events := bind(t, s, "bad", clk, func(c *queue.StoreConfig) {
+		log := c.Report
+		c.Report = func(ev queue.Event) {
+			log(ev)
+			if ev.Kind == queue.EventDead {
+				deadOnce.Do(func() { close(dead) })
+			}
+		}
+	})
 	table := jobsTable(e)
 
 	// Cannot be encoded: error, nothing inserted.
@@ -196,10 +218,13 @@ func TestBadPayloads(t *testing.T) {
 	if err != nil || j.Payload.S != "good" {
 		t.Fatalf("Claim = %+v, %v; want the good job", j, err)
 	}
-	eventually(t, 5*time.Second, "undecodable job dead-lettered", func() bool {
-		return count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'") == 1
-	})
-	eventually(t, time.Second, "EventDead reported", func() bool { return events.Count(queue.EventDead) == 1 })
+	queuetest.Await(t, dead, 10*time.Second, "EventDead for the undecodable job")
+	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'"); n != 1 {
+		t.Fatalf("%d undecodable jobs dead-lettered in the table, want 1", n)
+	}
+	if n := events.Count(queue.EventDead); n != 1 {
+		t.Fatalf("%d EventDead reported, want 1", n)
+	}
 	if err := s.Complete(bg, j); err != nil {
 		t.Fatal(err)
 	}
@@ -311,16 +336,41 @@ func TestEnqueueMany(t *testing.T) {
 func TestNotifyWakesOtherProcess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	// The consumer's statements are traced: LISTEN acknowledged by the
+	// server, and each claim that found no job, signal the test.
+	var claimSQL atomic.Pointer[string]
+	listening := make(chan struct{})
+	var listenOnce sync.Once
+	idle := make(chan struct{}, 1)
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
+			switch {
+			case err != nil:
+			case strings.HasPrefix(sql, "LISTEN "):
+				listenOnce.Do(func() { close(listening) })
+			case claimSQL.Load() != nil && sql == *claimSQL.Load() && tag.RowsAffected() == 0:
+				select {
+				case idle <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	})
 	producer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
-	consumer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
+	consumer, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := pgstore.HotSQL(consumer)
+	claimSQL.Store(&claim)
 	bind(t, producer, "wake", queue.SystemClock{})
 	bind(t, consumer, "wake", queue.SystemClock{})
-	eventually(t, 5*time.Second, "consumer listening", func() bool {
-		st, _ := consumer.Stats(bg)
-		return strings.Contains(st.Detail, "listen: ok")
-	})
+	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
 	for i := range 3 {
-		idle := pgstore.IdleFetches(consumer)
+		select { // a stale signal, from before this Claim
+		case <-idle:
+		default:
+		}
 		got := make(chan time.Duration, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
@@ -335,7 +385,11 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 		}()
 		// Once the consumer has looked and found nothing, only a wake-up
 		// can bring it the job before its next poll, a minute away.
-		eventually(t, 5*time.Second, "the consumer to wait", func() bool { return pgstore.IdleFetches(consumer) > idle })
+		select {
+		case <-idle:
+		case <-time.After(10 * time.Second):
+			t.Fatal("timed out waiting for the consumer to find no job and wait")
+		}
 		start := time.Now()
 		if _, err := producer.Add(bg, queue.Job[P]{Payload: P{N: i}}); err != nil {
 			t.Fatal(err)
@@ -392,7 +446,9 @@ func TestLeaderHandover(t *testing.T) {
 	b := newStore[P](t, e, pgstore.WithLeaderTTL(time.Second), pgstore.WithWorkerID("b"))
 	bind(t, a, "lead", queue.SystemClock{})
 	bind(t, b, "lead", queue.SystemClock{})
-	eventually(t, 5*time.Second, "a leader", func() bool { return a.Leader() || b.Leader() })
+	// Leadership is a row in the database, with an expiry in database
+	// time, taken by each store's election loop: polled.
+	require.Eventually(t, func() bool { return a.Leader() || b.Leader() }, 10*time.Second, pollTick, "a leader")
 	leader, other := a, b
 	if b.Leader() {
 		leader, other = b, a
@@ -408,7 +464,7 @@ func TestLeaderHandover(t *testing.T) {
 	if err := leader.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, "the other store to lead", other.Leader)
+	require.Eventually(t, other.Leader, 3*time.Second, pollTick, "the other store to lead")
 	t.Logf("handover after Close took %s", time.Since(start))
 }
 
@@ -419,9 +475,9 @@ func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	requirePG(t)
 	e := newEnv(t)
-	p := newProxy(t, pgHostPort(t))
-	p.setDown(true)
-	pool := p.pool(t, 4)
+	p := queuetest.NewProxy(t, pgHostPort(t))
+	p.Down()
+	pool := proxiedPool(t, p, 4)
 	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -434,11 +490,14 @@ func TestUnreachable(t *testing.T) {
 	if err == nil || st.Healthy || st.Backend != "postgres" {
 		t.Fatalf("Stats = %+v, %v; want unhealthy and an error", st, err)
 	}
-	p.setDown(false)
-	eventually(t, 10*time.Second, "healthy again", func() bool {
+	p.Up()
+	// Stats asks the server: whether it answers again is the server's
+	// (and the pool's reconnection's) business, with no event: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := s.Stats(bg)
-		return err == nil && st.Healthy
-	})
+		require.NoError(c, err)
+		assert.True(c, st.Healthy, "Stats %+v", st)
+	}, 10*time.Second, pollTick, "healthy again")
 	if _, err := s.Add(bg, queue.Job[P]{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,104 +10,15 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
-
-// proxy is a TCP proxy to the test Redis that the test can cut: while cut,
-// every connection is closed and new ones are closed on accept, as if Redis
-// were unreachable. The shared server itself is never touched.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		cut := p.cut
-		p.mu.Unlock()
-		if cut {
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.cut { // cut while dialling: Cut did not see these
-			p.mu.Unlock()
-			c.Close()
-			up.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
-			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-			p.mu.Lock()
-			delete(p.conns, dst)
-			delete(p.conns, src)
-			p.mu.Unlock()
-		}
-		go pipe(c, up)
-		go pipe(up, c)
-	}
-}
-
-// Cut closes every connection and refuses new ones until Restore.
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-	}
-}
-
-// Restore lets connections through again.
-func (p *proxy) Restore() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-}
 
 // proxiedClient returns a client through p with short timeouts, so that an
 // outage is noticed in well under a second.
-func proxiedClient(t *testing.T, p *proxy) *redis.Client {
+func proxiedClient(t *testing.T, p *queuetest.Proxy) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: p.Addr(), DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
@@ -126,7 +35,7 @@ func proxiedClient(t *testing.T, p *proxy) *redis.Client {
 func TestOutageFallback(t *testing.T) {
 	direct := needRedis(t)
 	t.Parallel()
-	p := newProxy(t, redisAddr())
+	p := queuetest.NewProxy(t, redisAddr())
 	c := proxiedClient(t, p)
 	prefix := testPrefix(t, direct)
 	s, err := New[int](c, WithPrefix(prefix), WithHealthCheck(100*time.Millisecond, 300*time.Millisecond),
@@ -168,15 +77,26 @@ func TestOutageFallback(t *testing.T) {
 	// Four producers pace themselves (at most 4 jobs per ms) so that the
 	// outage falls in the middle of the enqueueing; every fifth job is
 	// scheduled 1.5 s ahead, so the fallback holds jobs that have not run
-	// when Redis returns.
+	// when Redis returns. enqueued counts the jobs accepted, and fellBack
+	// is closed once one of them was accepted by the fallback: the test
+	// waits for that progress, never for a length of time.
 	var next atomic.Int64
+	var enqueued queuetest.Counter
+	fellBack := make(chan struct{})
+	var fellBackOnce sync.Once
 	var wg sync.WaitGroup
 	var enqErr atomic.Pointer[error]
+	stop := make(chan struct{})
 	for range 4 {
 		wg.Go(func() {
 			tick := time.NewTicker(time.Millisecond)
 			defer tick.Stop()
-			for range tick.C {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
 				n := next.Add(1) - 1
 				if n >= total {
 					return
@@ -189,15 +109,24 @@ func TestOutageFallback(t *testing.T) {
 					enqErr.Store(&err)
 					return
 				}
+				enqueued.Add()
+				if s.nFallback.Load() > 0 {
+					fellBackOnce.Do(func() { close(fellBack) })
+				}
 			}
 		})
 	}
-	for next.Load() < total/4 {
-		time.Sleep(5 * time.Millisecond) // pacing the scenario, not waiting for the store
-	}
-	p.Cut()
-	cutAt := next.Load()
-	time.Sleep(time.Second) // the outage
+	defer func() { // on a failure, before the queue stops
+		close(stop)
+		wg.Wait()
+	}()
+	queuetest.Await(t, enqueued.Reached(total/4), 60*time.Second, "a quarter of the jobs enqueued before the outage")
+	p.Down()
+	cutAt := enqueued.Load()
+	// The outage lasts until the store has switched to the fallback and
+	// the producers have enqueued another quarter of the jobs meanwhile.
+	queuetest.Await(t, fellBack, 30*time.Second, "the fallback to accept a job during the outage")
+	queuetest.Await(t, enqueued.Reached(min(cutAt+total/4, total)), 60*time.Second, "another quarter of the jobs enqueued during the outage")
 	st, err := s.Stats(ctx)
 	if err != nil {
 		t.Fatalf("Stats during the outage: %v", err)
@@ -205,8 +134,8 @@ func TestOutageFallback(t *testing.T) {
 	if st.Healthy || !strings.Contains(st.Detail, "fallback") {
 		t.Errorf("Stats during the outage: healthy %v, detail %q; want unhealthy on the fallback", st.Healthy, st.Detail)
 	}
-	restoreAt := next.Load()
-	p.Restore()
+	restoreAt := enqueued.Load()
+	p.Up()
 	t0 := time.Now()
 	wg.Wait()
 	t.Logf("producers done %v after restore", time.Since(t0))
@@ -218,7 +147,9 @@ func TestOutageFallback(t *testing.T) {
 	case <-allRan:
 	case <-time.After(60 * time.Second):
 		mu.Lock()
-		t.Fatalf("only %d of %d jobs ran", ran, total)
+		n := ran
+		mu.Unlock() // the handlers still take mu while the queue stops
+		t.Fatalf("only %d of %d jobs ran", n, total)
 	}
 	t.Logf("all ran %v after restore; %d jobs went to the fallback, %d written back, %d finishes recorded late",
 		time.Since(t0), s.nFallback.Load(), s.nWrittenBack.Load(), s.nFlushed.Load())
@@ -229,18 +160,16 @@ func TestOutageFallback(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	// The fallback drains back to Redis and the store switches back.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err = s.Stats(ctx)
-		if err == nil && st.Healthy && st.Detail == "redis: ok" && st.Ready == 0 && st.Running == 0 && st.Scheduled == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outage: %+v, %v; want healthy, empty, fallback drained", st, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The fallback drains back to Redis and the store switches back. The
+	// store notices Redis is back by its periodic health check, with no
+	// event for the end of the write-back, and Stats reads the counts
+	// from Redis: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := s.Stats(ctx)
+		require.NoError(c, err)
+		assert.True(c, st.Healthy && st.Detail == "redis: ok" && st.Ready == 0 && st.Running == 0 && st.Scheduled == 0,
+			"after the outage: %+v; want healthy, empty, fallback drained", st)
+	}, 10*time.Second, pollTick)
 	mu.Lock()
 	defer mu.Unlock()
 	if ran != total {
@@ -253,17 +182,17 @@ func TestOutageFallback(t *testing.T) {
 func TestAddFallbackOff(t *testing.T) {
 	needRedis(t)
 	t.Parallel()
-	p := newProxy(t, redisAddr())
+	p := queuetest.NewProxy(t, redisAddr())
 	c := proxiedClient(t, p)
 	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)), WithFallback(0))
 	ctx := context.Background()
 	if _, err := s.Add(ctx, queue.Job[int]{Payload: 1}); err != nil {
 		t.Fatal(err)
 	}
-	p.Cut()
+	p.Down()
 	_, err := s.Add(ctx, queue.Job[int]{Payload: 2})
 	if err == nil || errors.Is(err, queue.ErrQueueFull) {
 		t.Fatalf("Add during an outage without fallback = %v, want the connection error", err)
 	}
-	p.Restore()
+	p.Up()
 }

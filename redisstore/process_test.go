@@ -14,6 +14,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // The multi-process tests re-run this test binary as helper processes
@@ -28,7 +29,8 @@ const helperEnv = "REDISSTORE_HELPER"
 //	hang    claim jobs: RPUSH the payload to the claimed list, never return
 //	leader  run no jobs, only take part in leader election
 //
-// It prints "ready <owner>" once started and "leader" when it leads.
+// It prints "ready <owner>" once started and, in mode leader, "leader"
+// when it leads.
 func TestHelperProcess(t *testing.T) {
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
@@ -70,10 +72,12 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	fmt.Println("ready", s.owner)
-	for !s.leader.Load() {
-		time.Sleep(20 * time.Millisecond)
+	if mode == "leader" {
+		// Leadership is the leader key in Redis, taken with SET NX once
+		// no other process holds it: polled. The parent waits 15s.
+		require.Eventually(t, s.leader.Load, time.Minute, pollTick, "leadership")
+		fmt.Println("leader")
 	}
-	fmt.Println("leader")
 	select {}
 }
 
@@ -167,13 +171,8 @@ func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Durati
 	t.Helper()
 	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
 		WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.leader.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the test's store did not become leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Leadership is the leader key in Redis, taken with SET NX: polled.
+	require.Eventually(t, s.leader.Load, 10*time.Second, pollTick, "the test's store to become leader")
 	return s
 }
 
@@ -296,16 +295,12 @@ func TestLeaderFailover(t *testing.T) {
 	pttl, _ := c.PTTL(ctx, key).Result()
 	lead.kill(t)
 	killed := time.Now()
-	for {
+	// The dead leader's key expires in Redis after its TTL; the standby
+	// takes it then: polled.
+	require.Eventually(t, func() bool {
 		st, err := s.Stats(ctx)
-		if err == nil && st.Leader {
-			break
-		}
-		if time.Since(killed) > DefaultLeaderTTL+2*time.Second {
-			t.Fatalf("no failover %v after the leader died", time.Since(killed))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && st.Leader
+	}, DefaultLeaderTTL+2*time.Second, pollTick, "failover after the leader died")
 	took := time.Since(killed)
 	t.Logf("failover %v after SIGKILL (leader key had %v left; TTL %v)", took.Round(time.Millisecond), pttl, DefaultLeaderTTL)
 	if took > DefaultLeaderTTL+time.Second {

@@ -92,3 +92,9 @@ func deleteKeys(c redis.UniversalClient, match string) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Polling: a condition that lives in Redis (a leader key's TTL, the
+// server answering again, counts kept by the scripts) has no event to
+// wait on; the tests poll for it with require.Eventually(WithT) at
+// pollTick.
+const pollTick = 10 * time.Millisecond

@@ -12,6 +12,8 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -78,8 +80,8 @@ func TestUnreachableAtNew(t *testing.T) {
 func TestStartDegraded(t *testing.T) {
 	direct := needRedis(t)
 	t.Parallel()
-	p := newProxy(t, redisAddr())
-	p.Cut()
+	p := queuetest.NewProxy(t, redisAddr())
+	p.Down()
 	c := proxiedClient(t, p)
 	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true),
 		WithHealthCheck(50*time.Millisecond, 200*time.Millisecond))
@@ -101,11 +103,14 @@ func TestStartDegraded(t *testing.T) {
 		t.Fatalf("claimed %+v from the fallback, want payload 0", j)
 	}
 	must(t, s.Complete(ctx, j))
-	p.Restore()
-	waitFor(t, 5*time.Second, func() bool {
+	p.Up()
+	// The store notices Redis answers again by its periodic health check,
+	// with no event for it, and Stats reads the counts from Redis: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := s.Stats(ctx)
-		return err == nil && st.Healthy && st.Detail == "redis: ok" && st.Ready == 2
-	})
+		require.NoError(c, err)
+		assert.True(c, st.Healthy && st.Detail == "redis: ok" && st.Ready == 2, "Stats %+v", st)
+	}, 10*time.Second, pollTick, "the store back on Redis with the 2 jobs written back")
 	// The written-back jobs are in Redis now: a second store sees them.
 	other := openStore(t, direct, nil, WithPrefix(s.o.prefix))
 	for range 2 {
@@ -249,9 +254,11 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 	prefix := testPrefix(t, c)
 	counted := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	t.Cleanup(func() { counted.Close() }) // after the store's Close
-	var claims atomic.Int64
-	counted.AddHook(countHook{&claims})
-	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	// The hook signals the claim calls: the first (the Claim looked and
+	// found nothing), and a third (a Claim that polls).
+	hook := &countHook{first: make(chan struct{}), third: make(chan struct{})}
+	counted.AddHook(hook)
+	clk := &armClock{FakeClock: queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), armed: make(chan struct{}, 1)}
 	s := openStore(t, counted, clk, WithPrefix(prefix), WithPollInterval(time.Minute))
 	producer := openStore(t, c, clk, WithPrefix(prefix))
 	ctx := context.Background()
@@ -264,9 +271,18 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 		}
 		got <- j
 	}()
-	waitFor(t, 5*time.Second, func() bool { return s.waiting.Load() == 1 && claims.Load() > 0 })
-	time.Sleep(300 * time.Millisecond) // the window in which a polling Claim would show
-	before := claims.Load()
+	queuetest.Await(t, hook.first, 5*time.Second, "the Claim's first claim call")
+	if n := s.waiting.Load(); n != 1 {
+		t.Fatalf("%d Claims waiting, want 1", n)
+	}
+	// Watch the waiting Claim for 300ms, the window in which a polling
+	// Claim would show: a third claim call fails the test at once.
+	select {
+	case <-hook.third:
+		t.Fatalf("%d claim calls by one waiting Claim within 300ms: polling", hook.n.Load())
+	case <-time.After(300 * time.Millisecond):
+	}
+	before := hook.n.Load()
 	start := time.Now()
 	if _, err := producer.Add(ctx, queue.Job[int]{Payload: 1}); err != nil {
 		t.Fatal(err)
@@ -286,6 +302,10 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 	if _, err := producer.Add(ctx, queue.Job[int]{Payload: 2, RunAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	select { // a stale signal
+	case <-clk.armed:
+	default:
+	}
 	go func() {
 		j, err := s.Claim(ctx)
 		if err != nil {
@@ -293,7 +313,7 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 		}
 		got <- j
 	}()
-	waitFor(t, 5*time.Second, func() bool { return clk.Timers() > 0 })
+	queuetest.Await(t, clk.armed, 5*time.Second, "the Claim to arm a timer for the due time")
 	select {
 	case j := <-got:
 		t.Fatalf("claimed %+v before its time", j)
@@ -310,19 +330,46 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 	}
 }
 
-type countHook struct{ n *atomic.Int64 }
+// countHook counts the claim script's calls and closes first and third
+// at the first and third.
+type countHook struct {
+	n            atomic.Int64
+	first, third chan struct{}
+}
 
-func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (*countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if a := cmd.Args(); len(a) > 1 && a[1] == scriptClaim.Hash() {
-			h.n.Add(1)
+			switch h.n.Add(1) {
+			case 1:
+				close(h.first)
+			case 3:
+				close(h.third)
+			}
 		}
 		return next(ctx, cmd)
 	}
 }
-func (countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// armClock is a fake clock that signals armed each time a timer is made
+// on it, so that a test waits until the code under test sleeps on the
+// clock before it advances it.
+type armClock struct {
+	*queuetest.FakeClock
+	armed chan struct{}
+}
+
+func (c *armClock) NewTimer(d time.Duration) queue.Timer {
+	t := c.FakeClock.NewTimer(d)
+	select {
+	case c.armed <- struct{}{}:
+	default:
+	}
+	return t
 }
 
 // TestPrioritySharding: priorities on separate Redis connections (here two
@@ -332,7 +379,7 @@ func (countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func TestPrioritySharding(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()
-	p := newProxy(t, redisAddr())
+	p := queuetest.NewProxy(t, redisAddr())
 	low := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: 1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	prefix := testPrefix(t, c)
@@ -370,7 +417,7 @@ func TestPrioritySharding(t *testing.T) {
 	if n, _ := low.HGet(ctx, "{"+prefix+":q}:count", "r:low").Int(); n != 499 {
 		t.Fatalf("low shard holds %d ready jobs, want 499", n)
 	}
-	p.Cut()
+	p.Down()
 	add("low", 3000) // goes to the fallback
 	add("high", 4000)
 	j := claimWithin(t, s, time.Second)
@@ -382,8 +429,11 @@ func TestPrioritySharding(t *testing.T) {
 	if j.Payload != 4000 {
 		t.Fatalf("claimed %d, want the high job from the reachable shard", j.Payload)
 	}
-	p.Restore()
-	waitFor(t, 5*time.Second, func() bool { st, _ := s.Stats(ctx); return st.Healthy })
+	p.Up()
+	// The store notices Redis answers again by its periodic health check,
+	// with no event for it: polled.
+	require.Eventually(t, func() bool { st, _ := s.Stats(ctx); return st.Healthy }, 10*time.Second, pollTick,
+		"the low shard healthy again")
 }
 
 func claimWithin(t *testing.T, s *Store[int], d time.Duration) queue.Job[int] {
@@ -395,16 +445,4 @@ func claimWithin(t *testing.T, s *Store[int], d time.Duration) queue.Job[int] {
 		t.Fatalf("Claim: %v", err)
 	}
 	return j
-}
-
-// waitFor polls cond, for outcomes with no event to wait on.
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
