@@ -218,7 +218,6 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 			if n == want {
 				continue // there may be more
 			}
-			s.idleFetches.Add(1)
 		}
 		poll.Reset(s.o.pollInterval)
 		select {

@@ -1,10 +1,5 @@
 package pgstore
 
-// IdleFetches reports how often s's fetcher found no job for a waiting
-// Claim and went to sleep: a test that waits for it knows the next job can
-// only arrive by a wake-up.
-func IdleFetches[T any](s *Store[T]) int64 { return s.idleFetches.Load() }
-
 // HotSQL returns the statements that run on every claim, promotion and
 // rescue, for EXPLAIN.
 func HotSQL[T any](s *Store[T]) (claim, promote, rescue string) {

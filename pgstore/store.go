@@ -88,7 +88,6 @@ type Store[T any] struct {
 	rescueMu  sync.Mutex // one RescueExpired at a time
 
 	ready       atomic.Int64 // recent count of available jobs, for Len
-	idleFetches atomic.Int64 // fetches that found fewer jobs than callers (tests)
 	leaderMu    sync.Mutex
 	leaderUntil time.Time // monotonic deadline of this process's leadership
 	healthy     atomic.Bool
