@@ -228,8 +228,8 @@ func printSummary(out io.Writer, f *Forwarder, st queue.Stats, gen *loadGen, see
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "clients: %d announces sent, %d answered with peers, %d rate-limited (\"tracker busy, retry in N seconds\"), %d errors\n",
 		gen.sent.Load(), gen.ok.Load(), gen.limited.Load(), gen.errors.Load())
-	fmt.Fprintf(out, "jobs:    %d enqueued, %d done, %d retried, %d dead, %d cancelled, %d dropped (queue full), %d scheduled at the end\n",
-		st.Enqueued, st.Done, st.Retried, st.Dead, st.Cancelled, st.DroppedFull, st.Scheduled)
+	fmt.Fprintf(out, "jobs:    %d enqueued, %d done, %d retried, %d dead, %d cancelled, %d dropped (queue full); at the end %d ready, %d running, %d scheduled or waiting\n",
+		st.Enqueued, st.Done, st.Retried, st.Dead, st.Cancelled, st.DroppedFull, st.Depth, st.Running, st.Scheduled+st.Waiting)
 	fmt.Fprintf(out, "peaks:   fill %.0f%%, workers %d (base %d)\n\n", seen.peakFill, seen.peakWorkers, seen.baseWorkers)
 	mark := func(ok bool) string {
 		if ok {
