@@ -171,7 +171,18 @@ func TestProxyCleanup(t *testing.T) {
 }
 
 // proxyGoroutines returns the stacks of the goroutines running Proxy code.
+// A goroutine's deferred wg.Done lets the cleanup return a moment before
+// the goroutine has left its last frame: one that is only exiting gets
+// that moment (yielding, not sleeping; at most 5 s).
 func proxyGoroutines() string {
+	stacks := proxyStacks()
+	for end := time.Now().Add(5 * time.Second); stacks != "" && time.Now().Before(end); stacks = proxyStacks() {
+		runtime.Gosched()
+	}
+	return stacks
+}
+
+func proxyStacks() string {
 	buf := make([]byte, 1<<16)
 	for {
 		n := runtime.Stack(buf, true)
