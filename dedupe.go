@@ -2,6 +2,7 @@ package queue
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -10,61 +11,66 @@ import (
 // job is queued, scheduled or running, plus at most one coalesced rerun of
 // a running key. It is sharded so that unrelated keys never share a lock.
 //
-// Each shard is an open-addressing hash table of entry pointers, written
-// under the shard's lock, with one exception: the worker that finishes a
-// keyed job releases the key without the lock. It moves the entry to gone
-// with a compare-and-swap (see keyEntry) and then swaps the entry's slot
-// to a tombstone, which a later insert reuses. So neither a claim nor a
-// finish takes a lock or hashes the key, and nothing ever sweeps the table
-// for finished entries: Enqueue's insert is the only map work a job costs.
+// Entries live in fixed chunks and never move, so an item carries a
+// pointer to its key's entry, and a worker claims and finishes a keyed job
+// with one compare-and-swap each on the entry's state word: no lock, no
+// hashing, no probe (see keyEntry). Everything else belongs to whoever
+// holds the shard's lock, on data that only the lock holder touches: the
+// shard's index, an open-addressing table of entry numbers, and its
+// chunks' free bitmaps. An entry a worker has finished stays indexed until
+// the lock holder reclaims it: at once when the same key comes back, or
+// when the shard runs out of free entries and sweeps a chunk. So in the
+// steady state a keyed job allocates nothing, and nothing the workers
+// write is read by the producer more than once.
 //
 // Lock order: a shard's mutex may be held while taking the schedule's; the
 // schedule never takes a shard's.
 type keySet[T any] struct {
 	seed   maphash.Seed
-	tomb   *keyEntry[T] // marks a slot whose entry has gone; reusable
-	moved  *keyEntry[T] // marks a slot of a table that is being (or was) rehashed
 	shards [keyShards]keyShard[T]
 }
 
 // keyShards is the number of shards; a key's shard is the top bits of its
-// hash, its slot in the shard's table the low bits.
+// hash, its tag in the shard's index the low 32 bits.
 const (
 	keyShards     = 64
 	keyShardShift = 64 - 6
 )
 
-// keyShard is one shard of the set. It takes two cache lines: the table pointer, which finishing
-// workers read, apart from the lock, which the producer writes on every
-// Enqueue, so that neither evicts the other from the other's cache.
+// A chunk holds chunkSize entries, one bit each in its free bitmap.
+const (
+	chunkBits = 6
+	chunkSize = 1 << chunkBits
+	allFree   = ^uint64(0)
+)
+
+// keyShard is one shard of the set. Every field is guarded by mu.
 type keyShard[T any] struct {
-	tab    atomic.Pointer[keyTable[T]] // replaced under mu; read without it by finishing workers
-	_      [56]byte
 	mu     sync.Mutex
-	used   int                       // slots of tab that are not empty (tombstones included); mu
-	reruns map[*keyEntry[T]]*item[T] // coalesced reruns of running keys, made on first use; mu
-	_      [40]byte
+	index  []uint64    // tag<<32 | entry number+1 per slot, 0 if empty; linear probing, no tombstones
+	count  int         // entries in index
+	chunks []*keyChunk // entries by number>>chunkBits; nil where a chunk was dropped
+	free   []uint64    // by chunk: bit i set if the chunk's entry i is free (not indexed)
+	cur    int         // the chunk new entries come from
+	sweep  int         // the chunk the next refill sweeps
+	live   int         // entries held in the chunks swept so far this round
+	reruns map[*keyEntry]*item[T]
+	num    uint8  // this shard's number
+	budget uint8  // chunks the next refill may sweep, 1..maxSweeps
+	peak   uint32 // keys held at the last trims, decaying
 }
 
-// keyTable is a shard's table: linear probing over a power-of-two array.
-// A slot goes from empty to used and never back (a rehash makes a new
-// table), so a probe for an entry that is in the table meets it before
-// any empty slot. Slots are written under the shard's lock; a finishing
-// worker reads them without it, and so reads only e: a slot is empty
-// while its e is nil.
-type keyTable[T any] struct {
-	slots []keySlot[T]
-	mask  uint64
+// maxSweeps bounds the chunks one refill sweeps before it makes a new
+// one.
+const maxSweeps = 4
+
+// keyChunk is a block of entries, exactly 4 KiB.
+type keyChunk struct {
+	ents [chunkSize]keyEntry
 }
 
-type keySlot[T any] struct {
-	h uint64                      // the key's hash | 1 while used; 0 while empty; shard lock
-	e atomic.Pointer[keyEntry[T]] // the entry, or the set's tomb or moved marker; nil while empty
-}
-
-// minKeyTable is the size a shard's table starts at and never shrinks
-// below.
-const minKeyTable = 64
+// minIndex is the size a shard's index starts at and never shrinks below.
+const minIndex = 64
 
 // keyState is where the job holding a key is.
 type keyState uint64
@@ -76,107 +82,278 @@ const (
 	keyGone                        // finished or cancelled: the key is free
 )
 
-// keyEntry is a key's entry; a keyed job's meta and entry are allocated
-// together, in 64 bytes (the rare coalesced rerun waits in its shard's
-// reruns map, not here). Its job and state share one word, so that a
+// keyEntry is a key's entry. Its job and state share one word, so that a
 // worker can move the entry from pending to running when it claims the
 // job, and from running to gone when the job ends, with one
 // compare-and-swap and without the shard's lock: the item carries a
-// pointer to its entry, and a claim or finish touches neither the lock nor
-// the key. Every other change is made under the shard's lock, with a
-// compare-and-swap too, as a claim or finish may move the word meanwhile.
-// Gone is final: a gone entry is never used again.
-type keyEntry[T any] struct {
+// pointer to its entry. Every other change is made under the shard's
+// lock, with a compare-and-swap too, as a claim or finish may move the
+// word meanwhile.
+//
+// An entry is reused for another job once it is gone and reclaimed, under
+// the lock; job IDs are never reused, so an item of an earlier job (one
+// cancelled while it waited) fails its compare-and-swap and never touches
+// the entry's other fields. The worker running a job reads the key; every
+// other field is read under the lock only.
+//
+// Entries are 64 bytes, one to a cache line: the producer fills one
+// entry while the workers claim and finish its neighbours.
+type keyEntry struct {
 	st    atomic.Uint64 // job ID << 3 | keyState
-	h     uint64        // the key's hash | 1; set before the entry is published
-	meta  *jobMeta[T]   // the pending (or running) job's key and group; shard lock
-	sched bool          // a pending job waits in the schedule, not a ready queue; shard lock
-	prio  uint8         // the pending job's priority, for the ready queues' tombstone counts; shard lock
+	h     uint64        // the key's hash
+	key   string
+	more  *jobMore // the pending (or running) job's group, target and max attempts
+	num   uint32   // the entry's number in its shard; fixed when its chunk is made
+	shard uint8    // the entry's shard; fixed when its chunk is made
+	sched bool     // the pending job waits in the schedule, not a ready queue
+	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
+	_     [16]byte
 }
 
 func packKey(id int64, st keyState) uint64 { return uint64(id)<<3 | uint64(st) }
 
 // load returns the entry's job and state.
-func (e *keyEntry[T]) load() (int64, keyState) {
+func (e *keyEntry) load() (int64, keyState) {
 	v := e.st.Load()
 	return int64(v >> 3), keyState(v & 7)
 }
 
 // is reports whether the entry belongs to job id in state st.
-func (e *keyEntry[T]) is(id int64, st keyState) bool { return e.st.Load() == packKey(id, st) }
+func (e *keyEntry) is(id int64, st keyState) bool { return e.st.Load() == packKey(id, st) }
 
 // move changes the entry from (id, from) to (id, to); false if it was not
 // in that state.
-func (e *keyEntry[T]) move(id int64, from, to keyState) bool {
+func (e *keyEntry) move(id int64, from, to keyState) bool {
 	return e.st.CompareAndSwap(packKey(id, from), packKey(id, to))
 }
 
+func (e *keyEntry) gone() bool { return keyState(e.st.Load()&7) == keyGone }
+
 func newKeySet[T any]() *keySet[T] {
-	ks := &keySet[T]{seed: maphash.MakeSeed(), tomb: new(keyEntry[T]), moved: new(keyEntry[T])}
+	ks := &keySet[T]{seed: maphash.MakeSeed()}
 	for i := range ks.shards {
-		ks.shards[i].tab.Store(newKeyTable[T](minKeyTable))
+		ks.shards[i].num = uint8(i)
 	}
 	return ks
 }
 
-func newKeyTable[T any](n int) *keyTable[T] {
-	return &keyTable[T]{slots: make([]keySlot[T], n), mask: uint64(n - 1)}
-}
-
-// hash returns key's hash, never 0.
-func (ks *keySet[T]) hash(key string) uint64 { return maphash.String(ks.seed, key) | 1 }
+// hash returns key's hash.
+func (ks *keySet[T]) hash(key string) uint64 { return maphash.String(ks.seed, key) }
 
 // shard returns the shard of a key with hash h.
 func (ks *keySet[T]) shard(h uint64) *keyShard[T] { return &ks.shards[h>>keyShardShift] }
 
-// home returns the slot where the probe for a key with hash h starts. Bit
-// 0 of a hash is always set, so it is not used.
-func (t *keyTable[T]) home(h uint64) uint64 { return (h >> 1) & t.mask }
+// shardOf returns e's shard.
+func (ks *keySet[T]) shardOf(e *keyEntry) *keyShard[T] { return &ks.shards[e.shard] }
 
 // setRerun records r as the coalesced rerun of e's running job; sh is e's
 // shard, and its lock is held.
-func (sh *keyShard[T]) setRerun(e *keyEntry[T], r *item[T]) {
+func (sh *keyShard[T]) setRerun(e *keyEntry, r *item[T]) {
 	if sh.reruns == nil {
-		sh.reruns = make(map[*keyEntry[T]]*item[T])
+		sh.reruns = make(map[*keyEntry]*item[T])
 	}
 	sh.reruns[e] = r
 }
 
 // takeRerun removes and returns e's rerun, nil if it has none; sh is e's
 // shard, and its lock is held.
-func (sh *keyShard[T]) takeRerun(e *keyEntry[T]) *item[T] {
+func (sh *keyShard[T]) takeRerun(e *keyEntry) *item[T] {
 	r := sh.reruns[e]
 	delete(sh.reruns, e)
 	return r
 }
 
+// entry returns entry number n.
+func (sh *keyShard[T]) entry(n uint32) *keyEntry {
+	return &sh.chunks[n>>chunkBits].ents[n&(chunkSize-1)]
+}
+
+// find returns the entry for key, gone or not, or nil; sh.mu is held.
+func (sh *keyShard[T]) find(key string, h uint64) *keyEntry {
+	if sh.count == 0 {
+		return nil
+	}
+	tag := uint32(h)
+	mask := uint64(len(sh.index) - 1)
+	for i := uint64(tag) & mask; ; i = (i + 1) & mask {
+		v := sh.index[i]
+		if v == 0 {
+			return nil
+		}
+		if uint32(v>>32) == tag {
+			if e := sh.entry(uint32(v) - 1); e.h == h && e.key == key {
+				return e
+			}
+		}
+	}
+}
+
+// add takes a free entry, indexes it under key and h with state word st
+// (see packKey), and returns it; sh.mu is held, and key must not be in the
+// index.
+func (sh *keyShard[T]) add(key string, h uint64, st uint64) *keyEntry {
+	c := sh.cur
+	if c >= len(sh.chunks) || sh.free[c] == 0 {
+		c = sh.refill()
+	}
+	i := bits.TrailingZeros64(sh.free[c])
+	sh.free[c] &^= 1 << i
+	e := &sh.chunks[c].ents[i]
+	e.h, e.key = h, key
+	e.st.Store(st) // no longer gone: a sweep must not take it back
+	sh.indexPut(uint32(h), e.num)
+	return e
+}
+
+// reclaim takes e, which is gone, out of the index and frees it; sh.mu is
+// held.
+func (sh *keyShard[T]) reclaim(e *keyEntry) {
+	sh.indexDel(uint32(e.h), e.num)
+	e.key, e.more = "", nil // let the GC have them
+	sh.free[e.num>>chunkBits] |= 1 << (e.num & (chunkSize - 1))
+}
+
+// refill returns a chunk with free entries, for add; sh.mu is held. It
+// sweeps chunks in turn for entries the workers have finished and takes
+// the first with a quarter of its entries free; failing that, another
+// chunk the bitmaps say has as much; failing that, a new chunk. It sweeps
+// up to maxSweeps chunks while sweeps pay, and one after a refill that
+// had to make a chunk: a shard whose keys are all held (a million
+// scheduled jobs) reads one chunk per chunk it makes, and one whose keys
+// come and go finds room without making any. Each refill then serves a
+// quarter chunk of adds or more. When the turn comes back to the first
+// chunk, the round's sweeps have counted the keys held: see trim.
+func (sh *keyShard[T]) refill() int {
+	sh.budget = max(sh.budget, 1)
+	for range min(len(sh.chunks), int(sh.budget)) {
+		c := sh.sweep
+		if sh.sweep = c + 1; sh.sweep >= len(sh.chunks) {
+			sh.sweep = 0
+		}
+		if sh.chunks[c] == nil {
+			continue
+		}
+		sh.sweepChunk(c)
+		n := bits.OnesCount64(sh.free[c])
+		sh.live += chunkSize - n
+		if sh.sweep == 0 {
+			sh.trim()
+		}
+		if n >= chunkSize/4 && c < len(sh.chunks) && sh.chunks[c] != nil { // trim may have dropped it
+			sh.budget = min(2*sh.budget, maxSweeps)
+			sh.cur = c
+			return c
+		}
+	}
+	for c, f := range sh.free {
+		if bits.OnesCount64(f) >= chunkSize/4 {
+			sh.cur = c
+			return c
+		}
+	}
+	sh.budget = max(sh.budget/2, 1)
+	c := 0
+	for c < len(sh.chunks) && sh.chunks[c] != nil {
+		c++
+	}
+	if c == len(sh.chunks) {
+		sh.chunks = append(sh.chunks, nil)
+		sh.free = append(sh.free, 0)
+	}
+	ch := new(keyChunk)
+	for i := range ch.ents {
+		ch.ents[i].num = uint32(c<<chunkBits + i)
+		ch.ents[i].shard = sh.num
+	}
+	sh.chunks[c], sh.free[c] = ch, allFree
+	sh.cur = c
+	return c
+}
+
+// trim ends a round of sweeps: it keeps a high-water mark of the keys the
+// round found held, halving each round, and a shard holding more than
+// twice the chunks the mark needs (room for twice the keys, and one
+// chunk) sweeps its chunks, last first, and drops the wholly free ones
+// down to that need. The
+// mark and the margin keep a shard whose keys come in waves from dropping
+// chunks at a trough that it makes again at the next crest. A round
+// passes as adds use up the free entries of every chunk, so after a burst
+// of keys a shard gives its chunks back within a few rounds, that is,
+// within a few bursts' worth of adds. sh.mu is held. A dropped chunk has
+// no entry in the index; items of jobs that held its entries keep it from
+// the GC until they are gone.
+func (sh *keyShard[T]) trim() {
+	sh.peak = uint32(max(sh.live, int(sh.peak)/2))
+	sh.live = 0
+	need := (2*int(sh.peak)+chunkSize-1)/chunkSize + 1
+	held := 0
+	for _, ch := range sh.chunks {
+		if ch != nil {
+			held++
+		}
+	}
+	if held <= 2*need {
+		return
+	}
+	for c := len(sh.chunks) - 1; c >= 0 && held > need; c-- {
+		if sh.chunks[c] == nil {
+			continue
+		}
+		sh.sweepChunk(c) // its entries may all be gone since its turn
+		if sh.free[c] == allFree {
+			sh.chunks[c], sh.free[c] = nil, 0
+			held--
+		}
+	}
+	n := len(sh.chunks)
+	for n > 0 && sh.chunks[n-1] == nil {
+		n--
+	}
+	sh.chunks, sh.free = sh.chunks[:n], sh.free[:n]
+}
+
+// sweepChunk reclaims the gone entries of chunk c; sh.mu is held.
+func (sh *keyShard[T]) sweepChunk(c int) {
+	ch := sh.chunks[c]
+	for used := ^sh.free[c]; used != 0; used &= used - 1 {
+		if e := &ch.ents[bits.TrailingZeros64(used)]; e.gone() {
+			sh.reclaim(e)
+		}
+	}
+}
+
+// each calls fn for every entry held, gone or not; sh.mu is held. fn must
+// not add entries; it may reclaim the entry it is given.
+func (sh *keyShard[T]) each(fn func(e *keyEntry)) {
+	for c, ch := range sh.chunks {
+		if ch == nil {
+			continue
+		}
+		for used := ^sh.free[c]; used != 0; used &= used - 1 {
+			fn(&ch.ents[bits.TrailingZeros64(used)])
+		}
+	}
+}
+
 // entries calls fn for every key held, under its shard's lock; fn returns
-// whether to remove the entry. Gone entries met on the way (a finishing
-// worker is about to bury them) are removed without calling fn.
-func (ks *keySet[T]) entries(fn func(e *keyEntry[T]) (remove bool)) {
+// whether the entry, which it has moved to gone, should be reclaimed. Gone
+// entries met on the way are reclaimed without calling fn.
+func (ks *keySet[T]) entries(fn func(e *keyEntry) (remove bool)) {
 	for i := range ks.shards {
 		sh := &ks.shards[i]
 		sh.mu.Lock()
-		t := sh.tab.Load()
-		for j := range t.slots {
-			s := &t.slots[j]
-			e := s.e.Load()
-			if e == nil || e == ks.tomb {
-				continue
-			}
+		sh.each(func(e *keyEntry) {
 			if e.gone() || fn(e) {
-				ks.bury(s, e)
+				sh.reclaim(e)
 			}
-		}
+		})
 		sh.mu.Unlock()
 	}
 }
 
-func (e *keyEntry[T]) gone() bool { return keyState(e.st.Load()&7) == keyGone }
-
 // counts returns the number of keys held and of coalesced reruns waiting.
 func (ks *keySet[T]) counts() (keys, reruns int) {
-	ks.entries(func(e *keyEntry[T]) bool {
+	ks.entries(func(e *keyEntry) bool {
 		switch _, st := e.load(); st {
 		case keyGone:
 			return true // finished since entries looked
@@ -189,124 +366,63 @@ func (ks *keySet[T]) counts() (keys, reruns int) {
 	return keys, reruns
 }
 
-// find returns the entry in sh for key, gone or not, or nil, and the slot
-// an insert of key should use; sh.mu is held.
-func (ks *keySet[T]) find(sh *keyShard[T], key string, h uint64) (*keyEntry[T], *keySlot[T]) {
-	t := sh.tab.Load()
-	var free *keySlot[T] // the first tombstone met
-	for i := t.home(h); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		hv := s.h
-		if hv == 0 {
-			if free == nil {
-				free = s
-			}
-			return nil, free
+// indexPut adds entry number n under tag, growing the index when it would
+// be more than half full; n must not be in it.
+func (sh *keyShard[T]) indexPut(tag, n uint32) {
+	if 2*(sh.count+1) > len(sh.index) {
+		sh.resize(max(minIndex, 2*len(sh.index)))
+	}
+	sh.count++
+	sh.put(uint64(tag)<<32 | uint64(n) + 1)
+}
+
+func (sh *keyShard[T]) put(v uint64) {
+	mask := uint64(len(sh.index) - 1)
+	i := (v >> 32) & mask
+	for sh.index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	sh.index[i] = v
+}
+
+// indexDel removes entry number n, indexed under tag: it shifts back the
+// entries after it that probed past its slot, so that the index never
+// holds tombstones; it halves an index less than an eighth full.
+func (sh *keyShard[T]) indexDel(tag, n uint32) {
+	want := uint64(tag)<<32 | uint64(n) + 1
+	mask := uint64(len(sh.index) - 1)
+	i := uint64(tag) & mask
+	for sh.index[i] != want {
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		v := sh.index[j]
+		if v == 0 {
+			break
 		}
-		e := s.e.Load()
-		if e == ks.tomb {
-			if free == nil {
-				free = s
-			}
+		// v may fill the hole at i unless its home lies cyclically in
+		// (i, j]: then a probe for it would stop at the hole.
+		if home := (v >> 32) & mask; (j-home)&mask < (j-i)&mask {
 			continue
 		}
-		if hv == h && e.meta.key == key {
-			return e, s
-		}
+		sh.index[i] = v
+		i = j
+	}
+	sh.index[i] = 0
+	sh.count--
+	if n := len(sh.index); n > minIndex && 8*sh.count < n {
+		sh.resize(n / 2)
 	}
 }
 
-// insert makes e the entry of its key (e.meta.key, hash e.h), which must
-// be free, in slot s as find returned it; sh.mu is held.
-func (ks *keySet[T]) insert(sh *keyShard[T], s *keySlot[T], e *keyEntry[T]) {
-	if s.e.Load() == nil {
-		sh.used++
-	}
-	// Otherwise s held a tombstone or the key's own gone entry, which e
-	// replaces.
-	s.h = e.h
-	s.e.Store(e)
-	if t := sh.tab.Load(); sh.used*4 > len(t.slots)*3 {
-		ks.rehash(sh, t)
-	}
-}
-
-// remove takes e, which is gone or about to be, out of the table; sh.mu
-// is held.
-func (ks *keySet[T]) remove(sh *keyShard[T], e *keyEntry[T]) {
-	t := sh.tab.Load()
-	if s := t.slot(e); s != nil {
-		ks.bury(s, e)
-	}
-}
-
-// bury turns slot s, which holds e, into a tombstone; the shard's lock is
-// held. A finishing worker may bury it first.
-func (ks *keySet[T]) bury(s *keySlot[T], e *keyEntry[T]) { s.e.CompareAndSwap(e, ks.tomb) }
-
-// slot returns the slot of t holding e, nil if none does.
-func (t *keyTable[T]) slot(e *keyEntry[T]) *keySlot[T] {
-	for i := t.home(e.h); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		switch s.e.Load() {
-		case nil:
-			return nil
-		case e:
-			return s
+// resize rebuilds the index with n slots.
+func (sh *keyShard[T]) resize(n int) {
+	old := sh.index
+	sh.index = make([]uint64, n)
+	for _, v := range old {
+		if v != 0 {
+			sh.put(v)
 		}
 	}
-}
-
-// release removes e, which its worker has just moved from running to
-// gone, from its shard's table without taking the lock when it can.
-func (ks *keySet[T]) release(e *keyEntry[T]) {
-	sh := ks.shard(e.h)
-	if s := sh.tab.Load().slot(e); s != nil && s.e.CompareAndSwap(e, ks.tomb) {
-		return
-	}
-	// A rehash moved the slot, or is moving it, or an insert of the same
-	// key reused it: look again under the lock.
-	sh.mu.Lock()
-	ks.remove(sh, e)
-	sh.mu.Unlock()
-}
-
-// rehash moves the live entries of t to a new table sized for them, with
-// room to grow; sh.mu is held. Each old slot is swapped to the moved
-// marker as it is read, so that a finishing worker either buried its
-// entry before (and it is not copied) or finds the marker and retries
-// under the lock, in the new table.
-func (ks *keySet[T]) rehash(sh *keyShard[T], t *keyTable[T]) {
-	live := 0
-	for i := range t.slots {
-		if e := t.slots[i].e.Load(); e != nil && e != ks.tomb {
-			live++
-		}
-	}
-	n := minKeyTable
-	for n < live*2 { // at most half full after the rehash
-		n <<= 1
-	}
-	nt := newKeyTable[T](n)
-	live = 0
-	for i := range t.slots {
-		s := &t.slots[i]
-		if e := s.e.Load(); e == nil || e == ks.tomb {
-			continue // only an insert, under the lock, changes these
-		}
-		e := s.e.Swap(ks.moved)
-		if e == ks.tomb {
-			continue // its worker buried it just now
-		}
-		h := s.h // == e.h, without reading the entry
-		j := nt.home(h)
-		for nt.slots[j].h != 0 {
-			j = (j + 1) & nt.mask
-		}
-		nt.slots[j].h = h
-		nt.slots[j].e.Store(e)
-		live++
-	}
-	sh.used = live
-	sh.tab.Store(nt)
 }

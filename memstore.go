@@ -68,86 +68,51 @@ type stripe struct {
 // million scheduled jobs stay small.
 type item[T any] struct {
 	id      int64
-	at      int64       // due instant (ns since epoch); 0 means immediate
-	meta    *jobMeta[T] // nil for a job without key, group, target or max attempts
+	at      int64     // due instant (ns since epoch); 0 means immediate
+	ent     *keyEntry // the key's entry; nil for a job without key
+	more    *jobMore  // nil for a job without group, target or max attempts
 	attempt int32
 	prio    uint8
 	payload T
 }
 
-type jobMeta[T any] struct {
-	key   string
-	entry *keyEntry[T] // the key's entry while this job holds or waits for the key
-	more  *jobMore     // nil when the job has no group, target or max attempts
-}
-
-// jobMore is what few jobs set; a job with a key and nothing else costs
-// 64 bytes instead of 112.
+// jobMore is what few jobs set; it is allocated only for a job that sets
+// one of them.
 type jobMore struct {
 	group, target string
 	maxAttempts   int
 }
 
-func (m *jobMeta[T]) group() string {
-	if m.more == nil {
-		return ""
+func newMore(group, target string, maxAttempts int) *jobMore {
+	if group == "" && target == "" && maxAttempts == 0 {
+		return nil
 	}
-	return m.more.group
+	return &jobMore{group: group, target: target, maxAttempts: maxAttempts}
 }
 
-func (m *jobMeta[T]) target() string {
-	if m.more == nil {
+// grp returns the job's group; m may be nil.
+func (m *jobMore) grp() string {
+	if m == nil {
 		return ""
 	}
-	return m.more.target
+	return m.group
 }
 
-// keyedMeta is a keyed job's meta and the entry it will hold, in one
-// allocation; keyedMetaMore adds the rest, and metaMore is the meta of a
-// job without key.
-type (
-	keyedMeta[T any] struct {
-		m jobMeta[T]
-		e keyEntry[T]
+// tgt returns the job's target; m may be nil.
+func (m *jobMore) tgt() string {
+	if m == nil {
+		return ""
 	}
-	keyedMetaMore[T any] struct {
-		keyedMeta[T]
-		x jobMore
-	}
-	metaMore[T any] struct {
-		m jobMeta[T]
-		x jobMore
-	}
-)
-
-// newMeta returns the meta of a job with these fields, and its key entry
-// if it has a key; nil if the job sets none of them.
-func newMeta[T any](key, group, target string, maxAttempts int) (*jobMeta[T], *keyEntry[T]) {
-	more := group != "" || target != "" || maxAttempts != 0
-	switch {
-	case key != "" && more:
-		km := &keyedMetaMore[T]{x: jobMore{group: group, target: target, maxAttempts: maxAttempts}}
-		km.m = jobMeta[T]{key: key, entry: &km.e, more: &km.x}
-		return &km.m, &km.e
-	case key != "":
-		km := &keyedMeta[T]{}
-		km.m = jobMeta[T]{key: key, entry: &km.e}
-		return &km.m, &km.e
-	case more:
-		mm := &metaMore[T]{x: jobMore{group: group, target: target, maxAttempts: maxAttempts}}
-		mm.m.more = &mm.x
-		return &mm.m, nil
-	}
-	return nil, nil
+	return m.target
 }
 
 // memClaim is what a queue's worker keeps between claiming a job from the
 // in-memory store and finishing it: the stripe it counts on, and the
 // job's key entry, so that finishing a keyed job needs no map lookup.
-type memClaim[T any] struct {
+type memClaim struct {
 	stripe int
 	id     int64
-	ent    *keyEntry[T]
+	ent    *keyEntry
 }
 
 var _ Store[int] = (*MemoryStore[int])(nil)
@@ -266,9 +231,7 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	if p < 0 {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
 	}
-	it := item[T]{prio: uint8(p), payload: job.Payload}
-	var fresh *keyEntry[T]
-	it.meta, fresh = newMeta[T](job.Key, job.Group, job.Target, job.MaxAttempts)
+	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
 	scheduled := false
 	if !job.RunAt.IsZero() {
 		// A due job keeps its instant too: the job's RunAt reports when it
@@ -284,34 +247,41 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, slot := s.keys.find(sh, job.Key, h)
+	e := sh.find(job.Key, h)
 	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
 			return Added{}, ErrDuplicate // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
-		rerun.meta.entry = e
+		rerun.ent = e
 		sh.setRerun(e, &rerun)
 		if e.move(id, keyRunning, keyRerun) {
 			return Added{ID: it.id, Coalesced: true}, nil
 		}
-		// The running job ended meanwhile: the key is free.
+		// The running job ended meanwhile: the key is free, and its gone
+		// entry is this job's.
 		sh.takeRerun(e)
-		it.meta.entry = fresh
 	}
-	// The entry goes in before the job goes into a ring, where a worker
-	// may claim it at once.
-	fresh.st.Store(packKey(it.id, keyPending))
-	fresh.h, fresh.meta, fresh.prio = h, it.meta, it.prio
-	s.keys.insert(sh, slot, fresh)
+	if e == nil {
+		e = sh.add(job.Key, h, packKey(it.id, keyPending))
+	}
+	// The entry is the job's before the job goes into a ring, where a
+	// worker may claim it at once; after that, add writes the entry only
+	// if place did not do as asked, so as not to pull its cache line back
+	// from the worker.
+	e.more, e.prio, e.sched = it.more, it.prio, scheduled
+	e.st.Store(packKey(it.id, keyPending))
+	it.ent = e
 	added, err := s.place(it, scheduled)
 	if err != nil {
-		fresh.st.Store(packKey(it.id, keyGone))
-		s.keys.remove(sh, fresh)
+		e.st.Store(packKey(it.id, keyGone))
+		sh.reclaim(e)
 		return added, err
 	}
-	fresh.sched = added.Scheduled
+	if added.Scheduled != scheduled {
+		e.sched = true // crowded out of its ring: waits in the schedule
+	}
 	return added, nil
 }
 
@@ -404,14 +374,14 @@ func (s *MemoryStore[T]) Len() int {
 // Claim implements Store.
 func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 	var job Job[T]
-	err := s.claim(ctx, &job, &memClaim[T]{}) // any stripe: only the sum counts
+	err := s.claim(ctx, &job, &memClaim{}) // any stripe: only the sum counts
 	return job, err
 }
 
 // claim is Claim writing into *job, counting the claim on mc's stripe and
 // keeping the job's key entry in mc: the queue's workers call it
 // directly, with a job they reuse, so that no Job is copied on the way.
-func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim[T]) error {
+func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim) error {
 	for {
 		it, err := s.next(ctx)
 		if err != nil {
@@ -424,12 +394,12 @@ func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim[T]
 			continue
 		}
 		mc.ent = nil
-		if it.meta != nil && it.meta.key != "" {
-			if !it.meta.entry.move(it.id, keyPending, keyRunning) {
+		if it.ent != nil {
+			if !it.ent.move(it.id, keyPending, keyRunning) {
 				s.tombs[it.prio].Add(-1) // cancelled while it was ready
 				continue
 			}
-			mc.id, mc.ent = it.id, it.meta.entry
+			mc.id, mc.ent = it.id, it.ent
 		}
 		it.attempt++
 		s.running[mc.stripe].n.Add(1)
@@ -511,12 +481,12 @@ func (s *MemoryStore[T]) poll() (item[T], bool) {
 
 // unpromote returns a ready item to the schedule.
 func (s *MemoryStore[T]) unpromote(it item[T]) {
-	if it.meta == nil || it.meta.key == "" {
+	e := it.ent
+	if e == nil {
 		s.sched.push(it, false)
 		return
 	}
-	e := it.meta.entry
-	sh := s.keys.shard(e.h)
+	sh := s.keys.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e.is(it.id, keyPending) {
@@ -527,7 +497,9 @@ func (s *MemoryStore[T]) unpromote(it item[T]) {
 	s.tombs[it.prio].Add(-1) // cancelled while it was ready
 }
 
-// fill sets every field of *j from it.
+// fill sets every field of *j from it. The caller holds it's key: it has
+// claimed the job, or holds the key's shard lock and has seen the job
+// pending.
 func (s *MemoryStore[T]) fill(j *Job[T], it *item[T]) {
 	j.ID, j.Priority, j.Attempt, j.Payload = it.id, s.cfg.Priorities[it.prio].Name, int(it.attempt), it.payload
 	j.RunAt = time.Time{}
@@ -535,11 +507,11 @@ func (s *MemoryStore[T]) fill(j *Job[T], it *item[T]) {
 		j.RunAt = s.epoch.Add(time.Duration(it.at))
 	}
 	j.Key, j.Group, j.Target, j.MaxAttempts = "", "", "", 0
-	if m := it.meta; m != nil {
-		j.Key = m.key
-		if x := m.more; x != nil {
-			j.Group, j.Target, j.MaxAttempts = x.group, x.target, x.maxAttempts
-		}
+	if it.ent != nil {
+		j.Key = it.ent.key
+	}
+	if x := it.more; x != nil {
+		j.Group, j.Target, j.MaxAttempts = x.group, x.target, x.maxAttempts
 	}
 }
 
@@ -548,7 +520,7 @@ func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
 	if p := s.cfg.PriorityIndex(j.Priority); p > 0 {
 		it.prio = uint8(p)
 	}
-	it.meta, _ = newMeta[T](j.Key, j.Group, j.Target, j.MaxAttempts) // the caller sets meta.entry to the key's entry
+	it.more = newMore(j.Group, j.Target, j.MaxAttempts) // the caller sets ent to the key's entry
 	return it
 }
 
@@ -581,27 +553,25 @@ func (s *MemoryStore[T]) stripe(id int64) int { return int(uint64(id) % runStrip
 // finish releases a finished job's key, promoting its rerun, and counts
 // the finish on stripe. ent is the job's key entry if the caller has it
 // (a worker that claimed the job), or nil.
-func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
+func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry) {
 	s.running[stripe].n.Add(-1)
 	if job.Key == "" {
 		return
 	}
 	if ent != nil && ent.move(job.ID, keyRunning, keyGone) {
-		s.keys.release(ent) // no rerun waits: the key is free
-		return
+		return // no rerun waits: the key is free, and the entry is reclaimed later
 	}
-	var h uint64
+	var sh *keyShard[T]
 	if ent != nil {
-		h = ent.h
+		sh = s.keys.shardOf(ent)
 	} else {
-		h = s.keys.hash(job.Key)
+		sh = s.keys.shard(s.keys.hash(job.Key))
 	}
-	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := ent
 	if e == nil {
-		if e, _ = s.keys.find(sh, job.Key, h); e == nil {
+		if e = sh.find(job.Key, s.keys.hash(job.Key)); e == nil {
 			return
 		}
 	}
@@ -612,7 +582,7 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 	switch st {
 	case keyRunning:
 		e.st.Store(packKey(id, keyGone))
-		s.keys.remove(sh, e)
+		sh.reclaim(e)
 	case keyRerun:
 		s.releaseRerun(sh, e)
 	}
@@ -620,9 +590,9 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry[T]) {
 
 // releaseRerun makes e's rerun the key's pending job; sh is e's shard, and
 // its lock is held.
-func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry[T]) {
+func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 	r := *sh.takeRerun(e)
-	e.sched, e.prio, e.meta = false, r.prio, r.meta
+	e.sched, e.prio, e.more = false, r.prio, r.more
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
@@ -664,7 +634,7 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, _ := s.keys.find(sh, job.Key, h)
+	e := sh.find(job.Key, h)
 	if e == nil {
 		return nil
 	}
@@ -678,7 +648,7 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 	}
 	// Nothing else moves a running entry while the shard is locked: the
 	// job's own finish is this call.
-	it.meta.entry, e.sched = e, true
+	it.ent, e.sched, e.more, e.prio = e, true, it.more, it.prio
 	e.st.Store(packKey(id, keyPending))
 	s.sched.push(it, false)
 	return nil
@@ -694,10 +664,10 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	n := 0
-	if e, _ := s.keys.find(sh, key, h); e != nil {
+	if e := sh.find(key, h); e != nil {
 		var del bool
 		if n, del = s.cancelEntry(e); del {
-			s.keys.remove(sh, e)
+			sh.reclaim(e)
 		}
 	}
 	return n, nil
@@ -706,8 +676,8 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 // CancelMatch implements Store. It visits every pending key.
 func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) bool) (int, error) {
 	total := 0
-	s.keys.entries(func(e *keyEntry[T]) bool {
-		if !match(e.meta.key) {
+	s.keys.entries(func(e *keyEntry) bool {
+		if !match(e.key) {
 			return false
 		}
 		n, del := s.cancelEntry(e)
@@ -720,7 +690,7 @@ func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) b
 // cancelEntry cancels what e holds that has not started: a pending job or
 // a running job's rerun. It reports how many jobs it cancelled and whether
 // the entry should go. The entry's shard lock is held.
-func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
+func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 	for {
 		id, st := e.load()
 		switch st {
@@ -730,7 +700,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 			return 0, false
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			s.keys.shard(e.h).takeRerun(e)
+			s.keys.shardOf(e).takeRerun(e)
 			e.st.Store(packKey(id, keyRunning))
 			return 1, false
 		}
@@ -742,7 +712,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry[T]) (int, bool) {
 		if e.sched {
 			s.sched.mu.Lock()
 			s.sched.dead++
-			if g := e.meta.group(); g != "" && s.sched.groups[g] == id {
+			if g := e.more.grp(); g != "" && s.sched.groups[g] == id {
 				delete(s.sched.groups, g)
 			}
 			s.sched.mu.Unlock()
@@ -823,11 +793,8 @@ func (s *MemoryStore[T]) promoteDue() int {
 		var next int64
 		s.batch, next = s.sched.popDue(now, s.batch[:0], 1024)
 		for _, it := range s.batch {
-			switch s.promoteOne(it, now) {
-			case promoted:
+			if s.promoteOne(it, now) {
 				moved++
-			case requeued:
-				s.events = append(s.events, s.event(EventRequeued, &it, s.cfg.RequeueDelay))
 			}
 		}
 		if len(s.batch) < 1024 || next > now {
@@ -837,54 +804,45 @@ func (s *MemoryStore[T]) promoteDue() int {
 	}
 }
 
-type promotion uint8
-
-const (
-	promoted promotion = iota
-	requeued
-	skipped
-)
-
 // promoteOne moves one due item to its ready queue, or back into the
-// schedule RequeueDelay later when the queue is full. For a keyed item it
-// holds the key's shard lock, so that Cancel sees where the item is.
-func (s *MemoryStore[T]) promoteOne(it item[T], now int64) promotion {
-	if it.meta == nil || it.meta.key == "" {
+// schedule RequeueDelay later when the queue is full (and reports the
+// requeue); it reports whether it moved the item. For a keyed item it
+// holds the key's shard lock, so that Cancel sees where the item is; s.mu
+// is held.
+func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
+	e := it.ent
+	if e == nil {
 		if s.push(it, false) == pushed {
-			return promoted
+			return true
 		}
-		it.at = now + int64(s.cfg.RequeueDelay)
-		s.sched.push(it, false)
-		return requeued
+		s.requeue(it, now, "")
+		return false
 	}
-	e := it.meta.entry
-	sh := s.keys.shard(e.h)
+	sh := s.keys.shardOf(e)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if !e.is(it.id, keyPending) {
 		s.sched.mu.Lock()
 		s.sched.dead--
 		s.sched.mu.Unlock()
-		return skipped
+		return false
 	}
 	if s.push(it, false) == pushed {
 		e.sched = false
-		return promoted
+		return true
 	}
-	it.at = now + int64(s.cfg.RequeueDelay)
-	s.sched.push(it, false)
-	return requeued
+	s.requeue(it, now, e.key)
+	return false
 }
 
-// live reports whether it still holds its key, pending.
-func (s *MemoryStore[T]) live(it *item[T]) bool { return it.meta.entry.is(it.id, keyPending) }
-
-func (s *MemoryStore[T]) event(k EventKind, it *item[T], d time.Duration) Event {
-	ev := Event{Kind: k, JobID: it.id, Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: d}
-	if m := it.meta; m != nil {
-		ev.Key, ev.Target = m.key, m.target()
-	}
-	return ev
+// requeue puts a due item that found its ready queue full back into the
+// schedule, RequeueDelay later, and records the event; s.mu and the
+// item's key's shard lock, if it has a key, are held.
+func (s *MemoryStore[T]) requeue(it item[T], now int64, key string) {
+	it.at = now + int64(s.cfg.RequeueDelay)
+	s.sched.push(it, false)
+	s.events = append(s.events, Event{Kind: EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
+		Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: s.cfg.RequeueDelay})
 }
 
 // Stats implements Store.
@@ -932,15 +890,29 @@ func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, er
 		if len(out) == n {
 			break
 		}
-		if m := items[i].meta; m != nil && m.key != "" && !s.live(&items[i]) {
-			continue
-		}
 		var j Job[T]
-		s.fill(&j, &items[i])
+		if !s.fillPending(&j, &items[i]) {
+			continue // cancelled
+		}
 		out = append(out, ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
 	}
 	return out, nil
+}
+
+// fillPending fills *j from it unless it is a keyed item whose job no
+// longer holds its key; it reports whether it did.
+func (s *MemoryStore[T]) fillPending(j *Job[T], it *item[T]) bool {
+	if e := it.ent; e != nil {
+		sh := s.keys.shardOf(e)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if !e.is(it.id, keyPending) {
+			return false
+		}
+	}
+	s.fill(j, it)
+	return true
 }
 
 // Purge implements Store.
@@ -962,7 +934,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	for i := range s.tombs {
 		n -= int(s.tombs[i].Swap(0))
 	}
-	s.keys.entries(func(e *keyEntry[T]) bool {
+	s.keys.entries(func(e *keyEntry) bool {
 		for {
 			id, st := e.load()
 			switch st {
@@ -971,7 +943,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 			case keyRunning:
 				return false
 			case keyRerun:
-				s.keys.shard(e.h).takeRerun(e)
+				s.keys.shardOf(e).takeRerun(e)
 				e.st.Store(packKey(id, keyRunning))
 				n++
 				return false

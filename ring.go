@@ -33,7 +33,7 @@ const closedBit = 1 << 63
 type slot[T any] struct {
 	seq atomic.Uint64 // == pos: free for the push at pos; == pos+1: holds the item pushed at pos
 	it  item[T]
-	_   [16]byte // a slot of an int payload fills a cache line: workers taking neighbouring items do not share one
+	_   [8]byte // a slot of an int payload fills a cache line: workers taking neighbouring items do not share one
 }
 
 // pushResult says how a push went.

@@ -102,8 +102,7 @@ func (s *schedule[T]) pushLocked(it item[T]) {
 func (s *schedule[T]) push(it item[T], reserveGroup bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if reserveGroup && it.meta != nil && it.meta.group() != "" {
-		g := it.meta.group()
+	if g := it.more.grp(); reserveGroup && g != "" {
 		if _, taken := s.groups[g]; taken {
 			return false
 		}
@@ -147,10 +146,8 @@ func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int6
 	defer s.mu.Unlock()
 	for s.heap.len() > 0 && s.heap.at(0).at <= now && len(buf) < max {
 		it := s.popLocked()
-		if it.meta != nil {
-			if g := it.meta.group(); g != "" && s.groups[g] == it.id {
-				delete(s.groups, g)
-			}
+		if g := it.more.grp(); g != "" && s.groups[g] == it.id {
+			delete(s.groups, g)
 		}
 		buf = append(buf, it)
 	}

@@ -28,7 +28,7 @@ type worker[T any] struct {
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
-	mc     memClaim[T]
+	mc     memClaim
 	_      [72]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
@@ -38,7 +38,7 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memClaim[T]{stripe: p.nextID % runStripes}}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memClaim{stripe: p.nextID % runStripes}}
 	p.workers = append(p.workers, w)
 	p.wg.Add(1)
 	go p.q.work(w)
@@ -333,7 +333,7 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 
 func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
 	if q.mem != nil {
-		var ent *keyEntry[T]
+		var ent *keyEntry
 		if w.mc.id == job.ID {
 			ent = w.mc.ent
 		}
