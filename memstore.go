@@ -263,15 +263,16 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 		// entry is this job's.
 		sh.takeRerun(e)
 	}
-	if e == nil {
-		e = sh.add(job.Key, h, packKey(it.id, keyPending))
-	}
 	// The entry is the job's before the job goes into a ring, where a
 	// worker may claim it at once; after that, add writes the entry only
 	// if place did not do as asked, so as not to pull its cache line back
 	// from the worker.
+	if e == nil {
+		e = sh.add(job.Key, h, packKey(it.id, keyPending))
+	} else {
+		e.st.Store(packKey(it.id, keyPending)) // the key's own gone entry
+	}
 	e.more, e.prio, e.sched = it.more, it.prio, scheduled
-	e.st.Store(packKey(it.id, keyPending))
 	it.ent = e
 	added, err := s.place(it, scheduled)
 	if err != nil {
