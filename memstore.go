@@ -241,7 +241,7 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	}
 	it.id = s.ids.Add(1)
 	if job.Key == "" {
-		return s.place(it, scheduled)
+		return s.place(&it, scheduled)
 	}
 	h := s.keys.hash(job.Key)
 	sh := s.keys.shard(h)
@@ -274,7 +274,7 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	}
 	e.more, e.prio, e.sched = it.more, it.prio, scheduled
 	it.ent = e
-	added, err := s.place(it, scheduled)
+	added, err := s.place(&it, scheduled)
 	if err != nil {
 		e.st.Store(packKey(it.id, keyGone))
 		sh.reclaim(e)
@@ -289,9 +289,9 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 // place puts it into the schedule or its ready queue. The key's shard
 // lock, if any, is held by the caller, so a concurrent Cancel cannot slip
 // between the two steps.
-func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
+func (s *MemoryStore[T]) place(it *item[T], scheduled bool) (Added, error) {
 	if scheduled {
-		if !s.sched.push(it, true) {
+		if !s.sched.push(*it, true) {
 			return Added{}, ErrDuplicate
 		}
 		return Added{ID: it.id, Scheduled: true}, nil
@@ -307,7 +307,7 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 		// cancelled items that no worker has skipped yet (every worker is
 		// busy): the job waits in the schedule, due now, for room.
 		it.at = max(it.at, s.now(), 1)
-		s.sched.push(it, false)
+		s.sched.push(*it, false)
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
 	return Added{ID: it.id}, nil
@@ -316,7 +316,7 @@ func (s *MemoryStore[T]) place(it item[T], scheduled bool) (Added, error) {
 // push offers it to its ready queue without blocking, and wakes an idle
 // worker if there is one. fresh says it is a new job, which a drained
 // store refuses.
-func (s *MemoryStore[T]) push(it item[T], fresh bool) pushResult {
+func (s *MemoryStore[T]) push(it *item[T], fresh bool) pushResult {
 	r := s.ring(it.prio)
 	// The capacity counts live items in every ring: this ring may hold
 	// what the others and the cancelled items leave.
@@ -383,9 +383,13 @@ func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
 // keeping the job's key entry in mc: the queue's workers call it
 // directly, with a job they reuse, so that no Job is copied on the way.
 func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim) error {
+	// The item is filled in place by pop. Returned by value through
+	// poll and next, it was spilled field by field at each return and
+	// read back in 16-byte pieces, which store forwarding cannot serve:
+	// the stalls cost a quarter of a job's time (see docs/benchmarks.md).
+	var it item[T]
 	for {
-		it, err := s.next(ctx)
-		if err != nil {
+		if err := s.next(ctx, &it); err != nil {
 			return err
 		}
 		if it.at != 0 && it.at > s.now() {
@@ -409,14 +413,15 @@ func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim) e
 	}
 }
 
-// next takes the next item in priority order, parking when there is none.
-func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
+// next takes the next item in priority order into *it, parking when
+// there is none.
+func (s *MemoryStore[T]) next(ctx context.Context, it *item[T]) error {
 	for {
 		if err := ctx.Err(); err != nil {
-			return item[T]{}, err // retired, though maybe woken by a token
+			return err // retired, though maybe woken by a token
 		}
-		if it, ok := s.poll(); ok {
-			return it, nil
+		if s.poll(it) {
+			return nil
 		}
 		if s.drained.Load() {
 			// Jobs that became ready but found the ring full (coalesced
@@ -431,28 +436,28 @@ func (s *MemoryStore[T]) next(ctx context.Context) (item[T], error) {
 				runtime.Gosched()
 				continue
 			}
-			return item[T]{}, ErrDrained
+			return ErrDrained
 		}
 		// Announce, then look again: a push either sees the sleeper and
 		// leaves a token, or published its item before this second look.
 		s.sleepers.Add(1)
-		if it, ok := s.poll(); ok {
+		if s.poll(it) {
 			s.sleepers.Add(-1)
-			return it, nil
+			return nil
 		}
 		select {
 		case <-s.wake:
 		case <-s.drainCh:
 		case <-ctx.Done():
 			s.sleepers.Add(-1)
-			return item[T]{}, ctx.Err()
+			return ctx.Err()
 		}
 		s.sleepers.Add(-1)
-		if it, ok := s.poll(); ok {
+		if s.poll(it) {
 			if s.Len() > 0 {
 				s.wakeOne() // more where this came from: wake the next sleeper
 			}
-			return it, nil
+			return nil
 		}
 	}
 }
@@ -468,16 +473,15 @@ func (s *MemoryStore[T]) publishing() bool {
 	return false
 }
 
-// poll takes the oldest item of the highest non-empty priority, if any.
-func (s *MemoryStore[T]) poll() (item[T], bool) {
+// poll takes the oldest item of the highest non-empty priority into *it,
+// if there is one.
+func (s *MemoryStore[T]) poll(it *item[T]) bool {
 	for i := range s.rings {
-		if r := s.rings[i].Load(); r != nil {
-			if it, ok := r.pop(); ok {
-				return it, true
-			}
+		if r := s.rings[i].Load(); r != nil && r.pop(it) {
+			return true
 		}
 	}
-	return item[T]{}, false
+	return false
 }
 
 // unpromote returns a ready item to the schedule.
@@ -596,7 +600,7 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 	e.sched, e.prio, e.more = false, r.prio, r.more
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
-	if (r.at != 0 && r.at > s.now()) || s.push(r, false) != pushed {
+	if (r.at != 0 && r.at > s.now()) || s.push(&r, false) != pushed {
 		// Not due yet, or no room: it waits in the schedule, never
 		// dropped. A drain runs it once the ring has room (it is due).
 		if now := s.now(); r.at <= now {
@@ -813,7 +817,7 @@ func (s *MemoryStore[T]) promoteDue() int {
 func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 	e := it.ent
 	if e == nil {
-		if s.push(it, false) == pushed {
+		if s.push(&it, false) == pushed {
 			return true
 		}
 		s.requeue(it, now, "")
@@ -828,7 +832,7 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 		s.sched.mu.Unlock()
 		return false
 	}
-	if s.push(it, false) == pushed {
+	if s.push(&it, false) == pushed {
 		e.sched = false
 		return true
 	}
@@ -921,7 +925,8 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	n := 0
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
-			for _, ok := r.pop(); ok; _, ok = r.pop() {
+			var it item[T]
+			for r.pop(&it) {
 				n++
 			}
 		}

@@ -62,7 +62,7 @@ func newRing[T any](limit int) *ring[T] {
 // limit, if that is smaller), or, for a new job (fresh), the ring is
 // closed. Jobs already accepted (reruns, promotions) may still be pushed
 // into a closed ring, so that a drain runs them.
-func (r *ring[T]) push(it item[T], limit uint64, fresh bool) pushResult {
+func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 	limit = min(limit, r.limit)
 	t := r.tail.Load()
 	for {
@@ -82,7 +82,7 @@ func (r *ring[T]) push(it item[T], limit uint64, fresh bool) pushResult {
 		switch seq := s.seq.Load(); {
 		case seq == pos:
 			if r.tail.CompareAndSwap(t, t+1) {
-				s.it = it
+				s.it = *it
 				s.seq.Store(pos + 1) // publishes it to the pop at pos
 				return pushed
 			}
@@ -104,23 +104,23 @@ func (r *ring[T]) close() {
 	}
 }
 
-// pop removes the oldest item; false means the ring is empty (or its
-// oldest push has not finished publishing).
-func (r *ring[T]) pop() (item[T], bool) {
+// pop removes the oldest item into *dst; false means the ring is empty
+// (or its oldest push has not finished publishing).
+func (r *ring[T]) pop(dst *item[T]) bool {
 	pos := r.head.Load()
 	for {
 		s := &r.slots[pos&r.mask]
 		switch seq := s.seq.Load(); {
 		case seq == pos+1:
 			if r.head.CompareAndSwap(pos, pos+1) {
-				it := s.it
+				*dst = s.it
 				s.it = item[T]{} // drop references for the GC
 				s.seq.Store(pos + r.mask + 1)
-				return it, true
+				return true
 			}
 			pos = r.head.Load()
 		case seq < pos+1:
-			return item[T]{}, false
+			return false
 		default:
 			pos = r.head.Load() // another pop took pos
 		}
