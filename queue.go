@@ -356,6 +356,16 @@ func (q *Queue[T]) begin(cancel bool) {
 	}()
 	q.stopOnce.Do(func() {
 		prev := q.state.Swap(stateStopping)
+		if cancel {
+			// Retire the workers before the drain, so that a worker that
+			// sees the store drained also sees its context cancelled:
+			// otherwise it could promote the jobs Shutdown is about to put
+			// back, as if Stop were running them. (The scaler adds no
+			// worker once the state is stopping.)
+			q.mu.Lock()
+			q.pool.retireAll()
+			q.mu.Unlock()
+		}
 		close(q.stopping)
 		// Let Enqueue calls that passed the state check reach the store,
 		// so the drain below sees every accepted job.
