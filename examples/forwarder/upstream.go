@@ -149,9 +149,9 @@ func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
 		b.WriteByte('?')
 	}
 	b.WriteString("info_hash=")
-	b.WriteString(url.QueryEscape(string(a.InfoHash[:])))
+	escapeQuery(&b, a.InfoHash[:])
 	b.WriteString("&peer_id=")
-	b.WriteString(url.QueryEscape(string(a.PeerID[:])))
+	escapeQuery(&b, a.PeerID[:])
 	b.WriteString("&port=")
 	b.WriteString(strconv.Itoa(int(a.Addr.Port())))
 	b.WriteString("&uploaded=")
@@ -170,13 +170,34 @@ func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
 	}
 	if a.Key != "" {
 		b.WriteString("&key=")
-		b.WriteString(url.QueryEscape(a.Key))
+		escapeQuery(&b, a.Key)
 	}
 	if ip := a.Addr.Addr(); ip.IsValid() && !ip.IsLoopback() {
 		b.WriteString("&ip=")
 		b.WriteString(ip.String())
 	}
 	return b.String()
+}
+
+// escapeQuery writes s to b percent-encoded for a tracker's query string:
+// every byte but RFC 3986's unreserved characters as %XX, as BitTorrent
+// clients send a binary info_hash and peer_id. Not url.QueryEscape: its
+// '+' for a space byte is form encoding, which opentracker and other
+// trackers read as a literal '+', so an info hash holding byte 0x20 (one
+// in twelve) would name another torrent there.
+func escapeQuery[S ~string | ~[]byte](b *strings.Builder, s S) {
+	const hexDigits = "0123456789ABCDEF"
+	for i := range len(s) {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
 }
 
 // errNoReply marks a UDP tracker that never answered.

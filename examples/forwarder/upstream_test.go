@@ -1,0 +1,69 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// strictQuery splits a raw query the way opentracker reads one: '&'
+// between parameters, %XX escapes, and '+' a literal plus, not a space.
+func strictQuery(t *testing.T, raw string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for kv := range strings.SplitSeq(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		dec, err := url.PathUnescape(v) // %XX only; '+' stays '+'
+		require.NoError(t, err, "parameter %s", k)
+		out[k] = dec
+	}
+	return out
+}
+
+func TestEscapeQueryEveryByte(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	var b strings.Builder
+	escapeQuery(&b, all)
+	got := b.String()
+	assert.NotContains(t, got, "+", "a space must be %20: trackers read '+' literally")
+	for _, c := range "&=#? " {
+		assert.NotContains(t, got, string(c))
+	}
+	dec, err := url.PathUnescape(got)
+	require.NoError(t, err)
+	assert.Equal(t, all, []byte(dec))
+	assert.Equal(t, "az-._~09%20%2B%25", escapeString("az-._~09 +%"))
+}
+
+func escapeString(s string) string {
+	var b strings.Builder
+	escapeQuery(&b, s)
+	return b.String()
+}
+
+// An info hash holding bytes that form encoding would change (a space
+// became '+') must reach a tracker that decodes only %XX unchanged; with
+// url.QueryEscape, opentracker refused such torrents as not whitelisted.
+func TestAnnounceURLSurvivesAStrictDecoder(t *testing.T) {
+	hash := [20]byte{0x1c, 0x98, 0x20, '+', '%', '&', '=', '#', '~', 'a', 0, 0xff, ' ', '?', '/'}
+	peer := [20]byte{'-', 'A', '2', '-', '1', '-', '3', '6', '-', ' ', '+', 0x80}
+	a, err := ParseAnnounce(query(map[string]string{
+		"info_hash": string(hash[:]), "peer_id": string(peer[:]), "key": "k +&=",
+	}), remote)
+	require.NoError(t, err)
+	up, err := ParseUpstream("http://127.0.0.1:9/announce", nil)
+	require.NoError(t, err)
+	u, err := url.Parse(up.client.(*httpAnnouncer).announceURL(a, EventStarted))
+	require.NoError(t, err)
+	q := strictQuery(t, u.RawQuery)
+	assert.Equal(t, string(hash[:]), q["info_hash"])
+	assert.Equal(t, string(peer[:]), q["peer_id"])
+	assert.Equal(t, "k +&=", q["key"])
+	assert.Equal(t, "started", q["event"])
+}
