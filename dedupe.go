@@ -292,24 +292,41 @@ func (sh *keyShard[T]) trim() {
 			held++
 		}
 	}
-	if held <= 2*need {
-		return
-	}
-	for c := len(sh.chunks) - 1; c >= 0 && held > need; c-- {
-		if sh.chunks[c] == nil {
-			continue
+	if held > 2*need {
+		for c := len(sh.chunks) - 1; c >= 0 && held > need; c-- {
+			if sh.chunks[c] == nil {
+				continue
+			}
+			sh.sweepChunk(c) // its entries may all be gone since its turn
+			if sh.free[c] == allFree {
+				sh.chunks[c], sh.free[c] = nil, 0
+				held--
+			}
 		}
-		sh.sweepChunk(c) // its entries may all be gone since its turn
-		if sh.free[c] == allFree {
-			sh.chunks[c], sh.free[c] = nil, 0
-			held--
+		n := len(sh.chunks)
+		for n > 0 && sh.chunks[n-1] == nil {
+			n--
 		}
+		sh.chunks, sh.free = sh.chunks[:n], sh.free[:n]
 	}
-	n := len(sh.chunks)
-	for n > 0 && sh.chunks[n-1] == nil {
-		n--
+	sh.fitIndex(held)
+}
+
+// fitIndex shrinks the index to what the entries of held chunks need, if
+// it has four times as many slots: every indexed entry lives in a held
+// chunk, and the index is kept at most half full. The index shrinks here
+// and not as entries leave it, because sweeps reclaim entries in bulk:
+// shrinking at a low count, it grew back within the next few hundred adds,
+// and a keyed benchmark spent 10 bytes and a rehash of slots per job on
+// the index going up and down. sh.mu is held.
+func (sh *keyShard[T]) fitIndex(held int) {
+	want := minIndex
+	for want < 2*held*chunkSize {
+		want <<= 1
 	}
-	sh.chunks, sh.free = sh.chunks[:n], sh.free[:n]
+	if len(sh.index) >= 2*want {
+		sh.resize(want)
+	}
 }
 
 // sweepChunk reclaims the gone entries of chunk c; sh.mu is held.
@@ -387,7 +404,7 @@ func (sh *keyShard[T]) put(v uint64) {
 
 // indexDel removes entry number n, indexed under tag: it shifts back the
 // entries after it that probed past its slot, so that the index never
-// holds tombstones; it halves an index less than an eighth full.
+// holds tombstones. It never shrinks the index: see fitIndex.
 func (sh *keyShard[T]) indexDel(tag, n uint32) {
 	want := uint64(tag)<<32 | uint64(n) + 1
 	mask := uint64(len(sh.index) - 1)
@@ -411,9 +428,6 @@ func (sh *keyShard[T]) indexDel(tag, n uint32) {
 	}
 	sh.index[i] = 0
 	sh.count--
-	if n := len(sh.index); n > minIndex && 8*sh.count < n {
-		sh.resize(n / 2)
-	}
 }
 
 // resize rebuilds the index with n slots.
