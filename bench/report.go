@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,9 +73,16 @@ func (r *Results) sched(kind, system string) (TaskResult, bool) {
 // headline is the configuration the charts and headline ratios use.
 const headlineP, headlineW = 1, 10
 
+// KeepMarker is the line after which a report's markdown is written by
+// hand: WriteReport keeps it, and everything after it, when it rewrites a
+// report that has it.
+const KeepMarker = "<!-- qbench: the sections below are written by hand and kept when qbench rewrites this file -->"
+
 // WriteReport writes throughput.svg, lateness.svg and results.json to dir,
 // and the markdown report to mdPath (dir/report.md when mdPath is ""),
-// linking the charts by their path relative to the report.
+// linking the charts by their path relative to the report. If mdPath
+// already holds KeepMarker, the marker and what follows it are kept after
+// the new report.
 func (r *Results) WriteReport(dir, mdPath string) error {
 	if mdPath == "" {
 		mdPath = filepath.Join(dir, "report.md")
@@ -90,11 +100,19 @@ func (r *Results) WriteReport(dir, mdPath string) error {
 	if err != nil {
 		return err
 	}
+	md := r.Markdown()
+	old, err := os.ReadFile(mdPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if i := bytes.Index(old, []byte(KeepMarker)); i >= 0 {
+		md = strings.TrimRight(md, "\n") + "\n\n" + string(old[i:])
+	}
 	files := map[string]string{
 		filepath.Join(dir, "throughput.svg"): r.ThroughputChart().SVG(),
 		filepath.Join(dir, "lateness.svg"):   r.LatenessChart().SVG(),
 		filepath.Join(dir, "results.json"):   string(raw) + "\n",
-		mdPath:                               r.Markdown(),
+		mdPath:                               md,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {

@@ -86,3 +86,33 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestWriteReportKeepsHandWrittenSections checks that rewriting a report
+// keeps what follows KeepMarker and replaces what precedes it.
+func TestWriteReportKeepsHandWrittenSections(t *testing.T) {
+	dir := t.TempDir()
+	md := filepath.Join(dir, "benchmarks.md")
+	hand := KeepMarker + "\n\n## Micro-benchmarks\n\nmeasured by hand\n"
+	if err := os.WriteFile(md, []byte("# stale generated report\n\n"+hand), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	for range 2 { // a second rewrite keeps it too, once
+		if err := res.WriteReport(dir, md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got), "stale generated report") {
+		t.Error("the generated part was not replaced")
+	}
+	if !strings.HasSuffix(string(got), "\n\n"+hand) || strings.Count(string(got), KeepMarker) != 1 {
+		t.Errorf("the hand-written part was not kept once at the end:\n%s", got)
+	}
+	if !strings.HasPrefix(string(got), res.Markdown()[:20]) {
+		t.Errorf("the report does not start with the generated markdown:\n%.200s", got)
+	}
+}
