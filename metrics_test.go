@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -255,17 +254,26 @@ func withQueueLabel(expo, name string) string {
 	return strings.Join(lines, "\n")
 }
 
+// histogram is one histogram series as gathered.
+type histogram struct {
+	count   uint64
+	sum     float64
+	buckets []uint64 // cumulative counts, by upper bound
+}
+
 // histograms returns sample counts and sums by series, e.g.
-// "queue_job_run_seconds{outcome=done}".
-func histograms(t *testing.T, c prometheus.Collector) map[string]*dto.Histogram {
+// "queue_job_run_seconds{outcome=done}". It reads the gathered families
+// through their getters, so that the core module need not require
+// client_model for its tests.
+func histograms(t *testing.T, c prometheus.Collector) map[string]histogram {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(c))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	out := map[string]*dto.Histogram{}
+	out := map[string]histogram{}
 	for _, mf := range mfs {
-		if mf.GetType() != dto.MetricType_HISTOGRAM {
+		if mf.GetType().String() != "HISTOGRAM" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -273,7 +281,11 @@ func histograms(t *testing.T, c prometheus.Collector) map[string]*dto.Histogram 
 			for _, lp := range m.GetLabel() {
 				id += "{" + lp.GetName() + "=" + lp.GetValue() + "}"
 			}
-			out[id] = m.GetHistogram()
+			h := histogram{count: m.GetHistogram().GetSampleCount(), sum: m.GetHistogram().GetSampleSum()}
+			for _, b := range m.GetHistogram().GetBucket() {
+				h.buckets = append(h.buckets, b.GetCumulativeCount())
+			}
+			out[id] = h
 		}
 	}
 	return out
@@ -285,16 +297,17 @@ func TestMetricsHistograms(t *testing.T) {
 		h := histograms(t, queue.Collector(s.q))
 		// Seven runs: a, b twice, c, f, h, i. In the bubble no time passes
 		// while a job waits or runs: waits are 0, runs the 1 ns floor.
-		wait := h["queue_job_wait_seconds"]
-		require.NotNil(t, wait)
-		assert.EqualValues(t, 7, wait.GetSampleCount())
-		assert.Zero(t, wait.GetSampleSum())
+		wait, ok := h["queue_job_wait_seconds"]
+		require.True(t, ok)
+		assert.EqualValues(t, 7, wait.count)
+		assert.Zero(t, wait.sum)
 		for outcome, n := range map[string]uint64{"done": 4, "retried": 2, "dead": 1} {
-			run := h["queue_job_run_seconds{outcome="+outcome+"}"]
-			require.NotNil(t, run, outcome)
-			assert.Equal(t, n, run.GetSampleCount(), outcome)
-			assert.InDelta(t, float64(n)*1e-9, run.GetSampleSum(), 1e-12, outcome)
-			assert.Equal(t, n, run.GetBucket()[0].GetCumulativeCount(), "%s: all in the first bucket", outcome)
+			run, ok := h["queue_job_run_seconds{outcome="+outcome+"}"]
+			require.True(t, ok, outcome)
+			assert.Equal(t, n, run.count, outcome)
+			assert.InDelta(t, float64(n)*1e-9, run.sum, 1e-12, outcome)
+			require.NotEmpty(t, run.buckets, outcome)
+			assert.Equal(t, n, run.buckets[0], "%s: all in the first bucket", outcome)
 		}
 	})
 }
@@ -318,9 +331,9 @@ func TestMetricsRunTimeIsHandlerTime(t *testing.T) {
 		queuetest.Advance(10 * time.Minute)
 
 		h := histograms(t, queue.Collector(q))
-		assert.InDelta(t, 2.0, h["queue_job_run_seconds{outcome=retried}"].GetSampleSum(), 1e-9)
-		assert.InDelta(t, 2.0, h["queue_job_run_seconds{outcome=done}"].GetSampleSum(), 1e-9)
-		assert.EqualValues(t, 2, h["queue_job_wait_seconds"].GetSampleCount())
+		assert.InDelta(t, 2.0, h["queue_job_run_seconds{outcome=retried}"].sum, 1e-9)
+		assert.InDelta(t, 2.0, h["queue_job_run_seconds{outcome=done}"].sum, 1e-9)
+		assert.EqualValues(t, 2, h["queue_job_wait_seconds"].count)
 	})
 }
 
@@ -347,12 +360,12 @@ func TestMetricsNamingConventions(t *testing.T) {
 		for _, mf := range mfs {
 			name := mf.GetName()
 			assert.True(t, strings.HasPrefix(name, "queue_"), name)
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
+			switch mf.GetType().String() {
+			case "COUNTER":
 				assert.True(t, strings.HasSuffix(name, "_total"), "counter %s", name)
-			case dto.MetricType_HISTOGRAM:
+			case "HISTOGRAM":
 				assert.True(t, strings.HasSuffix(name, "_seconds"), "histogram %s", name)
-			case dto.MetricType_GAUGE:
+			case "GAUGE":
 				assert.False(t, strings.HasSuffix(name, "_total"), "gauge %s", name)
 			default:
 				t.Errorf("%s: unexpected type %s", name, mf.GetType())

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: gofmt, go vet and go test -race for each module
-# of the repo. Store tests use the real PostgreSQL and Redis named by
-# QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults: 127.0.0.1:5432 database
-# test, 127.0.0.1:6379); without them they skip and say so, except under
-# CI=true, where an unreachable server fails the run.
+# Runs every check CI runs: gofmt, and go mod tidy, go vet and go test -race
+# for each module of the repo. Store tests use the real PostgreSQL and
+# Redis named by QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults:
+# 127.0.0.1:5432 database test, 127.0.0.1:6379); without them they skip and
+# say so, except under CI=true, where an unreachable server fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +37,10 @@ fi
 
 for m in "${modules[@]}"; do
   [ -f "$m/go.mod" ] || continue
+  # go.work ties the modules together for development; each must still
+  # build on its own, as a user's go get sees it.
+  echo "== $m: go mod tidy -diff"
+  (cd "$m" && go mod tidy -diff) || { echo "$m: go.mod or go.sum is not tidy (run go mod tidy in $m)"; fail=1; }
   echo "== $m: go vet"
   (cd "$m" && go vet ./...) || fail=1
   echo "== $m: go test -race"
