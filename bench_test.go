@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 // Benchmarks for the in-memory engine. Run them with
@@ -176,6 +178,78 @@ func BenchmarkSchedule(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkScheduleRun schedules b.N jobs (no key) at instants spread
+// over 10 s of fake time, then moves the fake clock through those 10 s a
+// millisecond at a time, waiting at each step until every job due by then
+// has run. It reports the scheduling rate (sched-jobs/s: EnqueueAt calls
+// per second of real time), the rate of the whole, and the latest a job
+// started after its due instant, in fake time (late-max-ms: under one step
+// means each job ran at the first step at or past its time). A job that
+// starts before its time fails the benchmark.
+func BenchmarkScheduleRun(b *testing.B) {
+	const span, step = 10 * time.Second, time.Millisecond
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := queuetest.NewFakeClock(start)
+	var (
+		ran     atomic.Int64
+		late    atomic.Int64 // the largest lateness seen, ns of fake time
+		early   atomic.Int64
+		offsets = make([]time.Duration, b.N)
+	)
+	for i := range offsets {
+		// A scrambled order over the span, at 1 µs resolution.
+		offsets[i] = time.Duration((uint64(i)*2654435761)%uint64(span/time.Microsecond)) * time.Microsecond
+	}
+	q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+		d := clk.Now().Sub(start.Add(offsets[j.Payload]))
+		if d < 0 {
+			early.Add(1)
+		}
+		for l := late.Load(); d > time.Duration(l) && !late.CompareAndSwap(l, int64(d)); l = late.Load() {
+		}
+		ran.Add(1)
+		return nil
+	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := q.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := time.Now()
+	for i, off := range offsets {
+		if err := q.EnqueueAt(ctx, queue.Job[int]{Payload: i}, start.Add(off)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	scheduling := time.Since(t0)
+	due := slices.Clone(offsets)
+	slices.Sort(due)
+	for now, n := time.Duration(0), 0; n < len(due); {
+		clk.Advance(step)
+		now += step
+		for n < len(due) && due[n] <= now {
+			n++
+		}
+		for ran.Load() < int64(n) {
+			runtime.Gosched()
+		}
+	}
+	b.StopTimer()
+	if e := early.Load(); e > 0 {
+		b.Fatalf("%d jobs started before their time", e)
+	}
+	b.ReportMetric(float64(b.N)/scheduling.Seconds(), "sched-jobs/s")
+	reportJobs(b)
+	b.ReportMetric(float64(late.Load())/float64(time.Millisecond), "late-max-ms")
+	if err := q.Stop(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 
