@@ -45,6 +45,21 @@ func (c *countdown) tick() {
 	}
 }
 
+// started returns a function that fails b unless New succeeded, starts
+// the queue and returns it: started[int](b)(queue.New(...)).
+func started[T any](b *testing.B) func(*queue.Queue[T], error) *queue.Queue[T] {
+	return func(q *queue.Queue[T], err error) *queue.Queue[T] {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return q
+	}
+}
+
 func reportJobs(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
@@ -98,15 +113,9 @@ func BenchmarkEnqueueRun(b *testing.B) {
 func benchQueue(b *testing.B, keys []string) {
 	b.ReportAllocs()
 	cd := newCountdown(b.N)
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { cd.tick(); return nil },
-		queue.WithWorkers(benchWorkers, benchWorkers))
-	if err != nil {
-		b.Fatal(err)
-	}
+	q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { cd.tick(); return nil },
+		queue.WithWorkers(benchWorkers, benchWorkers)))
 	ctx := context.Background()
-	if err := q.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
 	b.ResetTimer()
 	for i := range b.N {
 		job := queue.Job[int]{Payload: i}
@@ -142,14 +151,8 @@ func BenchmarkSchedule(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
-			if err != nil {
-				b.Fatal(err)
-			}
+			q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { return nil }))
 			ctx := context.Background()
-			if err := q.Start(ctx); err != nil {
-				b.Fatal(err)
-			}
 			delays := make([]time.Duration, b.N)
 			var keys []string
 			if keyed {
@@ -203,7 +206,7 @@ func BenchmarkScheduleRun(b *testing.B) {
 		// A scrambled order over the span, at 1 µs resolution.
 		offsets[i] = time.Duration((uint64(i)*2654435761)%uint64(span/time.Microsecond)) * time.Microsecond
 	}
-	q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+	q := started[int](b)(queue.New(func(_ context.Context, j queue.Job[int]) error {
 		d := clk.Now().Sub(start.Add(offsets[j.Payload]))
 		if d < 0 {
 			early.Add(1)
@@ -212,14 +215,8 @@ func BenchmarkScheduleRun(b *testing.B) {
 		}
 		ran.Add(1)
 		return nil
-	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers))
-	if err != nil {
-		b.Fatal(err)
-	}
+	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers)))
 	ctx := context.Background()
-	if err := q.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	t0 := time.Now()

@@ -46,19 +46,13 @@ func benchEnqueueRun(b *testing.B, opts ...queue.Option) {
 	all := make(chan struct{})
 	n := int64(b.N)
 	opts = append([]queue.Option{queue.WithWorkers(10, 10)}, opts...) // as BenchmarkEnqueueRun/queue
-	q, err := queue.New(func(context.Context, queue.Job[int]) error {
+	q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error {
 		if ran.Add(1) == n {
 			close(all)
 		}
 		return nil
-	}, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
+	}, opts...))
 	ctx := context.Background()
-	if err := q.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
