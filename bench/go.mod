@@ -1,6 +1,6 @@
 module github.com/queuekit/queue/bench
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/alitto/pond/v2 v2.7.1
@@ -10,8 +10,8 @@ require (
 	github.com/panjf2000/ants/v2 v2.12.1
 	github.com/queuekit/queue v0.0.0
 	github.com/redis/go-redis/v9 v9.17.2
-	github.com/riverqueue/river v0.44.1
-	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
+	github.com/riverqueue/river v0.51.2
+	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	k8s.io/client-go v0.35.10
 )
 
@@ -32,18 +32,18 @@ require (
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/queuekit/queue/pgstore v0.0.0
 	github.com/queuekit/queue/redisstore v0.0.0
-	github.com/riverqueue/river/riverdriver v0.44.1 // indirect
-	github.com/riverqueue/river/rivershared v0.44.1 // indirect
-	github.com/riverqueue/river/rivertype v0.44.1 // indirect
+	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
+	github.com/riverqueue/river/rivershared v0.51.2 // indirect
+	github.com/riverqueue/river/rivertype v0.51.2 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
-	github.com/tidwall/gjson v1.19.0 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	k8s.io/apimachinery v0.35.10 // indirect
