@@ -152,9 +152,10 @@ func RunDurable(name string, cfg DurableConfig) ([]DurableResult, error) {
 	return all, nil
 }
 
+// joinSetting appends b to the setting a, either of which may be empty.
 func joinSetting(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + ", " + b
 }
