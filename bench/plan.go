@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -156,9 +158,28 @@ func (r *Results) Merge(later *Results) {
 		r.Config.Durable = later.Config.Durable
 	}
 	m := later.Meta
-	r.Meta.Merged = append(r.Meta.Merged, fmt.Sprintf("`%s` on %s in %s (load %s → %s): %d task(s)",
+	line := fmt.Sprintf("`%s` on %s in %s (load %s → %s): %d task(s)",
 		m.Command, m.Date.Format("2006-01-02 15:04 MST"), m.Duration.Round(time.Second), m.LoadStart, m.LoadEnd,
-		len(later.Inproc)+len(later.Sched)+len(later.Durable)))
+		len(later.Inproc)+len(later.Sched)+len(later.Durable))
+	// The versions table shows what the newest build linked: a merged
+	// run's tasks were measured with its modules (a river upgrade, say),
+	// and the line says which versions it changed.
+	if r.Meta.Versions == nil {
+		r.Meta.Versions = map[string]string{}
+	}
+	var changed []string
+	for _, k := range slices.Sorted(maps.Keys(m.Versions)) {
+		if old, v := r.Meta.Versions[k], m.Versions[k]; old != v {
+			if old != "" {
+				changed = append(changed, fmt.Sprintf("%s %s → %s", k, old, v))
+			}
+			r.Meta.Versions[k] = v
+		}
+	}
+	if len(changed) > 0 {
+		line += "; built with " + strings.Join(changed, ", ")
+	}
+	r.Meta.Merged = append(r.Meta.Merged, line)
 }
 
 // Errors lists every task that failed.

@@ -58,3 +58,25 @@ func TestJoinSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeTakesLaterVersions checks that a merged run's module versions
+// replace the earlier run's in the report, and that the merged line says
+// which changed: a durable re-run after a river upgrade was reported with
+// the old river version.
+func TestMergeTakesLaterVersions(t *testing.T) {
+	const river = "github.com/riverqueue/river"
+	first := Results{Meta: Meta{Versions: map[string]string{river: "v0.44.1", "github.com/alitto/pond/v2": "v2.7.1"}}}
+	later := Results{Meta: Meta{Command: "qbench -durable", Versions: map[string]string{river: "v0.51.2", "github.com/alitto/pond/v2": "v2.7.1"}},
+		Config: Config{Durable: &DurableConfig{}}}
+	first.Merge(&later)
+	if got := first.Meta.Versions[river]; got != "v0.51.2" {
+		t.Errorf("river version after merge: %q, want v0.51.2", got)
+	}
+	if !strings.Contains(first.Markdown(), "| "+river+" | v0.51.2 |") {
+		t.Error("the report's versions table does not show the merged run's river")
+	}
+	if n := len(first.Meta.Merged); n != 1 || !strings.Contains(first.Meta.Merged[0], river+" v0.44.1 → v0.51.2") ||
+		strings.Contains(first.Meta.Merged[0], "pond") {
+		t.Errorf("merged line does not name exactly the changed version: %q", first.Meta.Merged)
+	}
+}
