@@ -189,11 +189,12 @@ func (f *fallback[T]) release(j *fbJob[T], now int64) {
 	}
 }
 
-// again puts a running job back: retry (superseded when a rerun waits) or
-// defer. It reports false when the job was superseded and dropped.
+// again puts a running job back: retry or defer. Either is superseded
+// when a rerun of the key waits: it reports false when the job was
+// dropped and the rerun took its key.
 func (f *fallback[T]) again(j *fbJob[T], due, now int64, retry bool, cause string) bool {
 	delete(f.running, j.job.ID)
-	if retry && j.job.Key != "" && f.reruns[j.job.Key] != nil {
+	if j.job.Key != "" && f.reruns[j.job.Key] != nil {
 		f.release(j, now)
 		return false
 	}

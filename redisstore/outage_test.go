@@ -196,3 +196,42 @@ func TestAddFallbackOff(t *testing.T) {
 	}
 	p.Up()
 }
+
+// TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
+// supersedes a Defer of the running job, as it does a Retry (see
+// TestParityDeferSuperseded).
+func TestFallbackDeferSuperseded(t *testing.T) {
+	direct := needRedis(t)
+	t.Parallel()
+	p := queuetest.NewProxy(t, redisAddr())
+	p.Down()
+	c := proxiedClient(t, p)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	ctx := context.Background()
+	for _, retry := range []bool{false, true} {
+		if _, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 1}); err != nil {
+			t.Fatal(err)
+		}
+		j := claimWithin(t, s, time.Second)
+		if a, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 2}); err != nil || !a.Coalesced {
+			t.Fatalf("Add of a running key = %+v, %v; want coalesced", a, err)
+		}
+		var err error
+		if retry {
+			err = s.Retry(ctx, j, time.Now().Add(time.Minute), errors.New("boom"))
+		} else {
+			err = s.Defer(ctx, j, time.Now().Add(time.Minute), nil)
+		}
+		if !errors.Is(err, queue.ErrSuperseded) {
+			t.Fatalf("retry %v with a waiting rerun = %v, want ErrSuperseded", retry, err)
+		}
+		r := claimWithin(t, s, time.Second)
+		if r.Payload != 2 {
+			t.Fatalf("claimed %+v, want the rerun", r)
+		}
+		must(t, s.Complete(ctx, r))
+		if st, _ := s.Stats(ctx); st.Scheduled != 0 || st.PendingKeys != 0 {
+			t.Fatalf("Stats = %+v; want the superseded job gone and the key free", st)
+		}
+	}
+}

@@ -442,10 +442,12 @@ return out
 
 // Settle ends claimed jobs: now, then per job: id, lease, mode, at, error.
 // Modes: done, dead (to the dead set with error), retry (scheduled at at
-// with error; dropped in favour of a waiting coalesced rerun:
-// 'superseded'), defer (at at, giving the attempt back). Returns {ready,
-// then per job 'ok', 'superseded', 'gone' (already settled: a repeated
-// call) or 'lost' (the lease is no longer the caller's)}.
+// with error), defer (at at, giving the attempt back). A retry or defer of
+// a job whose key has a coalesced rerun waiting is dropped in favour of
+// the rerun, which becomes the key's job ('superseded'), as in the
+// in-memory store. Returns {ready, then per job 'ok', 'superseded', 'gone'
+// (already settled: a repeated call) or 'lost' (the lease is no longer the
+// caller's)}.
 var scriptSettle = newScript("settle", `
 local now = tonumber(arg(1))
 local function settle(id, tok, mode, at, err)
@@ -464,7 +466,7 @@ local function settle(id, tok, mode, at, err)
     bury(id, m, now, err)
     return 'ok'
   end
-  if mode == 'retry' and m.k ~= '' and redis.call('HEXISTS', RERUNS, m.k) == 1 then
+  if m.k ~= '' and redis.call('HEXISTS', RERUNS, m.k) == 1 then
     release_key(id, m, now)
     forget(id)
     return 'superseded'

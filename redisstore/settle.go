@@ -44,13 +44,18 @@ func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause str
 	return s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, err: cause, key: job.Key})
 }
 
-// Retry schedules a claimed job to run again at at; see queue.Store.
+// Retry schedules a claimed job to run again at at; see queue.Store. If a
+// coalesced rerun of its key is waiting, the job is dropped in favour of
+// it and Retry returns queue.ErrSuperseded.
 func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.again(ctx, job, at, "retry", errString(cause))
 }
 
 // Defer puts a claimed job back to run at at without using an attempt,
-// recording cause (a downstream's "retry in" reason) when it is given.
+// recording cause (a downstream's "retry in" reason) when it is given. As
+// with Retry, a coalesced rerun of its key supersedes it: the job is
+// dropped, the rerun becomes the key's job, and Defer returns
+// queue.ErrSuperseded.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.again(ctx, job, at, "defer", errString(cause))
 }
