@@ -152,7 +152,7 @@ func TestParityDeferSuperseded(t *testing.T) {
 			}
 			h.Clock.Advance(2 * delay)
 			h.promote(t)
-			h.noClaim(t) // the deferred job is gone for good
+			h.noClaim(t)                                     // the deferred job is gone for good
 			h.add(t, queue.Job[queuetest.Payload]{Key: key}) // and its key is free
 			j = h.claim(t)
 			if err := h.Store.Complete(ctx, j); err != nil {
