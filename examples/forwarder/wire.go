@@ -119,6 +119,13 @@ type rawReply struct {
 	Peers6      bencode.Bytes `bencode:"peers6"`
 }
 
+// maxReplyDepth bounds how deeply lists and dictionaries may nest in an
+// upstream's reply. A tracker's reply nests three deep (the reply, its
+// peer list, a peer); the bencode decoder recurses once per level, so a
+// hostile 1 MiB reply of nested lists took it 512 MiB of stack, and under
+// -race overflowed the stack, a fatal error that no recover catches.
+const maxReplyDepth = 8
+
 // errGarbage marks a reply that is not a bencoded tracker response.
 var errGarbage = errors.New("malformed tracker reply")
 
@@ -133,6 +140,9 @@ func ParseReply(body []byte) (r *Reply, err error) {
 	}()
 	if len(body) == 0 || body[0] != 'd' {
 		return nil, fmt.Errorf("%w: not a dictionary", errGarbage)
+	}
+	if nestedDeeper(body, maxReplyDepth) {
+		return nil, fmt.Errorf("%w: nested deeper than %d", errGarbage, maxReplyDepth)
 	}
 	var raw rawReply
 	if err := bencode.Unmarshal(body, &raw); err != nil {
@@ -164,6 +174,45 @@ func ParseReply(body []byte) (r *Reply, err error) {
 	}
 	r.Peers = append(r.Peers, peers6...)
 	return r, nil
+}
+
+// nestedDeeper reports whether the bencoded value b opens more than max
+// lists and dictionaries inside one another. It walks b without
+// recursing and only counts: anything malformed is left to the decoder.
+func nestedDeeper(b []byte, max int) bool {
+	depth := 0
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == 'd' || c == 'l':
+			if depth++; depth > max {
+				return true
+			}
+			i++
+		case c == 'e':
+			depth--
+			i++
+		case c == 'i':
+			end := bytes.IndexByte(b[i:], 'e')
+			if end < 0 {
+				return false
+			}
+			i += end + 1
+		case '0' <= c && c <= '9': // a string: its length, ':', its bytes
+			n := 0
+			for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+				if n = n*10 + int(b[i]-'0'); n > len(b) {
+					return false
+				}
+			}
+			if i >= len(b) || b[i] != ':' {
+				return false
+			}
+			i += 1 + n
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 func secs(n int64) time.Duration {

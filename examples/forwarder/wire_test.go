@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,33 @@ func TestParseReplyGarbage(t *testing.T) {
 			assert.True(t, errors.Is(err, errGarbage), "got %v", err)
 		})
 	}
+}
+
+// A reply nested deeper than any tracker's is refused before the
+// bencode decoder, which recurses once per level, sees it: a 1 MiB reply
+// of nested lists took it 512 MiB of stack, and under -race overflowed
+// the stack and killed the process.
+func TestParseReplyRefusesDeepNesting(t *testing.T) {
+	deep := func(prefix string, n int) []byte {
+		return []byte(prefix + strings.Repeat("l", n) + strings.Repeat("e", n) + "e")
+	}
+	for name, body := range map[string][]byte{
+		"in peers":       deep("d5:peers", 10000),
+		"in unknown key": deep("d3:xyz", 10000),
+		"in retry in":    deep("d14:failure reason1:x8:retry in", 10000),
+		"just past":      deep("d3:xyz", maxReplyDepth),
+	} {
+		r, err := ParseReply(body)
+		assert.Nil(t, r, name)
+		assert.ErrorIs(t, err, errGarbage, name)
+	}
+	// Strings holding 'l' and 'd' bytes are not nesting, and a reply as
+	// deep as the limit still parses.
+	body := []byte("d5:peersld2:ip8:10.0.0.14:porti1eee6:peers618:" + strings.Repeat("l", 16) + "dd" +
+		"3:xyz" + strings.Repeat("l", maxReplyDepth-1) + strings.Repeat("e", maxReplyDepth-1) + "e")
+	r, err := ParseReply(body)
+	require.NoError(t, err)
+	assert.Len(t, r.Peers, 2)
 }
 
 func FuzzParseReply(f *testing.F) {
