@@ -209,24 +209,21 @@ func (f *fallback[T]) again(j *fbJob[T], due, now int64, retry bool, cause strin
 	return true
 }
 
-// cancel removes the queued, scheduled or uncertain holder of key, or else
-// its rerun. It reports how many jobs it removed and the removed job.
-func (f *fallback[T]) cancel(key string) (*fbJob[T], bool) {
+// cancel removes the queued, scheduled or uncertain holder of key and its
+// rerun, and reports how many jobs it removed.
+func (f *fallback[T]) cancel(key string) int {
+	n := 0
 	if h := f.keys[key]; h != nil && h.state != fbRunning && h.state != fbWriting {
 		f.unlink(h)
 		delete(f.keys, key)
-		if r := f.reruns[key]; r != nil {
-			delete(f.reruns, key)
-			f.held--
-		}
-		return h, true
+		n++
 	}
 	if r := f.reruns[key]; r != nil {
 		delete(f.reruns, key)
 		f.held--
-		return r, true
+		n++
 	}
-	return nil, false
+	return n
 }
 
 // unlink removes a waiting job from its list or heap.

@@ -34,14 +34,15 @@ func parseMeta(raw any) (meta, bool) {
 
 func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }
 
-// Cancel cancels the queued or scheduled job with key, or else the
-// coalesced rerun of its running job; see queue.Store.
+// Cancel cancels the queued or scheduled job with key and the coalesced
+// rerun of the key; see queue.Store. It reports how many jobs it
+// cancelled, which is 0 or 1 as in the in-memory store except where a key
+// has more than one job here: a job a lease rescue put back with a rerun
+// waiting behind it, or jobs with the key on two shards (dedupe holds per
+// shard), or in the fallback and in Redis.
 func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
-	n := 0
 	s.fbMu.Lock()
-	if _, ok := s.fb.cancel(key); ok {
-		n++
-	}
+	n := s.fb.cancel(key)
 	s.fbReady.Store(int64(s.fb.nready))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
@@ -53,12 +54,12 @@ func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 			if isOutage(ctx, err) {
 				s.markDown(sh, err)
 			}
-			return min(n, 1), err
+			return n, err
 		}
 		n += int(replyInt(res[0]))
 		sh.ready.Store(replyInt(res[1]))
 	}
-	return min(n, 1), nil
+	return n, nil
 }
 
 // CancelMatch cancels every queued, scheduled or rerun job whose key
@@ -79,9 +80,7 @@ func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool)
 		}
 	}
 	for _, k := range keys {
-		if _, ok := s.fb.cancel(k); ok {
-			n++
-		}
+		n += s.fb.cancel(k)
 	}
 	s.fbReady.Store(int64(s.fb.nready))
 	s.fbMu.Unlock()
@@ -203,8 +202,7 @@ func (s *Store[T]) Purge(ctx context.Context) (int, error) {
 		keys = append(keys, k)
 	}
 	for _, k := range keys {
-		f.cancel(k)
-		n++
+		n += f.cancel(k)
 	}
 	for p := range f.ready {
 		for _, j := range f.ready[p] {

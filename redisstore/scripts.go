@@ -496,22 +496,20 @@ out[1] = ready_count()
 return out
 `)
 
-// Cancel: key, mode ('all' cancels the queued or scheduled holder of key or
-// else its rerun; 'rerun' only the rerun). Returns {n, ready}.
+// Cancel: key, mode ('all' cancels the queued or scheduled holder of key
+// and its rerun; 'rerun' only the rerun). Returns {n, ready}, n the number
+// of jobs cancelled: a rerun waits behind a running job, or behind a queued
+// one that a lease rescue put back, so 'all' may cancel two.
 var scriptCancel = newScript("cancel", `
 local key, mode = arg(1), arg(2)
+local n = 0
 if mode == 'all' then
   local h = redis.call('HGET', KEYIDX, key)
   if h then
     local m = load(h)
     if m and (m.s == 'q' or m.s == 's') then
       remove_pending(h, m)
-      local rr = redis.call('HGET', RERUNS, key)
-      if rr then
-        redis.call('HDEL', RERUNS, key)
-        forget(rr)
-      end
-      return {1, ready_count()}
+      n = 1
     end
   end
 end
@@ -519,9 +517,9 @@ local rr = redis.call('HGET', RERUNS, key)
 if rr then
   redis.call('HDEL', RERUNS, key)
   forget(rr)
-  return {1, ready_count()}
+  n = n + 1
 end
-return {0, ready_count()}
+return {n, ready_count()}
 `)
 
 // Promote: now, batch, capacity, requeue ms. Returns {moved, requeued, ready}.

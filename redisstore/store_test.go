@@ -446,3 +446,59 @@ func claimWithin(t *testing.T, s *Store[int], d time.Duration) queue.Job[int] {
 	}
 	return j
 }
+
+// TestCancelCountsEveryJob: Cancel and CancelMatch report every job they
+// end, so that the queue's counts add up. A key can hold two jobs here
+// where the in-memory store holds one: after a lease rescue puts a running
+// job back while its rerun waits, and on two shards (dedupe holds per
+// shard). Cancel used to end both and report 1.
+func TestCancelCountsEveryJob(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	low := redis.NewClient(&redis.Options{Addr: redisAddr(), DB: 1})
+	t.Cleanup(func() { deleteKeys(low, "{"+prefix+":*"); low.Close() }) // after the store's Close
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(prefix), WithLeaseTTL(time.Second), WithShard("low", low))
+	ctx := context.Background()
+	add := func(j queue.Job[int]) queue.Added {
+		t.Helper()
+		a, err := s.Add(ctx, j)
+		if err != nil {
+			t.Fatalf("Add(%+v): %v", j, err)
+		}
+		return a
+	}
+	for _, match := range []bool{false, true} {
+		add(queue.Job[int]{Key: "k", Payload: 1})
+		j := claimWithin(t, s, 5*time.Second)
+		if a := add(queue.Job[int]{Key: "k", Payload: 2}); !a.Coalesced {
+			t.Fatalf("Add of a running key: %+v, want coalesced", a)
+		}
+		clk.Advance(2 * time.Second)
+		// The leader's janitor may rescue the job first; either way it is
+		// back in its ready list when this call returns.
+		_, err := s.RescueExpired(ctx)
+		must(t, err)
+		if st, _ := s.Stats(ctx); st.Ready != 1 || st.Waiting != 1 {
+			t.Fatalf("after the rescue: %+v; want the job ready and its rerun waiting", st)
+		}
+		var n int
+		if match {
+			n, err = s.CancelMatch(ctx, func(k string) bool { return k == "k" })
+		} else {
+			n, err = s.Cancel(ctx, "k")
+		}
+		if err != nil || n != 2 {
+			t.Fatalf("cancel (match %v) = %d, %v; want 2: the rescued job and its rerun", match, n, err)
+		}
+		if st, _ := s.Stats(ctx); st.Ready != 0 || st.Waiting != 0 || st.PendingKeys != 0 {
+			t.Fatalf("after cancelling: %+v; want nothing left", st)
+		}
+		_ = s.Complete(ctx, j) // the job is gone: nothing to record
+	}
+	add(queue.Job[int]{Key: "s", Priority: "high"})
+	add(queue.Job[int]{Key: "s", Priority: "low"}) // another shard: not a duplicate
+	if n, err := s.Cancel(ctx, "s"); err != nil || n != 2 {
+		t.Fatalf("Cancel of a key on two shards = %d, %v; want 2", n, err)
+	}
+}
