@@ -355,9 +355,14 @@ func (f *Forwarder) runJob(ctx context.Context, j queue.Job[fwdJob]) error {
 		next = 30 * time.Minute
 	}
 	next = max(next, r.MinInterval, f.opts.UpstreamFloor)
-	if j.Payload.Ev != EventStopped {
-		f.q.SetNextDue(up.Name, hash, now.Add(next))
+	if j.Payload.Ev == EventStopped {
+		// A stop neither makes the torrent due later nor tells its peers:
+		// trackers answer it with an empty list (opentracker's
+		// "5:peers0:"), which must not replace the peers the torrent's
+		// other clients are served.
+		return nil
 	}
+	f.q.SetNextDue(up.Name, hash, now.Add(next))
 	f.swarms.recordReply(a, up.Name, r, now, next+next/2)
 	return nil
 }

@@ -340,6 +340,31 @@ func TestStoppedCancelsPendingAndForwardsStop(t *testing.T) {
 
 func (h *harness) simByName(name string) *simServer { return h.sims[name] }
 
+// A stop's reply lists no peers (opentracker answers "5:peers0:"): it
+// must not replace the peers the upstream gave for the torrent, which its
+// other clients are still served.
+func TestForwardedStopKeepsTheUpstreamsPeers(t *testing.T) {
+	h := newHarness(t, []string{simFast, "udp"}, true)
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "started"}))
+	h.ev.wait(t, queue.EventDone, simFast, 1)
+	h.ev.wait(t, queue.EventDone, "udp", 1)
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "stopped"}))
+	h.ev.wait(t, queue.EventDone, simFast, 2)
+	h.ev.wait(t, queue.EventDone, "udp", 2)
+	hash, peer := hexOf(1, 1)
+	require.Equal(t, []string{"started", "stopped"}, h.sims[simFast].Events(hash, peer))
+
+	peers := h.announce(t, clientQuery(1, 2, 7002, nil)).compact(t)
+	assert.Contains(t, peers, netip.MustParseAddrPort("127.2.0.1:6881"), "the UDP upstream's peers")
+	fromHTTP := 0
+	for _, p := range peers {
+		if p.Addr().As4()[1] == 1 { // 127.1.x.x: the HTTP simulator's peers
+			fromHTTP++
+		}
+	}
+	assert.Positive(t, fromHTTP, "the HTTP upstream's peers")
+}
+
 func TestCompletedIsForwardedOnce(t *testing.T) {
 	h := newHarness(t, []string{simFast}, true)
 	hash, peer := hexOf(1, 1)

@@ -142,11 +142,15 @@ func (s *simTracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // reply is a successful answer with a handful of synthetic peers derived
-// from the info hash, on loopback addresses.
+// from the info hash, on loopback addresses; a stop's answer lists none,
+// as opentracker's does.
 func (s *simTracker) reply(a *Announce) []byte {
 	var peers []byte
 	n := 3 + int(a.InfoHash[1]%5)
 	for i := range n {
+		if a.Event == EventStopped {
+			break
+		}
 		peers = append(peers, 127, 1, a.InfoHash[2], byte(i+1))
 		peers = binary.BigEndian.AppendUint16(peers, 6881+uint16(i))
 	}
@@ -243,7 +247,10 @@ func (s *simUDPTracker) answer(req []byte) []byte {
 		out = binary.BigEndian.AppendUint32(out, 120) // interval
 		out = binary.BigEndian.AppendUint32(out, 1)   // leechers
 		out = binary.BigEndian.AppendUint32(out, 2)   // seeders
-		out = append(out, 127, 2, 0, 1, 0x1a, 0xe1)   // 127.2.0.1:6881
+		if binary.BigEndian.Uint32(req[80:84]) == 3 { // stopped: no peers, as opentracker answers
+			return out
+		}
+		out = append(out, 127, 2, 0, 1, 0x1a, 0xe1) // 127.2.0.1:6881
 		out = append(out, 127, 2, 0, 2, 0x1a, 0xe2)
 	}
 	return out
