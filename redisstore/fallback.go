@@ -108,7 +108,7 @@ func (f *fallback[T]) add(j *fbJob[T], now int64, coalesce bool) (queue.Added, e
 		return added, queue.ErrQueueFull
 	}
 	f.held++
-	f.activate(j, now)
+	f.activate(j, now, true)
 	return added, nil
 }
 
@@ -118,17 +118,21 @@ func (f *fallback[T]) mark(j *fbJob[T]) {
 	}
 }
 
-// activate makes a held job ready or scheduled and marks its key.
-func (f *fallback[T]) activate(j *fbJob[T], now int64) {
+// activate makes a held job ready or scheduled and marks its key. Only a
+// job being added reserves its group (reserve), as in the in-memory store:
+// retries, deferrals and reruns do not take a group, and a job gives its
+// group up when it is due.
+func (f *fallback[T]) activate(j *fbJob[T], now int64, reserve bool) {
 	f.mark(j)
 	if j.due > now {
 		j.state = fbSched
 		heap.Push(&f.sched, j)
-		if g := j.job.Group; g != "" && f.groups[g] == nil {
+		if g := j.job.Group; reserve && g != "" && f.groups[g] == nil {
 			f.groups[g] = j
 		}
 		return
 	}
+	f.unGroup(j)
 	j.state = fbReady
 	f.ready[j.prio] = append(f.ready[j.prio], j)
 	f.nready++
@@ -185,7 +189,7 @@ func (f *fallback[T]) release(j *fbJob[T], now int64) {
 	delete(f.keys, k)
 	if r := f.reruns[k]; r != nil {
 		delete(f.reruns, k)
-		f.activate(r, now)
+		f.activate(r, now, false)
 	}
 }
 
@@ -205,7 +209,7 @@ func (f *fallback[T]) again(j *fbJob[T], due, now int64, retry bool, cause strin
 	}
 	j.due = due
 	f.held++
-	f.activate(j, now)
+	f.activate(j, now, false)
 	return true
 }
 
@@ -254,7 +258,7 @@ func (f *fallback[T]) unlink(j *fbJob[T]) {
 
 // takeFor removes up to n waiting jobs of shard sh for writing back to
 // Redis: uncertain ones first, then ready ones in order, then scheduled
-// ones. Their keys stay marked until settle.
+// ones. Their keys and groups stay marked until settle.
 func (f *fallback[T]) takeFor(sh *shard, n int) []*fbJob[T] {
 	var out []*fbJob[T]
 	for i := 0; len(out) < n && i < len(f.uncertain); {
@@ -275,7 +279,6 @@ func (f *fallback[T]) takeFor(sh *shard, n int) []*fbJob[T] {
 	for i := 0; len(out) < n && i < len(f.sched); {
 		if j := f.sched[i]; j.sh == sh {
 			heap.Remove(&f.sched, i)
-			f.unGroup(j)
 			out = append(out, j)
 			continue
 		}
@@ -303,20 +306,23 @@ func (f *fallback[T]) settle(j *fbJob[T], out writeOutcome, now int64) {
 	switch out {
 	case writeDone:
 		f.held--
+		f.unGroup(j)
 		if k := j.job.Key; k != "" && f.keys[k] == j {
 			delete(f.keys, k)
 		}
 	case writeUnknown:
+		f.unGroup(j)
 		j.inRedis = true
 		j.state = fbUncertain
 		f.uncertain = append(f.uncertain, j)
 	default:
 		if j.inRedis {
+			f.unGroup(j)
 			j.state = fbUncertain
 			f.uncertain = append(f.uncertain, j)
 			return
 		}
-		f.activate(j, now)
+		f.activate(j, now, false) // it keeps the group it holds
 	}
 }
 

@@ -235,3 +235,39 @@ func TestFallbackDeferSuperseded(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackGroups: the fallback applies the in-memory group rules: a
+// retry, a deferral or a rerun does not take its group (see
+// TestParityGroupHeldOnlyByAddedJob).
+func TestFallbackGroups(t *testing.T) {
+	direct := needRedis(t)
+	t.Parallel()
+	p := queuetest.NewProxy(t, redisAddr())
+	p.Down()
+	c := proxiedClient(t, p)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	add := func(j queue.Job[int]) queue.Added {
+		t.Helper()
+		a, err := s.Add(ctx, j)
+		if err != nil {
+			t.Fatalf("Add(%+v): %v", j, err)
+		}
+		return a
+	}
+	add(queue.Job[int]{Key: "r", Group: "g1"})
+	add(queue.Job[int]{Key: "d", Group: "g2"})
+	must(t, s.Retry(ctx, claimWithin(t, s, time.Second), later, errors.New("boom")))
+	must(t, s.Defer(ctx, claimWithin(t, s, time.Second), later, nil))
+	add(queue.Job[int]{Key: "c"})
+	j := claimWithin(t, s, time.Second)
+	add(queue.Job[int]{Key: "c", Group: "g3", RunAt: later})
+	must(t, s.Complete(ctx, j))
+	for _, g := range []string{"g1", "g2", "g3"} {
+		add(queue.Job[int]{Key: "new-" + g, Group: g, RunAt: later})
+		if _, err := s.Add(ctx, queue.Job[int]{Key: "dup-" + g, Group: g, RunAt: later}); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("a second scheduled job of group %s = %v, want ErrDuplicate", g, err)
+		}
+	}
+}

@@ -161,3 +161,68 @@ func TestParityDeferSuperseded(t *testing.T) {
 		}
 	})
 }
+
+// TestParityGroupHeldOnlyByAddedJob: a group holds the one scheduled job
+// Enqueue accepted for it, until that job is due; a retried or deferred
+// job, and a coalesced rerun, do not take the group. Redis used to let
+// each of them take a free group, so that a later scheduled job of the
+// group was refused as a duplicate.
+func TestParityGroupHeldOnlyByAddedJob(t *testing.T) {
+	runParity(t, func(t *testing.T, h *parityHarness) {
+		ctx := context.Background()
+		later := h.Clock.Now().Add(time.Minute)
+		type job = queue.Job[queuetest.Payload]
+		// A retry and a deferral of jobs of groups g1 and g2.
+		h.add(t, job{Key: "r", Group: "g1"})
+		h.add(t, job{Key: "d", Group: "g2"})
+		j := h.claim(t)
+		if err := h.Store.Retry(ctx, j, later, errors.New("boom")); err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		j = h.claim(t)
+		if err := h.Store.Defer(ctx, j, later, nil); err != nil {
+			t.Fatalf("Defer: %v", err)
+		}
+		// A rerun of group g3, scheduled once its running key ends.
+		h.add(t, job{Key: "c"})
+		j = h.claim(t)
+		if a := h.add(t, job{Key: "c", Group: "g3", RunAt: later}); !a.Coalesced {
+			t.Fatalf("Add of a running key: %+v, want coalesced", a)
+		}
+		if err := h.Store.Complete(ctx, j); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if st := h.stats(t); st.Scheduled != 3 {
+			t.Fatalf("Stats = %+v; want the retry, the deferral and the rerun scheduled", st)
+		}
+		for _, g := range []string{"g1", "g2", "g3"} {
+			if a := h.add(t, job{Key: "new-" + g, Group: g, RunAt: later}); !a.Scheduled {
+				t.Fatalf("Add of a scheduled job of group %s: %+v, want scheduled", g, a)
+			}
+		}
+		// The groups are held now, by the jobs Add scheduled.
+		for _, g := range []string{"g1", "g2", "g3"} {
+			if _, err := h.Store.Add(ctx, job{Key: "dup-" + g, Group: g, RunAt: later}); !errors.Is(err, queue.ErrDuplicate) {
+				t.Fatalf("a second scheduled job of group %s = %v, want ErrDuplicate", g, err)
+			}
+		}
+	})
+}
+
+// TestParityGroupFreedWhenDue: a scheduled job gives its group up when it
+// is due, even when it finds the ready jobs at capacity and waits another
+// RequeueDelay. Redis kept the group until the job reached its ready list.
+func TestParityGroupFreedWhenDue(t *testing.T) {
+	runParity(t, func(t *testing.T, h *parityHarness) {
+		h.add(t, queue.Job[queuetest.Payload]{Payload: queuetest.Payload{N: 1}}) // fills the capacity
+		h.add(t, queue.Job[queuetest.Payload]{Key: "s", Group: "g", RunAt: h.Clock.Now().Add(time.Second)})
+		h.Clock.Advance(time.Second)
+		h.promote(t)
+		if h.Events.Count(queue.EventRequeued) != 1 {
+			t.Fatal("the due job that did not fit was not requeued")
+		}
+		if a := h.add(t, queue.Job[queuetest.Payload]{Key: "t", Group: "g", RunAt: h.Clock.Now().Add(time.Minute)}); !a.Scheduled {
+			t.Fatalf("Add of a scheduled job of the requeued job's group: %+v, want scheduled", a)
+		}
+	}, func(c *queue.StoreConfig) { c.Capacity = 1 })
+}

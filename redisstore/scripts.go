@@ -97,11 +97,13 @@ local function unready(m)
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, -1)
   if RC then RC = RC - 1 end
 end
+-- schedule puts a retried, deferred or rerun job in the schedule. Such a
+-- job does not take its group (as in the in-memory store): only Add
+-- reserves a group, for a job it schedules.
 local function schedule(id, m, at)
   m.s = 's'
   m.r = at
   redis.call('ZADD', SCHED, at, id)
-  if m.g ~= '' then redis.call('HSETNX', GROUPS, m.g, id) end
   if redis.call('ZRANGE', SCHED, 0, 0)[1] == id then wake() end
 end
 local function release_group(id, m)
@@ -139,7 +141,8 @@ local function remove_pending(id, m)
   forget(id)
 end
 -- promote moves up to batch due jobs to their ready lists; a job that finds
--- the ready jobs at capacity is rescheduled requeue ms later.
+-- the ready jobs at capacity is rescheduled requeue ms later. A due job
+-- gives up its group either way: a group holds a job until it is due.
 local function promote(now, batch, cap, requeue)
   local ids = redis.call('ZRANGEBYSCORE', SCHED, '-inf', now, 'LIMIT', 0, batch)
   local moved, requeued = 0, {}
@@ -147,13 +150,13 @@ local function promote(now, batch, cap, requeue)
     redis.call('ZREM', SCHED, id)
     local m = load(id)
     if m and m.s == 's' then
+      release_group(id, m)
       if ready_count() >= cap then
         m.r = now + requeue
         redis.call('ZADD', SCHED, m.r, id)
         save(id, m)
         for _, v in ipairs({id, m.k, m.t, m.p, m.a}) do table.insert(requeued, v) end
       else
-        release_group(id, m)
         push_ready(id, m)
         save(id, m)
         moved = moved + 1
