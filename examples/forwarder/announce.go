@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -52,7 +53,7 @@ type Announce struct {
 	Addr       netip.AddrPort // the client's address: the connection's (or ip, from loopback) and port
 	Uploaded   int64
 	Downloaded int64
-	Left       int64
+	Left       int64 // -1 when the client sent none
 	Event      Event
 	Compact    bool // BEP 23; true unless the client sent compact=0
 	NoPeerID   bool
@@ -77,6 +78,20 @@ func (a *Announce) PeerHex() string {
 		return hex.EncodeToString(a.PeerID[:])
 	}
 	return a.peerHex
+}
+
+// unknownLeft is the left announced upstream for a client that sent none
+// (a magnet link fetching its metadata). Trackers need one — chihaya
+// refuses an announce without it, BEP 15 cannot leave it out — and 0
+// would count the client as a seeder; libtorrent sends 16 KiB then.
+const unknownLeft = 16 << 10
+
+// leftUpstream is the left to announce upstream for a.
+func (a *Announce) leftUpstream() int64 {
+	if a.Left < 0 {
+		return unknownLeft
+	}
+	return a.Left
 }
 
 // announceError is a client error: its text becomes the bencoded failure
@@ -196,15 +211,17 @@ func ParseAnnounce(rawQuery string, remote netip.AddrPort) (*Announce, error) {
 	if port == 0 {
 		return nil, badRequest("invalid port")
 	}
-	if a.Uploaded, err = intParam(&q, pUploaded, false, 0, 1<<62); err != nil {
+	// Any non-negative int64: anacrolix/torrent sends left=MaxInt64 for a
+	// torrent whose size it does not know yet.
+	if a.Uploaded, err = intParam(&q, pUploaded, false, 0, math.MaxInt64); err != nil {
 		return nil, err
 	}
-	if a.Downloaded, err = intParam(&q, pDownloaded, false, 0, 1<<62); err != nil {
+	if a.Downloaded, err = intParam(&q, pDownloaded, false, 0, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	// left is required by BEP 3, but clients finishing a magnet link
 	// omit it; treat a missing left as unknown (a leecher).
-	if a.Left, err = intParam(&q, pLeft, false, 0, 1<<62); err != nil {
+	if a.Left, err = intParam(&q, pLeft, false, 0, math.MaxInt64); err != nil {
 		return nil, err
 	}
 	if !q.has(pLeft) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -75,6 +76,19 @@ func TestParseAnnounceDefaultsAndOptions(t *testing.T) {
 	a, err = ParseAnnounce(query(map[string]string{"numwant": "-1"}), remote)
 	require.NoError(t, err)
 	assert.Equal(t, defaultNumWant, a.NumWant)
+}
+
+// anacrolix/torrent announces a torrent whose size it does not know yet
+// (a magnet link fetching its metadata) with left=MaxInt64; it must not be
+// refused as invalid.
+func TestParseAnnounceTakesEveryInt64(t *testing.T) {
+	a, err := ParseAnnounce(query(map[string]string{
+		"left": "9223372036854775807", "uploaded": "9223372036854775807", "downloaded": "9223372036854775807",
+	}), remote)
+	require.NoError(t, err)
+	assert.Equal(t, int64(math.MaxInt64), a.Left)
+	assert.Equal(t, int64(math.MaxInt64), a.Uploaded)
+	assert.Equal(t, int64(math.MaxInt64), a.Downloaded)
 }
 
 func TestParseAnnounceBadInput(t *testing.T) {

@@ -106,7 +106,7 @@ func udpAnnounceRequest(connID uint64, a *Announce, ev Event, remote net.Addr) [
 	b = append(b, a.InfoHash[:]...)
 	b = append(b, a.PeerID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(a.Downloaded))
-	b = binary.BigEndian.AppendUint64(b, uint64(max(a.Left, 0)))
+	b = binary.BigEndian.AppendUint64(b, uint64(a.leftUpstream()))
 	b = binary.BigEndian.AppendUint64(b, uint64(a.Uploaded))
 	b = binary.BigEndian.AppendUint32(b, udpEvent(ev))
 	// The client's IPv4 address when it is not the forwarder's own

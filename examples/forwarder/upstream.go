@@ -158,10 +158,8 @@ func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
 	b.WriteString(strconv.FormatInt(a.Uploaded, 10))
 	b.WriteString("&downloaded=")
 	b.WriteString(strconv.FormatInt(a.Downloaded, 10))
-	if a.Left >= 0 {
-		b.WriteString("&left=")
-		b.WriteString(strconv.FormatInt(a.Left, 10))
-	}
+	b.WriteString("&left=")
+	b.WriteString(strconv.FormatInt(a.leftUpstream(), 10))
 	b.WriteString("&compact=1&numwant=")
 	b.WriteString(strconv.Itoa(maxNumWant))
 	if ev != EventNone {

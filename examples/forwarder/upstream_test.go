@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/binary"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,4 +69,22 @@ func TestAnnounceURLSurvivesAStrictDecoder(t *testing.T) {
 	assert.Equal(t, string(peer[:]), q["peer_id"])
 	assert.Equal(t, "k +&=", q["key"])
 	assert.Equal(t, "started", q["event"])
+}
+
+// A client that sends no left (a magnet link fetching its metadata) is
+// announced upstream as a leecher with a left all the same: chihaya
+// refuses an announce without one ("failed to parse parameter: left"),
+// BEP 15 has no way to leave it out, and 0 would count it as a seeder.
+func TestUnknownLeftReachesUpstreamsAsALeecher(t *testing.T) {
+	up, err := ParseUpstream("http://127.0.0.1:9/announce", nil)
+	require.NoError(t, err)
+	for left, want := range map[string]int64{"-": unknownLeft, "0": 0, "5": 5} {
+		a, err := ParseAnnounce(query(map[string]string{"left": left}), remote)
+		require.NoError(t, err)
+		u, err := url.Parse(up.client.(*httpAnnouncer).announceURL(a, EventNone))
+		require.NoError(t, err)
+		assert.Equal(t, strconv.FormatInt(want, 10), strictQuery(t, u.RawQuery)["left"], "HTTP, left=%s", left)
+		req := udpAnnounceRequest(1, a, EventNone, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
+		assert.Equal(t, uint64(want), binary.BigEndian.Uint64(req[64:72]), "UDP, left=%s", left)
+	}
 }
