@@ -108,7 +108,7 @@ func (s *Store[T]) claimFallback(now int64) (queue.Job[T], bool) {
 		return queue.Job[T]{}, false
 	}
 	s.claimMu.Lock()
-	s.claims[fj.job.ID] = &claimRec[T]{sh: fj.sh, fb: fj}
+	s.claims[fj.job.ID] = &claimRec[T]{sh: fj.sh, fb: fj, attempt: fj.job.Attempt, older: s.claims[fj.job.ID]}
 	s.claimMu.Unlock()
 	return fj.job, true
 }
@@ -137,7 +137,7 @@ func (s *Store[T]) claimShard(sh *shard, now int64) (queue.Job[T], int64, bool, 
 			continue
 		}
 		s.claimMu.Lock()
-		s.claims[j.ID] = &claimRec[T]{sh: sh, lease: lease}
+		s.claims[j.ID] = &claimRec[T]{sh: sh, lease: lease, attempt: j.Attempt, older: s.claims[j.ID]}
 		s.claimMu.Unlock()
 		if r.ready > 0 {
 			s.signal() // let another waiter take the next one
@@ -230,14 +230,25 @@ func (s *Store[T]) reportRequeued(r []any, now int64) {
 	}
 }
 
-// takeClaim removes and returns this process's record of a claimed job.
-func (s *Store[T]) takeClaim(id int64) (*claimRec[T], error) {
+// takeClaim removes and returns this process's record of the claim of job
+// id that returned attempt.
+func (s *Store[T]) takeClaim(id int64, attempt int) (*claimRec[T], error) {
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	c, ok := s.claims[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: job %d", ErrNotClaimed, id)
+	var newer *claimRec[T]
+	for c := s.claims[id]; c != nil; newer, c = c, c.older {
+		if c.attempt != attempt {
+			continue
+		}
+		switch {
+		case newer != nil:
+			newer.older = c.older
+		case c.older != nil:
+			s.claims[id] = c.older
+		default:
+			delete(s.claims, id)
+		}
+		return c, nil
 	}
-	delete(s.claims, id)
-	return c, nil
+	return nil, fmt.Errorf("%w: job %d attempt %d", ErrNotClaimed, id, attempt)
 }

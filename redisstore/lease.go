@@ -20,6 +20,9 @@ const heartbeatBatch = 500
 // claimed from the fallback hold no lease and are never lost. While a
 // shard is unreachable its leases cannot be checked and are not reported
 // lost; they expire after the lease TTL if the outage lasts that long.
+// The queue names running jobs by ID only, so a job claimed here again
+// while its earlier, rescued run still runs here is checked by its newest
+// claim; the earlier run's outcome is refused with ErrLeaseLost.
 func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) {
 	type entry struct {
 		id    int64

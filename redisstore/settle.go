@@ -28,7 +28,7 @@ func errString(err error) string {
 }
 
 func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause string) error {
-	c, err := s.takeClaim(job.ID)
+	c, err := s.takeClaim(job.ID, job.Attempt)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, ca
 }
 
 func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mode, cause string) error {
-	c, err := s.takeClaim(job.ID)
+	c, err := s.takeClaim(job.ID, job.Attempt)
 	if err != nil {
 		return err
 	}

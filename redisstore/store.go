@@ -75,11 +75,19 @@ var (
 	_ queue.Leaser     = (*Store[int])(nil)
 )
 
-// claimRec is what this process knows of a job it claimed.
+// claimRec is what this process knows of a job it claimed. A job whose
+// lease expired while this process still ran it can be rescued and
+// claimed here again: the claims of one ID are then chained, newest
+// first, and told apart by attempt (a new claim's attempt is always above
+// that of a claim whose lease was lost), so that the outcome of the stale
+// run is settled with its own lease, and refused, rather than with the
+// current one.
 type claimRec[T any] struct {
-	sh    *shard
-	lease string
-	fb    *fbJob[T] // set for a job claimed from the fallback
+	sh      *shard
+	lease   string
+	fb      *fbJob[T] // set for a job claimed from the fallback
+	attempt int
+	older   *claimRec[T] // an earlier claim of the same ID, still running here
 }
 
 // New returns a Store on client. It checks that Redis answers within the

@@ -502,3 +502,46 @@ func TestCancelCountsEveryJob(t *testing.T) {
 		t.Fatalf("Cancel of a key on two shards = %d, %v; want 2", n, err)
 	}
 }
+
+// TestStaleClaimCannotSettle: a job whose lease expired while this
+// process still ran it is rescued and claimed here again. The stale run's
+// outcome is refused (ErrLeaseLost) and the new claim's is recorded. This
+// process's claims were kept by ID only, so the stale run's Complete
+// settled the job with the new claim's lease while the new run went on,
+// and the new run's Complete then failed with ErrNotClaimed.
+func TestStaleClaimCannotSettle(t *testing.T) {
+	c := needRedis(t)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithLeaseTTL(time.Second))
+	ctx := context.Background()
+	if _, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stale := claimWithin(t, s, 5*time.Second)
+	clk.Advance(2 * time.Second)
+	// The leader's janitor may rescue the job first; either way it is
+	// back in its ready list when this call returns.
+	_, err := s.RescueExpired(ctx)
+	must(t, err)
+	cur := claimWithin(t, s, 5*time.Second)
+	if cur.ID != stale.ID || cur.Attempt != 2 {
+		t.Fatalf("claimed %+v; want job %d again, attempt 2", cur, stale.ID)
+	}
+	if lost, err := s.Heartbeat(ctx, []int64{cur.ID}); err != nil || len(lost) != 0 {
+		t.Fatalf("Heartbeat = %v, %v; want the current claim's lease held", lost, err)
+	}
+	// A stale Retry would have scheduled the job again while it runs.
+	if err := s.Retry(ctx, stale, clk.Now(), errors.New("boom")); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("the stale run's Retry = %v, want ErrLeaseLost", err)
+	}
+	if err := s.Complete(ctx, stale); !errors.Is(err, ErrNotClaimed) {
+		t.Fatalf("a second outcome of the stale run = %v, want ErrNotClaimed", err)
+	}
+	if st, _ := s.Stats(ctx); st.Running != 1 || st.Ready != 0 || st.Scheduled != 0 || st.PendingKeys != 1 {
+		t.Fatalf("after the stale run's outcome: %+v; want the job still running", st)
+	}
+	must(t, s.Complete(ctx, cur))
+	if st, _ := s.Stats(ctx); st.Running != 0 || st.PendingKeys != 0 {
+		t.Fatalf("after the current run's Complete: %+v; want the job done", st)
+	}
+}
