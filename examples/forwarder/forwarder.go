@@ -32,8 +32,9 @@ type Options struct {
 	// Interval is the announce interval given to clients (default 30m).
 	Interval time.Duration
 	// UpstreamFloor is the shortest time between two announces of one
-	// torrent to one upstream, whatever interval it asks for (default
-	// 1m). An upstream that gives no interval is next due after 30m.
+	// torrent to one upstream, whatever interval or BEP 31 "retry in" it
+	// asks for (default 1m). An upstream that gives no interval is next
+	// due after 30m.
 	UpstreamFloor time.Duration
 	// RejectWait is how long an upstream that refuses a torrent (a
 	// failure reason without BEP 31 "retry in") is left alone for that
@@ -337,9 +338,13 @@ func (f *Forwarder) runJob(ctx context.Context, j queue.Job[fwdJob]) error {
 			up.stats.rejected.Add(1)
 			return queue.Disable(fmt.Errorf("%w (retry in: never)", ferr))
 		case r.HasRetry:
+			// Not sooner than the floor: a BEP 31 retry uses up no
+			// attempt, so "retry in: 0" taken as asked would run the job
+			// again at once for as long as the upstream answered so.
+			wait := max(r.RetryIn, f.opts.UpstreamFloor)
 			up.stats.retryIn.Add(1)
-			f.q.SetNextDue(up.Name, hash, now.Add(r.RetryIn))
-			return queue.RetryAfter(r.RetryIn, ferr)
+			f.q.SetNextDue(up.Name, hash, now.Add(wait))
+			return queue.RetryAfter(wait, ferr)
 		default:
 			// A refusal of this torrent (unregistered, not whitelisted)
 			// says nothing about the upstream's other torrents: drop the

@@ -288,6 +288,20 @@ func TestRetryInIsScheduled(t *testing.T) {
 	h.ev.wait(t, queue.EventDone, simRetryIn, 1)
 }
 
+// "retry in: 0" asks for no wait at all. A BEP 31 retry uses up no
+// attempt, so taken as asked the job ran again at once, for as long as
+// the upstream kept answering so: it is held to the upstream floor (1m).
+func TestRetryInZeroWaitsTheUpstreamFloor(t *testing.T) {
+	h := newHarness(t, []string{simRetryIn}, true)
+	h.sims[simRetryIn].RetryIn.Store(0)
+	h.announce(t, clientQuery(1, 1, 7001, nil))
+	ev := h.ev.wait(t, queue.EventRetried, simRetryIn, 1)
+	assert.InDelta(t, time.Minute.Seconds(), ev.Delay.Seconds(), 1)
+	hash, _ := hexOf(1, 1)
+	assert.False(t, h.f.Queue().Due(simRetryIn, hash))
+	assert.Equal(t, 1, h.f.Queue().Stats().Scheduled)
+}
+
 func TestTorrentRefusalIsNotAnUpstreamFailure(t *testing.T) {
 	h := newHarness(t, []string{simReject}, true)
 	h.announce(t, clientQuery(1, 1, 7001, nil))
