@@ -55,9 +55,11 @@ func (s *Store[T]) backlog(sh *shard) bool {
 	return s.fb.waiting(sh)
 }
 
-// recover brings sh back: it reloads the scripts, records the finishes
-// kept during the outage, writes the fallback's waiting jobs back, and
-// switches the shard to Redis once nothing of it waits in the fallback.
+// recover brings sh back: it reloads the scripts, renews the leases of
+// the jobs this process runs from sh (after an outage), records the
+// finishes kept during the outage, writes the fallback's waiting jobs
+// back, and switches the shard to Redis once nothing of it waits in the
+// fallback.
 func (s *Store[T]) recover(sh *shard) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -71,6 +73,15 @@ func (s *Store[T]) recover(sh *shard) {
 	if err := sh.loadScripts(ctx); err != nil {
 		s.markDown(sh, err)
 		return
+	}
+	if !sh.healthy.Load() {
+		if err := s.renewLeases(ctx, sh); err != nil {
+			if isOutage(ctx, err) || ctx.Err() != nil {
+				s.markDown(sh, err)
+				return
+			}
+			s.cfg.Logger.Warn("redisstore: renewing leases after an outage", "queue", s.cfg.Name, "err", err)
+		}
 	}
 	if err := s.flushPending(ctx, sh); err != nil {
 		return

@@ -24,11 +24,7 @@ const heartbeatBatch = 500
 // while its earlier, rescued run still runs here is checked by its newest
 // claim; the earlier run's outcome is refused with ErrLeaseLost.
 func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) {
-	type entry struct {
-		id    int64
-		lease string
-	}
-	per := map[*shard][]entry{}
+	per := map[*shard][]leaseRef{}
 	var lost []int64
 	s.claimMu.Lock()
 	for _, id := range ids {
@@ -37,38 +33,74 @@ func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) 
 		case !ok:
 			lost = append(lost, id)
 		case c.fb == nil:
-			per[c.sh] = append(per[c.sh], entry{id, c.lease})
+			per[c.sh] = append(per[c.sh], leaseRef{id, c.lease})
 		}
 	}
 	s.claimMu.Unlock()
-	until := s.now() + s.o.leaseTTL.Milliseconds()
 	var firstErr error
-	for sh, es := range per {
+	for sh, refs := range per {
 		if !sh.healthy.Load() {
 			continue
 		}
-		for len(es) > 0 {
-			batch := es[:min(len(es), heartbeatBatch)]
-			es = es[len(batch):]
-			args := []any{until}
-			for _, e := range batch {
-				args = append(args, e.id, e.lease)
-			}
-			res, err := sh.run(ctx, sh.client, scriptHeartbeat, nil, args...).Slice()
-			if err != nil {
-				if isOutage(ctx, err) {
-					s.markDown(sh, err)
-				} else if firstErr == nil {
-					firstErr = err
-				}
-				break
-			}
-			for _, v := range res {
-				lost = append(lost, replyInt(v))
+		l, err := s.extendLeases(ctx, sh, refs)
+		lost = append(lost, l...)
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			} else if firstErr == nil {
+				firstErr = err
 			}
 		}
 	}
 	return lost, firstErr
+}
+
+// leaseRef names the lease of one claim.
+type leaseRef struct {
+	id    int64
+	lease string
+}
+
+// extendLeases extends the leases refs on sh by the lease TTL, a batch per
+// script call, and returns the IDs whose lease is no longer the caller's.
+func (s *Store[T]) extendLeases(ctx context.Context, sh *shard, refs []leaseRef) ([]int64, error) {
+	until := s.now() + s.o.leaseTTL.Milliseconds()
+	var lost []int64
+	for len(refs) > 0 {
+		batch := refs[:min(len(refs), heartbeatBatch)]
+		refs = refs[len(batch):]
+		args := []any{until}
+		for _, r := range batch {
+			args = append(args, r.id, r.lease)
+		}
+		res, err := sh.run(ctx, sh.client, scriptHeartbeat, nil, args...).Slice()
+		if err != nil {
+			return lost, err
+		}
+		for _, v := range res {
+			lost = append(lost, replyInt(v))
+		}
+	}
+	return lost, nil
+}
+
+// renewLeases extends the leases of every job this process runs from sh.
+// It is the first thing recover does: heartbeats skip a shard while it is
+// down, so after an outage the leases of jobs still running here may be
+// about to expire, and the leader would rescue them, to run again, before
+// the queue's next heartbeat. A lease already lost is left for that
+// heartbeat to report.
+func (s *Store[T]) renewLeases(ctx context.Context, sh *shard) error {
+	var refs []leaseRef
+	s.claimMu.Lock()
+	for id, c := range s.claims {
+		if c.sh == sh && c.fb == nil {
+			refs = append(refs, leaseRef{id, c.lease})
+		}
+	}
+	s.claimMu.Unlock()
+	_, err := s.extendLeases(ctx, sh, refs)
+	return err
 }
 
 // RescueExpired returns jobs whose lease expired to their ready list, or

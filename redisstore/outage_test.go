@@ -271,3 +271,43 @@ func TestFallbackGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryRenewsLeases: heartbeats skip a shard while it is down, so
+// an outage shorter than the lease TTL could leave a job that still runs
+// here with a lease about to expire when Redis answers again, for the
+// leader to rescue and run a second time. The store renews its leases
+// first thing when the shard comes back.
+func TestRecoveryRenewsLeases(t *testing.T) {
+	direct := needRedis(t)
+	t.Parallel()
+	p := queuetest.NewProxy(t, redisAddr())
+	c := proxiedClient(t, p)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, direct)), WithLeaseTTL(30*time.Second),
+		WithHealthCheck(50*time.Millisecond, 200*time.Millisecond))
+	ctx := context.Background()
+	if _, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j := claimWithin(t, s, 5*time.Second) // leased until +30s
+	p.Down()
+	// The heartbeat fails and takes the shard down (or finds it down).
+	lost, err := s.Heartbeat(ctx, []int64{j.ID})
+	if err != nil || len(lost) != 0 || s.shards[0].healthy.Load() {
+		t.Fatalf("Heartbeat during the outage = %v, %v, shard healthy %v; want nothing lost, the shard down",
+			lost, err, s.shards[0].healthy.Load())
+	}
+	clk.Advance(20 * time.Second) // two thirds of the lease pass in the outage
+	p.Up()
+	// The store notices Redis answers again by its periodic health check,
+	// with no event for it: polled.
+	require.Eventually(t, func() bool { return s.shards[0].healthy.Load() }, 10*time.Second, pollTick,
+		"the shard healthy again")
+	clk.Advance(15 * time.Second) // past the claim's lease, not past one renewed at recovery
+	_, err = s.RescueExpired(ctx)
+	must(t, err)
+	if lost, err := s.Heartbeat(ctx, []int64{j.ID}); err != nil || len(lost) != 0 {
+		t.Fatalf("Heartbeat after the outage = %v, %v; want the lease still held", lost, err)
+	}
+	must(t, s.Complete(ctx, j))
+}
