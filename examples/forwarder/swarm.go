@@ -136,10 +136,9 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 // recordReply stores an upstream's successful reply about a's torrent:
 // its peers, kept until ttl passes.
 func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Time, ttl time.Duration) {
-	peers := r.Peers
-	if len(peers) > s.upstreamMax {
-		peers = peers[:s.upstreamMax]
-	}
+	// A copy: the parsed reply's array can be far larger than the peers
+	// kept (a 1 MiB list, or one whose entries were mostly skipped).
+	peers := slices.Clone(r.Peers[:min(len(r.Peers), s.upstreamMax)])
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -109,3 +109,27 @@ func TestSwarmCompletedOnceAndStop(t *testing.T) {
 	assert.Empty(t, s.remove(a), "stopping twice forwards nothing")
 	require.Equal(t, 0, s.sweep(t0))
 }
+
+// An upstream may list far more peers than the swarm keeps (a 1 MiB
+// compact list holds 174 762): the swarm keeps a copy of the ones it uses,
+// not the reply's whole array behind them (5.6 MB per torrent, for 1.5
+// intervals).
+func TestSwarmKeepsOnlyTheUpstreamPeersItUses(t *testing.T) {
+	s := newSwarms(time.Hour)
+	a := peerAnnounce(1, 1, EventNone)
+	many := make([]netip.AddrPort, 10*s.upstreamMax)
+	for i := range many {
+		many[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}), 6881)
+	}
+	s.recordReply(a, "A", &Reply{Peers: many}, t0, time.Minute)
+	kept := s.shard(a.InfoHash).m[a.InfoHash].upstream["A"].peers
+	assert.Len(t, kept, s.upstreamMax)
+	assert.Less(t, cap(kept), 2*s.upstreamMax, "a copy, not the reply's array")
+	peers, _, _ := s.peers(peerAnnounce(2, 1, EventNone), maxNumWant, t0)
+	assert.Len(t, peers, s.upstreamMax)
+
+	// A dict list of entries without a usable address parses to few
+	// peers in a large array.
+	s.recordReply(a, "A", &Reply{Peers: many[:1:len(many)]}, t0, time.Minute)
+	assert.Less(t, cap(s.shard(a.InfoHash).m[a.InfoHash].upstream["A"].peers), 8)
+}
