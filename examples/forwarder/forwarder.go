@@ -228,7 +228,9 @@ func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted boo
 	targets := f.q.Fanout(a.HashHex(), f.names)
 	keys := jobKeys(a, targets)
 	for i, t := range targets {
-		f.enqueue(ctx, a, ev, t, keys[i], false)
+		// A completed replaces the peer's announce still queued for t:
+		// it is forwarded once, so dropped as a duplicate it would be lost.
+		f.enqueue(ctx, a, ev, t, keys[i], ev == EventCompleted)
 	}
 	if firstCompleted {
 		for _, t := range f.swarms.forwardedTo(a) {

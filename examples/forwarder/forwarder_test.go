@@ -393,6 +393,19 @@ func TestCompletedIsForwardedOnce(t *testing.T) {
 	assert.Equal(t, []string{"started", "completed"}, h.sims[simFast].Events(hash, peer))
 }
 
+// A completed that finds the peer's earlier announce still queued for an
+// upstream (a backed-up queue, a job waiting out a 5xx backoff) replaces
+// it: completed is forwarded once, so dropped as a duplicate it was lost.
+func TestCompletedReplacesAQueuedAnnounce(t *testing.T) {
+	h := newHarness(t, []string{simFast}, false)
+	hash, peer := hexOf(1, 1)
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "started"}))
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "completed", "left": "0"}))
+	require.NoError(t, h.f.Start(h.ctx))
+	h.ev.wait(t, queue.EventDone, simFast, 1)
+	assert.Equal(t, []string{"completed"}, h.sims[simFast].Events(hash, peer))
+}
+
 func TestRateLimitedAnnounce(t *testing.T) {
 	h := newHarness(t, []string{simFast}, false,
 		queue.WithCapacity(10), queue.WithRateLimit(50, 0.001, 1))
