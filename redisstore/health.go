@@ -260,9 +260,21 @@ func (s *Store[T]) listen(sh *shard) {
 		case errors.Is(err, redis.Nil):
 		case ctx.Err() != nil:
 			return
+		case isOutage(ctx, err):
+			s.markDown(sh, err)
 		default:
-			if isOutage(ctx, err) {
-				s.markDown(sh, err)
+			// A reply error (a replica refusing writes, an ACL, a wake key
+			// of the wrong type) comes back at once, every time: wait a
+			// health interval before the next try rather than spin. The
+			// wait is on the queue's clock, so a test can hold it.
+			s.cfg.Logger.Warn("redisstore: waiting for wake-ups", "queue", s.cfg.Name,
+				"priorities", sh.label, "err", err)
+			t := s.cfg.Clock.NewTimer(s.o.healthInterval)
+			select {
+			case <-t.C():
+			case <-s.closing:
+				t.Stop()
+				return
 			}
 		}
 	}

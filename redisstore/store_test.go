@@ -545,3 +545,52 @@ func TestStaleClaimCannotSettle(t *testing.T) {
 		t.Fatalf("after the current run's Complete: %+v; want the job done", st)
 	}
 }
+
+// TestListenerBacksOffOnReplyErrors: when BLPOP on the wake list fails
+// with a reply error (here WRONGTYPE; in production a replica refusing
+// writes, or an ACL), the wake-up listener waits a health interval before
+// it tries again. It used to try again at once, in a loop that kept a core
+// and the Redis server busy for as long as a Claim waited.
+func TestListenerBacksOffOnReplyErrors(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	counted := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	t.Cleanup(func() { counted.Close() }) // after the store's Close
+	hook := &blpopHook{}
+	counted.AddHook(hook)
+	clk := &armClock{FakeClock: queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), armed: make(chan struct{}, 1)}
+	s := openStore(t, counted, clk, WithPrefix(prefix), WithPollInterval(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	must(t, c.Set(ctx, s.shards[0].ks.fixed[kWake], "not a list", 0).Err())
+	claimed := make(chan error, 1)
+	go func() { // a waiting Claim sets the listener going
+		_, err := s.Claim(ctx)
+		claimed <- err
+	}()
+	// Nothing else here arms a timer on the fake clock: a Claim with no
+	// job scheduled waits on the poll interval, in real time.
+	queuetest.Await(t, clk.armed, 5*time.Second, "the listener to wait on the clock after the error")
+	if n := hook.n.Load(); n != 1 {
+		t.Fatalf("%d BLPOP calls before the listener waited; want 1", n)
+	}
+	cancel()
+	if err := <-claimed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim = %v, want context.Canceled", err)
+	}
+}
+
+// blpopHook counts BLPOP calls.
+type blpopHook struct{ n atomic.Int64 }
+
+func (*blpopHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *blpopHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "blpop" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*blpopHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
