@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/queuekit/queue"
@@ -27,6 +28,14 @@ const (
 // BEP 15 says 15 s; a forwarder with a job timeout of a few seconds cannot
 // wait that long, and a lost datagram on a healthy path is rare.
 var udpFirstWait = 500 * time.Millisecond
+
+// udpMaxDatagram is the most a UDP datagram can carry. Replies are read
+// into buffers this large because a datagram longer than the buffer is cut
+// short without an error: a tracker answering the 200 peers asked for over
+// IPv6 sends 3620 bytes.
+const udpMaxDatagram = 64 << 10
+
+var udpBufs = sync.Pool{New: func() any { return new([udpMaxDatagram]byte) }}
 
 // udpAnnouncer announces to a UDP tracker. Each announce uses its own
 // socket and connection id: a connection id is bound to the client's
@@ -51,7 +60,9 @@ func (u *udpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*Re
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	buf := make([]byte, 2048)
+	bp := udpBufs.Get().(*[udpMaxDatagram]byte)
+	defer udpBufs.Put(bp)
+	buf := bp[:]
 	connReq := binary.BigEndian.AppendUint64(make([]byte, 0, 16), udpProtocolID)
 	connReq = binary.BigEndian.AppendUint32(connReq, udpActionConnect)
 	connReq = binary.BigEndian.AppendUint32(connReq, 0) // transaction id, set by udpExchange
