@@ -243,13 +243,18 @@ func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted boo
 }
 
 // stop cancels a's peer's pending jobs and forwards its stop to the
-// upstreams it was announced to.
+// upstreams it was announced to, unless the peer is known at another
+// address: then the stop is someone else's, and changes nothing.
 func (f *Forwarder) stop(ctx context.Context, a *Announce) {
+	targets, foreign := f.swarms.remove(a)
+	if foreign {
+		return
+	}
 	prefix, suffix := a.HashHex()+":", ":"+a.PeerHex()
 	f.q.CancelMatch(ctx, func(key string) bool {
 		return strings.HasPrefix(key, prefix) && strings.HasSuffix(key, suffix)
 	})
-	for _, t := range f.swarms.remove(a) {
+	for _, t := range targets {
 		f.enqueue(ctx, a, EventStopped, t, jobKey(a, t), true)
 	}
 }

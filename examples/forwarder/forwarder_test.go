@@ -354,6 +354,28 @@ func TestStoppedCancelsPendingAndForwardsStop(t *testing.T) {
 
 func (h *harness) simByName(name string) *simServer { return h.sims[name] }
 
+// A stop is the peer's own: sent with its peer id from another address
+// (peer ids are in every compact=0 reply), it neither drops the peer nor
+// cancels or forwards anything. Trackers key a peer by its address
+// (opentracker) or by id and address (chihaya).
+func TestStopFromAnotherAddressIsIgnored(t *testing.T) {
+	h := newHarness(t, []string{simFast}, true)
+	hash, peer := hexOf(1, 1)
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "started", "ip": "10.0.0.1"}))
+	h.ev.wait(t, queue.EventDone, simFast, 1)
+
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "stopped", "ip": "10.0.0.66"}))
+	st := h.f.Queue().Stats()
+	assert.Equal(t, uint64(1), st.Enqueued, "no stop forwarded")
+	assert.Zero(t, st.Cancelled)
+	peers := h.announce(t, clientQuery(1, 2, 7002, nil)).compact(t)
+	assert.Contains(t, peers, netip.MustParseAddrPort("10.0.0.1:7001"), "the peer is still served")
+
+	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "stopped", "ip": "10.0.0.1"}))
+	h.ev.wait(t, queue.EventDone, simFast, 2)
+	assert.Equal(t, []string{"started", "stopped"}, h.sims[simFast].Events(hash, peer), "its own stop is")
+}
+
 // A stop's reply lists no peers (opentracker answers "5:peers0:"): it
 // must not replace the peers the upstream gave for the torrent, which its
 // other clients are still served.

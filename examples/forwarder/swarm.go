@@ -100,24 +100,29 @@ func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool)
 }
 
 // remove drops a's peer and returns the upstreams it had been announced
-// to, which should hear its stop.
-func (s *swarms) remove(a *Announce) []string {
+// to, which should hear its stop. A peer known at another IP address is
+// left alone and reported as foreign: peer ids are no secret (compact=0
+// replies list them), and trackers key a peer by its address.
+func (s *swarms) remove(a *Announce) (forwarded []string, foreign bool) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sw := sh.getLocked(a.InfoHash, false)
 	if sw == nil {
-		return nil
+		return nil, false
 	}
 	p := sw.local[a.PeerID]
 	if p == nil {
-		return nil
+		return nil, false
+	}
+	if p.addr.Addr() != a.Addr.Addr() {
+		return nil, true
 	}
 	delete(sw.local, a.PeerID)
 	if len(sw.local) == 0 && len(sw.upstream) == 0 {
 		delete(sh.m, a.InfoHash)
 	}
-	return slices.Clone(p.forwarded)
+	return slices.Clone(p.forwarded), false
 }
 
 // forwardedTo returns the upstreams that accepted an announce of a's peer.

@@ -104,9 +104,19 @@ func TestSwarmCompletedOnceAndStop(t *testing.T) {
 	assert.False(t, first, "completed is forwarded once")
 	assert.ElementsMatch(t, []string{"A", "B"}, s.forwardedTo(a))
 
-	assert.ElementsMatch(t, []string{"A", "B"}, s.remove(peerAnnounce(1, 0, EventStopped)))
+	other := peerAnnounce(1, 0, EventStopped)
+	other.Addr = netip.MustParseAddrPort("192.0.2.66:6881")
+	forwarded, foreign := s.remove(other)
+	assert.True(t, foreign, "a stop from another address")
+	assert.Empty(t, forwarded)
+	assert.True(t, s.known(a, t0), "leaves the peer alone")
+
+	forwarded, foreign = s.remove(peerAnnounce(1, 0, EventStopped))
+	assert.False(t, foreign)
+	assert.ElementsMatch(t, []string{"A", "B"}, forwarded)
 	assert.False(t, s.known(a, t0))
-	assert.Empty(t, s.remove(a), "stopping twice forwards nothing")
+	forwarded, _ = s.remove(a)
+	assert.Empty(t, forwarded, "stopping twice forwards nothing")
 	require.Equal(t, 0, s.sweep(t0))
 }
 
