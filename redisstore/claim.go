@@ -10,8 +10,9 @@ import (
 )
 
 // Claim waits for the next ready job in priority order; see queue.Store.
-// Jobs in the fallback come first, then each reachable shard in priority
-// order. Waiting costs no polling: Claim sleeps until a wake-up token
+// It tries each reachable shard in priority order, and before each the
+// fallback's jobs of higher priorities than the shard's, then the rest of
+// the fallback. Waiting costs no polling: Claim sleeps until a wake-up token
 // arrives on a shard's wake list (pushed by every script that makes a job
 // ready), until the next scheduled job is due, or at most PollInterval.
 // A job whose payload cannot be decoded is dead-lettered with the error
@@ -36,14 +37,21 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 			return zero, err
 		}
 		now := s.now()
-		if j, ok := s.claimFallback(now); ok {
-			return j, nil
-		}
 		if s.isDrained() {
+			if j, ok := s.claimFallback(now, math.MaxInt); ok {
+				return j, nil
+			}
 			return zero, queue.ErrDrained
 		}
 		next := int64(math.MaxInt64)
 		for _, sh := range s.shards {
+			// The fallback's jobs of higher priorities come first, not
+			// all of them: with priority sharding it holds the jobs of
+			// a shard that is down, which must not delay the higher
+			// priorities of a shard that is up.
+			if j, ok := s.claimFallback(now, sh.top); ok {
+				return j, nil
+			}
 			if !sh.healthy.Load() {
 				continue
 			}
@@ -59,6 +67,9 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 				return j, nil
 			}
 			next = min(next, due)
+		}
+		if j, ok := s.claimFallback(now, math.MaxInt); ok {
+			return j, nil
 		}
 		s.fbMu.Lock()
 		next = min(next, s.fb.nextDue())
@@ -96,13 +107,15 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 	return nil
 }
 
-func (s *Store[T]) claimFallback(now int64) (queue.Job[T], bool) {
+// claimFallback claims the fallback's first ready job in priority order
+// among the priorities with an index below below.
+func (s *Store[T]) claimFallback(now int64, below int) (queue.Job[T], bool) {
 	s.fbMu.Lock()
 	defer s.fbMu.Unlock()
 	if s.fb.held == 0 {
 		return queue.Job[T]{}, false
 	}
-	fj, ok := s.fb.claim(now)
+	fj, ok := s.fb.claim(now, below)
 	s.fbReady.Store(int64(s.fb.nready))
 	if !ok {
 		return queue.Job[T]{}, false

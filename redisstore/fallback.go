@@ -155,10 +155,11 @@ func (f *fallback[T]) unGroup(j *fbJob[T]) {
 	}
 }
 
-// claim returns the first ready job in priority order, marked running.
-func (f *fallback[T]) claim(now int64) (*fbJob[T], bool) {
+// claim returns the first ready job in priority order among the
+// priorities with an index below below, marked running.
+func (f *fallback[T]) claim(now int64, below int) (*fbJob[T], bool) {
 	f.promote(now)
-	for p := range f.ready {
+	for p := range min(len(f.ready), below) {
 		if len(f.ready[p]) == 0 {
 			continue
 		}

@@ -24,6 +24,7 @@ const idBlock = 256
 type shard struct {
 	index   int    // position in Store.shards
 	code    int64  // low bits of this shard's job IDs when sharded
+	top     int    // index of the shard's highest priority in the queue's
 	label   string // description for logs and Stats, e.g. "high,normal"
 	client  redis.UniversalClient
 	ks      keyspace
@@ -51,7 +52,7 @@ type shard struct {
 }
 
 func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool) *shard {
-	sh := &shard{index: index, code: code, client: client, ks: ks, labels: labels, sharded: sharded,
+	sh := &shard{index: index, code: code, top: int(code), client: client, ks: ks, labels: labels, sharded: sharded,
 		hasWaiter: make(chan struct{}, 1)}
 	sh.args = append(sh.args, len(labels), def)
 	for _, l := range labels {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +138,7 @@ func TestWriteBackExactlyOnce(t *testing.T) {
 	if _, err := s.addFallback(fj, s.now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.claimFallback(s.now()); ok {
+	if _, ok := s.claimFallback(s.now(), math.MaxInt); ok {
 		t.Fatal("an uncertain job was claimed from the fallback")
 	}
 	must(t, s.writeBack(ctx, sh))
@@ -593,4 +594,36 @@ func (h *blpopHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (*blpopHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// TestFallbackKeepsPriorityAcrossShards: while the low-priority shard is
+// down, its jobs wait in the fallback, and they must not delay the higher
+// priorities of a shard that is up (seed 002). Claim used to serve every
+// fallback job before any shard's.
+func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	p := queuetest.NewProxy(t, redisAddr())
+	p.Down()
+	low := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: 1, DialTimeout: 200 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	prefix := testPrefix(t, c)
+	t.Cleanup(func() { low.Close() }) // after the store's Close
+	s := openStore(t, c, nil, WithPrefix(prefix), WithShard("low", low), WithConnect(300*time.Millisecond, true))
+	if s.shards[1].healthy.Load() || !s.shards[0].healthy.Load() {
+		t.Fatal("want the low shard down and the other up")
+	}
+	ctx := context.Background()
+	for i, prio := range []string{"low", "low", "normal", "high"} {
+		if _, err := s.Add(ctx, queue.Job[int]{Priority: prio, Payload: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []int{3, 2, 0, 1} {
+		j := claimWithin(t, s, 5*time.Second)
+		if j.Payload != want {
+			t.Fatalf("claimed payload %d, want %d: high, normal from redis, then low from the fallback", j.Payload, want)
+		}
+		must(t, s.Complete(ctx, j))
+	}
 }
