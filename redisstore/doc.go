@@ -87,12 +87,16 @@
 // As in seed 003, each shard is health-checked (WithHealthCheck), and any
 // command that fails for a connection error switches the shard to a
 // bounded in-memory fallback (WithFallback): Add keeps accepting its jobs
-// and Claim serves them. The fallback applies the in-memory rules (priority
-// order, pending keys, groups, coalescing) to the jobs it holds; it cannot
-// see the jobs in Redis. Completions of jobs claimed from Redis that fail
+// and Claim serves them, in priority order with the jobs of the shards
+// that are up. The fallback applies the in-memory rules (priority order,
+// pending keys, groups, coalescing) to the jobs it holds; it cannot see
+// the jobs in Redis. Completions of jobs claimed from Redis that fail
 // during the outage are kept and recorded when Redis answers. Once a ping
-// succeeds, the jobs the fallback has not run are written back to Redis,
-// each exactly once, and the shard switches back. Exactly once holds even
+// succeeds, the leases of the jobs this process runs from the shard are
+// renewed first (heartbeats skip a shard that is down, and an expired
+// lease would make the leader run the job again), then the jobs the
+// fallback has not run are written back to Redis, each exactly once, and
+// the shard switches back. Exactly once holds even
 // when a reply is lost: every job has its Redis ID before its first write
 // (IDs are reserved in blocks) and the add script sets the ID's bit in a
 // seen bitmap, so writing a job twice is a no-op; a job whose Add may have
@@ -112,4 +116,34 @@
 // and the completions it kept (those jobs run again). Jobs accepted during
 // an outage are in memory only until written back. Scheduled jobs, the
 // dead set and the per-ID seen bits (24 hours) live in Redis as well.
+//
+// # Differences from the in-memory store
+//
+//   - Drain does not wait for the backlog, which other processes share:
+//     Claim returns the fallback's ready jobs, then queue.ErrDrained.
+//   - Len is the ready count as last seen by this process's script calls,
+//     and counts every process's jobs.
+//   - Delivery is at-least-once: a job whose process dies, or whose lease
+//     expires, runs again. A job rescued so keeps its key, and a rerun
+//     coalesced while it ran keeps waiting behind it: Cancel of the key
+//     then ends both and reports 2. The queue names running jobs by ID, so
+//     when this process claims again a job whose earlier run here lost its
+//     lease, that run is not cancelled; its outcome is refused with
+//     ErrLeaseLost.
+//   - Dedupe by Key and Group, and the Capacity bound, hold per shard.
+//   - Capacity bounds Add and promotion. A retry or deferral due at once,
+//     a job rescued from an expired lease and a rerun released when its
+//     key's job ends go to their ready list even when the ready jobs are at
+//     capacity (the in-memory store puts them in the schedule for
+//     RequeueDelay), so Ready can pass Capacity by up to the number of
+//     running jobs.
+//   - Times are milliseconds of each process's queue Clock, not Redis's: a
+//     lease or due time one process sets is compared with another's clock,
+//     so keep the clocks of a queue's processes in step (NTP) to well within
+//     the lease TTL.
+//   - Dead jobs stay in the dead set for the retention (WithDeadRetention).
+//   - During an outage the fallback's dedupe and groups see only the jobs
+//     it holds: a job with the key of one that runs from Redis can run at
+//     the same time, and is dropped at write-back (counted cancelled) if the
+//     key is still pending in Redis then.
 package redisstore
