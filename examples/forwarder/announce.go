@@ -262,7 +262,10 @@ func ParseAnnounce(rawQuery string, remote netip.AddrPort) (*Announce, error) {
 			ip = parsed
 		}
 	}
-	a.Addr = netip.AddrPortFrom(ip.Unmap(), uint16(port))
+	// A zone (fe80::1%eth0) names an interface of this host: it is no
+	// part of the address for peers or upstreams, and its '%' would make
+	// an upstream's query malformed.
+	a.Addr = netip.AddrPortFrom(ip.Unmap().WithZone(""), uint16(port))
 	var both [80]byte
 	hex.Encode(both[:40], a.InfoHash[:])
 	hex.Encode(both[40:], a.PeerID[:])

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -87,4 +88,24 @@ func TestUnknownLeftReachesUpstreamsAsALeecher(t *testing.T) {
 		req := udpAnnounceRequest(1, a, EventNone, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9})
 		assert.Equal(t, uint64(want), binary.BigEndian.Uint64(req[64:72]), "UDP, left=%s", left)
 	}
+}
+
+// A link-local IPv6 client's address carries a zone (fe80::1%eth0) that
+// means nothing off this host. Passed on as is, its '%' made the upstream
+// query malformed: chihaya refuses such an announce ("invalid query
+// escape"), and opentracker built to read ip answers HTTP 400, which
+// disables the upstream.
+func TestClientAddressZoneIsDropped(t *testing.T) {
+	a, err := ParseAnnounce(query(nil), netip.MustParseAddrPort("[fe80::1%eth0]:5000"))
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddrPort("[fe80::1]:6881"), a.Addr)
+	up, err := ParseUpstream("http://127.0.0.1:9/announce", nil)
+	require.NoError(t, err)
+	u, err := url.Parse(up.client.(*httpAnnouncer).announceURL(a, EventNone))
+	require.NoError(t, err)
+	assert.Equal(t, "fe80::1", strictQuery(t, u.RawQuery)["ip"])
+
+	r, err := ParseReply([]byte("d5:peersld2:ip12:fe80::2%eth04:porti1eeee"))
+	require.NoError(t, err)
+	assert.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("[fe80::2]:1")}, r.Peers, "nor kept from an upstream")
 }

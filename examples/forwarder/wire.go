@@ -271,7 +271,7 @@ func decodePeers(raw []byte, addrLen int) ([]netip.AddrPort, error) {
 			if err != nil || p.Port <= 0 || p.Port > 65535 {
 				continue
 			}
-			out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(p.Port)))
+			out = append(out, netip.AddrPortFrom(a.Unmap().WithZone(""), uint16(p.Port)))
 		}
 		return out, nil
 	}
