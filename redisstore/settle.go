@@ -137,7 +137,11 @@ func (s *Store[T]) runOp(ctx context.Context, sh *shard, op settleOp) error {
 	switch st {
 	case "superseded":
 		return queue.ErrSuperseded
-	case "lost":
+	case "lost", "gone":
+		// takeClaim hands each claim out once, so a job already ended
+		// ('gone': rescued, then dead-lettered, cancelled or completed by
+		// another run) lost its lease to that end: the outcome was not
+		// recorded, and must not look as if it was.
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, op.id)
 	}
 	return nil

@@ -495,7 +495,9 @@ func TestCancelCountsEveryJob(t *testing.T) {
 		if st, _ := s.Stats(ctx); st.Ready != 0 || st.Waiting != 0 || st.PendingKeys != 0 {
 			t.Fatalf("after cancelling: %+v; want nothing left", st)
 		}
-		_ = s.Complete(ctx, j) // the job is gone: nothing to record
+		if err := s.Complete(ctx, j); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("Complete of the rescued, then cancelled, claim = %v; want ErrLeaseLost", err)
+		}
 	}
 	add(queue.Job[int]{Key: "s", Priority: "high"})
 	add(queue.Job[int]{Key: "s", Priority: "low"}) // another shard: not a duplicate
@@ -625,5 +627,32 @@ func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
 			t.Fatalf("claimed payload %d, want %d: high, normal from redis, then low from the fallback", j.Payload, want)
 		}
 		must(t, s.Complete(ctx, j))
+	}
+}
+
+// TestOutcomeAfterLeaseLostAndJobEnded: a run whose lease expired, and
+// whose job was then dead-lettered by the janitor (its last attempt), gets
+// ErrLeaseLost from Complete: its outcome was not recorded. Complete
+// returned nil, as for a repeated call, and the queue counted the job done
+// as well as dead.
+func TestOutcomeAfterLeaseLostAndJobEnded(t *testing.T) {
+	c := needRedis(t)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithLeaseTTL(time.Second))
+	ctx := context.Background()
+	if _, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 1, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	j := claimWithin(t, s, 5*time.Second)
+	clk.Advance(2 * time.Second)
+	// The leader's janitor may rescue the job first; either way it is
+	// dead when this call returns.
+	_, err := s.RescueExpired(ctx)
+	must(t, err)
+	if st, _ := s.Stats(ctx); st.Dead != 1 {
+		t.Fatalf("Stats = %+v; want the job dead after its last attempt's lease expired", st)
+	}
+	if err := s.Complete(ctx, j); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Complete of the dead-lettered job's run = %v, want ErrLeaseLost", err)
 	}
 }
