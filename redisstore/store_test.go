@@ -633,8 +633,7 @@ func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
 // TestOutcomeAfterLeaseLostAndJobEnded: a run whose lease expired, and
 // whose job was then dead-lettered by the janitor (its last attempt), gets
 // ErrLeaseLost from Complete: its outcome was not recorded. Complete
-// returned nil, as for a repeated call, and the queue counted the job done
-// as well as dead.
+// returned nil, as for a repeated call, as if it had been.
 func TestOutcomeAfterLeaseLostAndJobEnded(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
