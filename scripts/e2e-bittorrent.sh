@@ -5,7 +5,8 @@
 #   UDP, BEP 15) are the upstreams; the forwarder (examples/forwarder) runs in
 #   front of them; a torrent announces to the forwarder; one aria2c seeds it,
 #   a second downloads it. It passes when the download completes with the
-#   right content and both opentrackers list the seeder of the torrent.
+#   right content, both opentrackers list the seeder of the torrent, and
+#   both drop it once it stops (its event=stopped forwarded over each).
 #
 # Everything stays on 127.0.0.1, DHT, LPD and PEX are off (peers can only come
 # from the tracker), the whole run is bounded (E2E_TIMEOUT, default 120 s), and
@@ -134,9 +135,9 @@ say "torrent $HASH"
 #
 # opentracker reads its whitelist in a thread of its own, after it has
 # begun to answer: until then it refuses every torrent ("not authorized").
-# A forwarded announce refused in that window is a permanent failure for
-# the forwarder, as it would be in production, and aria2 would not announce
-# again within the run. So each whitelist also holds a probe hash, and the
+# A forwarded announce refused in that window is dead-lettered and the
+# forwarder leaves the torrent alone on that upstream for 30 minutes, as it
+# would in production, and aria2 would not announce again within the run. So each whitelist also holds a probe hash, and the
 # script waits until each tracker accepts an announce for it, which it does
 # only once the whole list is loaded.
 PROBE=0000000000000000000000000000000000000001
@@ -213,6 +214,24 @@ cmp "$WORK/seed/payload.bin" "$WORK/leech/payload.bin" || fail "downloaded file 
 sum=$(sha256sum <"$WORK/leech/payload.bin" | cut -c1-16)
 kill -0 "$SEEDER" 2>/dev/null || fail "the seeder died"
 
+# ---- stop: on SIGINT aria2c shuts down gracefully, announcing
+# event=stopped (SIGTERM is its emergency shutdown, which announces
+# nothing); the forwarder forwards the stop to both upstreams, HTTP and
+# UDP, which then drop the seeder.
+# unseeded_at PORT: the opentracker on PORT answers a scrape that lists no
+# complete peer for the torrent.
+unseeded_at() {
+	curl -sf "http://127.0.0.1:$1/scrape?info_hash=$(urlhash "$HASH")" -o "$WORK/scrape.$1" || return 1
+	! grep -aq '8:completei[1-9]' "$WORK/scrape.$1"
+}
+dropped_by_both() {
+	unseeded_at "$OT1_PORT" && unseeded_at "$OT2_PORT"
+}
+say "stopping the seeder"
+kill -INT "$SEEDER"
+wait_for "both opentrackers to drop the stopped seeder" 20 dropped_by_both
+say "both opentrackers dropped the seeder"
+
 stats=$(curl -sf "http://127.0.0.1:$FWD_PORT/stats?format=json")
 grep -q '"done": [1-9]' <<<"$stats" || fail "the forwarder completed no upstream announce: $stats"
-say "PASS: 3000000 bytes downloaded through the forwarder (sha256 $sum…), both opentrackers listed the seeder of $HASH, $((SECONDS - START)) s"
+say "PASS: 3000000 bytes downloaded through the forwarder (sha256 $sum…), both opentrackers listed the seeder of $HASH and dropped it when it stopped, $((SECONDS - START)) s"
