@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +29,22 @@ type Queue[T any] struct {
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
-	_        [64]byte
-	state    atomic.Int32 // lifecycle state
-	inflight atomic.Int64 // Enqueue calls between the state check and the store
+	_     [64]byte
+	state atomic.Int32 // lifecycle state
+	// A durable store's Enqueue calls hold a read lock from the state
+	// check until the store answers; the stop takes the write lock (and
+	// keeps it) before it drains the store, so the drain sees every
+	// accepted job. Enqueue only tries the read lock: a stop that holds or
+	// waits for the write lock has begun, and Enqueue returns ErrClosed.
+	inflight sync.RWMutex
 	ctr      counters
 	_        [64]byte
 
+	// startMu serialises Start, and is held across Store.Start (which may
+	// dial a server) so that q.mu, which Stats takes, is not; the stop
+	// takes it before it drains and closes the store, so a Start under
+	// way finishes first.
+	startMu  sync.Mutex
 	mu       sync.Mutex // guards the fields below and the pool
 	runCtx   context.Context
 	bgCtx    context.Context    // runCtx's values without its cancellation: for store writes that must outlive Shutdown
@@ -45,6 +54,7 @@ type Queue[T any] struct {
 	done     chan struct{}
 	stopping chan struct{} // closed when Stop or Shutdown begins
 	stopOnce sync.Once
+	stopFrom int32 // the state the stop began in; written once, under stopOnce
 	closeErr error
 }
 
@@ -135,12 +145,14 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 
 // Start starts the workers, the scaler and the store's background work,
 // and returns at once. ctx bounds the queue's background work: when it is
-// cancelled the queue stops as if Shutdown were called. Start returns
-// ErrStarted if called twice (the second call changes nothing) and
-// ErrClosed after Stop or Shutdown, even one called before Start.
+// cancelled the queue stops as if Shutdown were called, whether or not a
+// Stop has begun. Start returns ErrStarted if called twice (the second
+// call changes nothing) and ErrClosed after Stop or Shutdown, even one
+// called before Start or while Start was starting the store (the stop
+// then closes the store; no worker starts).
 func (q *Queue[T]) Start(ctx context.Context) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.startMu.Lock()
+	defer q.startMu.Unlock()
 	switch q.state.Load() {
 	case stateRunning:
 		return ErrStarted
@@ -150,12 +162,18 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 	if err := q.store.Start(ctx); err != nil {
 		return fmt.Errorf("queue: starting store: %w", err)
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	base := context.WithoutCancel(ctx)
 	q.bgCtx = base
 	q.runCtx, q.runStop = context.WithCancel(base)
 	var bg context.Context
 	bg, q.bgStop = context.WithCancel(base)
-	q.state.Store(stateRunning)
+	if !q.state.CompareAndSwap(stateNew, stateRunning) {
+		// Stop or Shutdown began while the store was starting: the stop,
+		// which waits for startMu before it closes the store, finishes it.
+		return ErrClosed
+	}
 	q.pool.init(q)
 	for range q.cfg.baseWorkers {
 		q.pool.add()
@@ -165,10 +183,13 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 		go q.heartbeats(bg)
 	}
 	go func() {
+		// Until the queue is done, not only until a stop begins: a Stop
+		// whose own ctx ended leaves the queue draining, and cancelling
+		// ctx must still interrupt its jobs.
 		select {
 		case <-ctx.Done():
 			_ = q.Shutdown(context.Background())
-		case <-q.stopping:
+		case <-q.done:
 		}
 	}()
 	return nil
@@ -203,11 +224,12 @@ func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
 // the cost of scheduling a job).
 func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error {
 	if q.mem == nil {
-		// Stop waits for these before it drains the store. The in-memory
-		// store needs no count: its Drain closes the ready rings to new
-		// jobs, which orders every Enqueue before or after it.
-		q.inflight.Add(1)
-		defer q.inflight.Add(-1)
+		// The in-memory store needs no guard: its Drain closes the ready
+		// rings to new jobs, which orders every Enqueue before or after it.
+		if !q.inflight.TryRLock() {
+			return ErrClosed
+		}
+		defer q.inflight.RUnlock()
 	}
 	if q.state.Load() >= stateStopping {
 		return ErrClosed
@@ -337,26 +359,14 @@ func (q *Queue[T]) Shutdown(ctx context.Context) error {
 func (q *Queue[T]) Done() <-chan struct{} { return q.done }
 
 // begin moves the queue into stopping once; cancel also interrupts jobs.
+// It never blocks on the store: waiting for Enqueue calls still in a
+// durable store, the drain and the close run in the background, so that
+// Stop and Shutdown can return when their ctx ends.
 func (q *Queue[T]) begin(cancel bool) {
-	// Drain first, then interrupt: jobs that Shutdown interrupts are put
-	// back into a store that no longer promotes or hands out work, so they
-	// stay put instead of going round again.
-	defer func() {
-		if !cancel {
-			return
-		}
-		q.mu.Lock()
-		if q.runStop != nil {
-			// Workers first: one that saw runCtx cancelled before its own
-			// context could promote and claim a job just put back.
-			q.pool.retireAll()
-			q.runStop()
-		}
-		q.mu.Unlock()
-	}()
 	q.stopOnce.Do(func() {
 		prev := q.state.Swap(stateStopping)
-		if cancel {
+		q.stopFrom = prev
+		if cancel && prev == stateRunning {
 			// Retire the workers before the drain, so that a worker that
 			// sees the store drained also sees its context cancelled:
 			// otherwise it could promote the jobs Shutdown is about to put
@@ -367,21 +377,35 @@ func (q *Queue[T]) begin(cancel bool) {
 			q.mu.Unlock()
 		}
 		close(q.stopping)
-		// Let Enqueue calls that passed the state check reach the store,
-		// so the drain below sees every accepted job.
-		for q.inflight.Load() > 0 {
-			runtime.Gosched()
-		}
-		q.store.Drain()
-		if prev == stateNew {
-			q.finishStop()
-			return
-		}
 		go func() {
-			q.pool.wait()
+			// A Start inside Store.Start finishes first (it then sees the
+			// stop and starts nothing), and Enqueue calls that passed the
+			// state check reach the store, so the drain sees every
+			// accepted job.
+			q.startMu.Lock()
+			q.startMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+			q.inflight.Lock()
+			q.store.Drain()
+			if prev == stateRunning {
+				q.pool.wait()
+			}
 			q.finishStop()
 		}()
 	})
+	if !cancel {
+		return
+	}
+	// Interrupt the running jobs, on every Shutdown call: one that follows
+	// a Stop still has work to do. Jobs interrupted are put back into the
+	// store; the workers are retired first, so none claims them again.
+	// A queue stopped before it ran has no jobs to interrupt.
+	if q.stopFrom != stateRunning {
+		return
+	}
+	q.mu.Lock()
+	q.pool.retireAll()
+	q.runStop()
+	q.mu.Unlock()
 }
 
 func (q *Queue[T]) finishStop() {
