@@ -354,18 +354,24 @@ func (sh *keyShard[T]) each(fn func(e *keyEntry)) {
 
 // entries calls fn for every key held, under its shard's lock; fn returns
 // whether the entry, which it has moved to gone, should be reclaimed. Gone
-// entries met on the way are reclaimed without calling fn.
+// entries met on the way are reclaimed without calling fn. fn may run
+// user code (CancelMatch's predicate): if it panics, the shard is
+// unlocked on the way out, so the panic, recovered by the host, does not
+// leave every later Enqueue of the shard's keys blocked.
 func (ks *keySet[T]) entries(fn func(e *keyEntry) (remove bool)) {
 	for i := range ks.shards {
-		sh := &ks.shards[i]
-		sh.mu.Lock()
-		sh.each(func(e *keyEntry) {
-			if e.gone() || fn(e) {
-				sh.reclaim(e)
-			}
-		})
-		sh.mu.Unlock()
+		ks.shards[i].entries(fn)
 	}
+}
+
+func (sh *keyShard[T]) entries(fn func(e *keyEntry) (remove bool)) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.each(func(e *keyEntry) {
+		if e.gone() || fn(e) {
+			sh.reclaim(e)
+		}
+	})
 }
 
 // counts returns the number of keys held and of coalesced reruns waiting.

@@ -558,3 +558,41 @@ func TestMisuseExtremeOptionValues(t *testing.T) {
 		}
 	})
 }
+
+// A CancelMatch predicate that panics (a host such as net/http recovers
+// it) leaves no key shard locked, and the jobs it cancelled before the
+// panic are counted.
+func TestCancelMatchPredicatePanics(t *testing.T) {
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 200 {
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: fmt.Sprint("k", i)}))
+	}
+	seen := 0
+	require.PanicsWithValue(t, "bad predicate", func() {
+		_, _ = q.CancelMatch(ctx, func(string) bool {
+			if seen++; seen == 100 {
+				panic("bad predicate")
+			}
+			return true
+		})
+	})
+	s := q.Stats()
+	assert.EqualValues(t, 99, s.Cancelled, "the jobs cancelled before the panic are counted")
+	assert.Equal(t, 101, s.Depth)
+	// Every shard is unlocked: these would block on a leaked lock.
+	freed := 0
+	for i := range 200 {
+		switch err := q.Enqueue(ctx, queue.Job[int]{Key: fmt.Sprint("k", i)}); {
+		case err == nil:
+			freed++
+		default:
+			require.ErrorIs(t, err, queue.ErrDuplicate)
+		}
+	}
+	assert.Equal(t, 99, freed, "exactly the cancelled keys are free again")
+	n, err := q.CancelMatch(ctx, func(string) bool { return true })
+	require.NoError(t, err)
+	assert.Equal(t, 200, n)
+}

@@ -297,10 +297,27 @@ func (q *Queue[T]) Cancel(ctx context.Context, key string) (int, error) {
 // CancelMatch cancels every queued, scheduled or rerun job whose key
 // satisfies match (for a forwarder: all jobs of one peer for one torrent,
 // across upstreams) and reports how many. match must be fast and must not
-// call the queue; it may see every pending key.
+// call the queue; it may see every pending key. If match panics, no
+// further key is matched, the jobs already cancelled are counted, and the
+// panic is raised again in the caller's goroutine.
 func (q *Queue[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
-	n, err := q.store.CancelMatch(ctx, match)
+	var panicked any
+	safe := func(key string) (ok bool) {
+		if panicked != nil {
+			return false
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				panicked, ok = v, false
+			}
+		}()
+		return match(key)
+	}
+	n, err := q.store.CancelMatch(ctx, safe)
 	q.cancelled(n, "")
+	if panicked != nil {
+		panic(panicked)
+	}
 	return n, err
 }
 
