@@ -920,46 +920,59 @@ func (s *MemoryStore[T]) fillPending(j *Job[T], it *item[T]) bool {
 	return true
 }
 
-// Purge implements Store.
+// Purge implements Store. It may race Enqueue, Cancel, claims and the
+// scheduler, so it accounts item by item, as a claim does: an item it
+// takes out of a ring or the schedule is a job it cancels if the job is
+// still pending (a compare-and-swap on its key entry), or one cancelled
+// before, whose tombstone or dead count it takes back; and it cancels
+// coalesced reruns. A job that moves between the schedule and a ring
+// while Purge runs, or is enqueued meanwhile, may survive it; every job
+// is counted once either way.
 func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	n := 0
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
 			var it item[T]
 			for r.pop(&it) {
-				n++
+				if purged(&it) {
+					n++
+				} else {
+					s.tombs[it.prio].Add(-1)
+				}
 			}
 		}
 	}
 	s.sched.mu.Lock()
-	n += s.sched.heap.len()
-	n -= s.sched.dead
-	s.sched.heap, s.sched.dead = tiers[T]{}, 0
+	for i := range s.sched.heap.len() {
+		if purged(s.sched.heap.at(i)) {
+			n++
+		} else {
+			s.sched.dead--
+		}
+	}
+	s.sched.heap = tiers[T]{}
 	clear(s.sched.groups)
 	s.sched.mu.Unlock()
-	for i := range s.tombs {
-		n -= int(s.tombs[i].Swap(0))
-	}
 	s.keys.entries(func(e *keyEntry) bool {
-		for {
-			id, st := e.load()
-			switch st {
-			case keyGone:
-				return true // claimed and finished meanwhile
-			case keyRunning:
-				return false
-			case keyRerun:
-				s.keys.shardOf(e).takeRerun(e)
-				e.st.Store(packKey(id, keyRunning))
-				n++
-				return false
-			}
-			if e.move(id, keyPending, keyGone) {
-				return true
-			}
+		id, st := e.load()
+		switch st {
+		case keyGone:
+			return true
+		case keyRerun:
+			// Only finish's slow path, under this lock, moves a rerun entry.
+			s.keys.shardOf(e).takeRerun(e)
+			e.st.Store(packKey(id, keyRunning))
+			n++
 		}
+		return false
 	})
 	return n, nil
+}
+
+// purged ends a job whose item Purge took out of the store: true if it
+// was pending (now cancelled), false if it had been cancelled already.
+func purged[T any](it *item[T]) bool {
+	return it.ent == nil || it.ent.move(it.id, keyPending, keyGone)
 }
 
 // Drain implements Store: Claim stops waiting once the ready queues are

@@ -3,8 +3,10 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -553,4 +555,66 @@ func TestStatsSnapshot(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, 2, q.Stats().Workers)
 	})
+}
+
+// Purge racing Enqueue and Cancel loses no job and counts each once: the
+// jobs it leaves run once the queue starts, and every accepted job is
+// then run or cancelled. (It counted keyed jobs enqueued during it as
+// cancelled without removing their items, which then never ran and
+// drove the cancelled-item count negative.)
+func TestPurgeRacingEnqueueAndCancel(t *testing.T) {
+	for round := range 3 {
+		if msg := purgeRaceRound(20000); msg != "" {
+			t.Fatalf("round %d: %s", round, msg)
+		}
+	}
+}
+
+func purgeRaceRound(n int) string {
+	var runs atomic.Int64
+	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+		runs.Add(1)
+		return nil
+	}, queue.WithWorkers(4, 4), queue.WithCapacity(1<<16))
+	if err != nil {
+		return err.Error()
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	for p := range 2 {
+		wg.Go(func() {
+			for i := range n {
+				k := fmt.Sprintf("p%d-%d", p, i)
+				_ = q.Enqueue(ctx, queue.Job[int]{Key: k})
+				if i%3 == 0 {
+					_, _ = q.Cancel(ctx, k)
+				}
+			}
+		})
+	}
+	purger := make(chan struct{})
+	go func() {
+		defer close(purger)
+		for !stop.Load() {
+			_, _ = q.Purge(ctx)
+		}
+	}()
+	wg.Wait()
+	stop.Store(true)
+	<-purger
+	// Start only now: the workers run what the producers left.
+	if err := q.Start(ctx); err != nil {
+		return err.Error()
+	}
+	if err := q.Stop(ctx); err != nil {
+		return err.Error()
+	}
+	st := q.Stats()
+	ended := uint64(runs.Load()) + st.Cancelled
+	if st.Depth != 0 || st.Scheduled != 0 || st.Enqueued != ended {
+		return fmt.Sprintf("after Stop drained: depth %d, scheduled %d; enqueued %d != runs %d + cancelled %d (= %d)",
+			st.Depth, st.Scheduled, st.Enqueued, runs.Load(), st.Cancelled, ended)
+	}
+	return ""
 }
