@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -171,13 +172,16 @@ func (c *Config) FromEnv(prefix string) error {
 }
 
 // Options turns the configuration into options for New. It does not check
-// the values; New does, and names the option at fault.
+// the values; New does, and names the option at fault, or the field when
+// a count of seconds or milliseconds is too large for a time.Duration.
 func (c Config) Options() []Option {
 	maxWorkers := c.MaxWorkers
 	if maxWorkers == 0 {
-		maxWorkers = 2 * c.Workers
+		maxWorkers = math.MaxInt // twice Workers, saturated
+		if c.Workers <= math.MaxInt/2 {
+			maxWorkers = 2 * c.Workers
+		}
 	}
-	base := time.Duration(c.RetryBaseMs) * time.Millisecond
 	return []Option{
 		WithCapacity(c.QueueSize),
 		WithWorkers(c.Workers, maxWorkers),
@@ -185,15 +189,35 @@ func (c Config) Options() []Option {
 		WithThrottle(c.ThrottleThresholdPct, c.ThrottleTopN),
 		WithFanoutMax(c.FanoutMax),
 		WithRateLimit(c.RateLimitThresholdPct, c.RateLimitPerSec, c.RateLimitBurst),
-		WithRateLimitRetryAfter(time.Duration(c.RateLimitRetrySeconds) * time.Second),
-		WithSuspendDuration(time.Duration(c.SuspendSeconds) * time.Second),
+		durationOption("RateLimitRetrySeconds", c.RateLimitRetrySeconds, time.Second, WithRateLimitRetryAfter),
+		durationOption("SuspendSeconds", c.SuspendSeconds, time.Second, WithSuspendDuration),
 		WithMaxAttempts(c.RetryAttempts),
-		WithBackoff(base, max(base, DefaultBackoffMax)),
+		durationOption("RetryBaseMs", c.RetryBaseMs, time.Millisecond, func(base time.Duration) Option {
+			return WithBackoff(base, max(base, DefaultBackoffMax))
+		}),
 	}
 }
 
+// durationOption returns opt(n units), or, when n units do not fit in a
+// time.Duration, an option that fails with an *OptionError naming the
+// field "Config.<field>": the product would wrap, and
+// SuspendSeconds=18446744074 would suspend for 0.29 s.
+func durationOption(field string, n int, unit time.Duration, opt func(time.Duration) Option) Option {
+	limit := int64(math.MaxInt64 / unit)
+	if int64(n) > limit || int64(n) < -limit {
+		return func(*config) error {
+			return optErr("Config."+field, n, "must be within ±%d to fit in a time.Duration", limit)
+		}
+	}
+	return opt(time.Duration(n) * unit)
+}
+
 // Validate reports the first value New would reject, as an *OptionError,
-// without building a queue: useful right after parsing flags.
+// without building a queue: useful right after parsing flags. Config names
+// no store, so Validate checks QueueSize against the in-memory store's
+// limit, MaxMemoryCapacity, as New given only Options does; a host that
+// adds WithStore for a durable store, which has no such limit, should let
+// New check a larger QueueSize instead.
 func (c Config) Validate() error {
 	cfg := defaultConfig()
 	for _, o := range c.Options() {
@@ -201,7 +225,13 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if cfg.capacity > MaxMemoryCapacity {
+		return memoryCapacityErr(cfg.capacity)
+	}
+	return nil
 }
 
 // intValue is a flag.Value for an int field.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,16 @@ func TestConfigValidate(t *testing.T) {
 		"zero attempts":       {func(c *Config) { c.RetryAttempts = 0 }, "WithMaxAttempts"},
 		"zero backoff":        {func(c *Config) { c.RetryBaseMs = 0 }, "WithBackoff"},
 		"scale threshold 0":   {func(c *Config) { c.ScaleThresholdPct = 0 }, "WithScaleThresholds"},
+		// Config names no store: New uses the in-memory one.
+		"size above memory limit": {func(c *Config) { c.QueueSize = MaxMemoryCapacity + 1 }, "WithCapacity"},
+		// n·unit must not wrap: 18446744074 s is 2^64 ns + 0.29 s.
+		"suspend wraps":            {func(c *Config) { c.SuspendSeconds = 18446744074 }, "Config.SuspendSeconds"},
+		"suspend just too long":    {func(c *Config) { c.SuspendSeconds = math.MaxInt64/int(time.Second) + 1 }, "Config.SuspendSeconds"},
+		"suspend far negative":     {func(c *Config) { c.SuspendSeconds = -18446744074 }, "Config.SuspendSeconds"},
+		"retry hint just too long": {func(c *Config) { c.RateLimitRetrySeconds = math.MaxInt64/int(time.Second) + 1 }, "Config.RateLimitRetrySeconds"},
+		"retry base just too long": {func(c *Config) { c.RetryBaseMs = math.MaxInt64/int(time.Millisecond) + 1 }, "Config.RetryBaseMs"},
+		"retry base far negative":  {func(c *Config) { c.RetryBaseMs = math.MinInt64 / int(time.Millisecond) * 2 }, "Config.RetryBaseMs"},
+		"negative retry hint":      {func(c *Config) { c.RateLimitRetrySeconds = -1 }, "WithRateLimitRetryAfter"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := DefaultConfig()
@@ -232,6 +243,37 @@ func TestConfigValidate(t *testing.T) {
 			assert.Equal(t, tc.option, oe.Option)
 		})
 	}
+}
+
+// The largest counts that fit in a time.Duration pass, and mean what they
+// say.
+func TestConfigLongestDurations(t *testing.T) {
+	c := DefaultConfig()
+	c.SuspendSeconds = math.MaxInt64 / int(time.Second)
+	c.RateLimitRetrySeconds = math.MaxInt64 / int(time.Second)
+	c.RetryBaseMs = math.MaxInt64 / int(time.Millisecond)
+	require.NoError(t, c.Validate())
+	q, err := New(func(context.Context, Job[int]) error { return nil }, c.Options()...)
+	require.NoError(t, err)
+	const years290 = 290 * 365 * 24 * time.Hour
+	assert.Greater(t, q.cfg.targets.suspend, years290)
+	assert.Greater(t, q.cfg.admission.retryAfter, years290)
+	assert.Greater(t, q.cfg.backoffBase, years290)
+	now := time.Now()
+	require.NoError(t, q.Suspend("t", 0)) // 0: the configured duration
+	st, _ := q.Target("t")
+	assert.Greater(t, st.SuspendedUntil.Sub(now), years290)
+}
+
+// MaxWorkers 0 means twice Workers, saturated rather than wrapped.
+func TestConfigMaxWorkersSaturates(t *testing.T) {
+	c := DefaultConfig()
+	c.Workers, c.MaxWorkers = math.MaxInt/2+1, 0
+	got := defaultConfig()
+	for _, o := range c.Options() {
+		require.NoError(t, o(&got))
+	}
+	assert.Equal(t, math.MaxInt, got.maxWorkers)
 }
 
 func TestConfigJSONTags(t *testing.T) {

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -140,7 +141,7 @@ func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
 	}
 	if cfg.Capacity > MaxMemoryCapacity {
 		// Each ready queue is allocated whole, at twice the capacity.
-		return optErr("WithCapacity", cfg.Capacity, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
+		return memoryCapacityErr(cfg.Capacity)
 	}
 	s.cfg = cfg
 	// Instants count from a day before now, so that every instant the
@@ -217,6 +218,16 @@ func (s *MemoryStore[T]) now() int64 { return s.instant(s.cfg.Clock.Now()) }
 // instant converts t to the store's time line; the subtraction uses the
 // monotonic readings when both times have one.
 func (s *MemoryStore[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
+
+// after returns the instant d after now, saturating as instant does: a
+// RequeueDelay near math.MaxInt64 must not wrap into the past, where the
+// job would be promoted, find no room and be requeued again at once.
+func after(now int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
 
 // Add implements Store.
 func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
@@ -606,7 +617,7 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 		if now := s.now(); r.at <= now {
 			r.at = now
 			if !s.drained.Load() {
-				r.at += int64(s.cfg.RequeueDelay)
+				r.at = after(now, s.cfg.RequeueDelay)
 			}
 		}
 		e.sched = true
@@ -844,7 +855,7 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 // schedule, RequeueDelay later, and records the event; s.mu and the
 // item's key's shard lock, if it has a key, are held.
 func (s *MemoryStore[T]) requeue(it item[T], now int64, key string) {
-	it.at = now + int64(s.cfg.RequeueDelay)
+	it.at = after(now, s.cfg.RequeueDelay)
 	s.sched.push(it, false)
 	s.events = append(s.events, Event{Kind: EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
 		Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: s.cfg.RequeueDelay})

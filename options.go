@@ -152,6 +152,12 @@ func WithCapacity(n int) Option {
 	}
 }
 
+// memoryCapacityErr is the in-memory store's refusal of a capacity above
+// MaxMemoryCapacity, shared with Config.Validate so that both read alike.
+func memoryCapacityErr(n int) error {
+	return optErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
+}
+
 // WithWorkers sets the base and maximum number of workers (default 10 and
 // 20). The pool never shrinks below base; max == base turns scaling off.
 func WithWorkers(base, max int) Option {
@@ -211,7 +217,7 @@ func WithScalePolicy(p ScalePolicy) Option {
 // WithRequeueDelay sets how long a due job waits when the ready queue is
 // full as it is promoted (default 10s). Such a job is never dropped. The
 // delay must be at least 1ms: a shorter one makes the scheduler spin while
-// the queue is full.
+// the queue is full. Like the other durations it has no upper bound.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < minInterval {

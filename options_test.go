@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 func nop(context.Context, queue.Job[int]) error { return nil }
@@ -32,6 +34,8 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{"zero capacity", queue.WithCapacity(0), "WithCapacity", "0"},
 		{"negative capacity", queue.WithCapacity(-5), "WithCapacity", "-5"},
+		{"capacity above the in-memory store's", queue.WithCapacity(queue.MaxMemoryCapacity + 1), "WithCapacity", "8388609"},
+		{"no bound for the in-memory store", queue.WithCapacity(math.MaxInt), "WithCapacity", "holds at most 8388608"},
 		{"zero base workers", queue.WithWorkers(0, 5), "WithWorkers", "0"},
 		{"negative base workers", queue.WithWorkers(-1, 5), "WithWorkers", "-1"},
 		{"zero max workers", queue.WithWorkers(2, 0), "WithWorkers", "0"},
@@ -159,6 +163,47 @@ func TestValidOptions(t *testing.T) {
 			q, err := queue.New(nop, tc.opts...)
 			require.NoError(t, err)
 			require.NoError(t, q.Stop(bg))
+		})
+	}
+}
+
+// Like every duration option, WithRequeueDelay has no upper bound. A delay
+// near math.MaxInt64 must keep a due job that finds the ready queue full
+// out of the way for that long: were now+delay to wrap into the past, the
+// job would be promoted, found no room and requeued again at once, in a hot
+// loop on the scheduler goroutine.
+func TestRequeueDelayHuge(t *testing.T) {
+	for name, setup := range map[string]func(t *testing.T, q *queue.Queue[int], s *queue.MemoryStore[int], clk *queuetest.FakeClock){
+		"scheduled job due": func(t *testing.T, q *queue.Queue[int], _ *queue.MemoryStore[int], clk *queuetest.FakeClock) {
+			require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Payload: 2}, time.Second))
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1})) // the ready queue is full
+			clk.Advance(time.Second)
+		},
+		"coalesced rerun released": func(t *testing.T, q *queue.Queue[int], s *queue.MemoryStore[int], _ *queuetest.FakeClock) {
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 1}))
+			j, err := s.Claim(bg)
+			require.NoError(t, err)
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 2})) // k's rerun
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 3}))           // the ready queue is full
+			require.NoError(t, s.Complete(bg, j))                                   // the rerun finds no room
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			s := queue.NewMemoryStore[int]()
+			q := newQueue(t, nop, queue.WithStore[int](s), queue.WithClock(clk), queue.WithCapacity(1),
+				queue.WithRequeueDelay(math.MaxInt64))
+			setup(t, q, s, clk)
+			for range 3 {
+				n, err := s.PromoteDue(bg)
+				require.NoError(t, err)
+				require.Zero(t, n)
+			}
+			next, err := s.Scheduled(bg, 1)
+			require.NoError(t, err)
+			require.Len(t, next, 1)
+			assert.Greater(t, next[0].RunAt.Sub(clk.Now()), 200*365*24*time.Hour, "requeued to %v", next[0].RunAt)
+			assert.LessOrEqual(t, q.Stats().Requeued, uint64(1), "requeued at most once, not at every promotion")
 		})
 	}
 }

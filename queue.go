@@ -138,6 +138,10 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 	})
 	if err != nil {
 		obs.unregister()
+		var oe *OptionError
+		if errors.As(err, &oe) {
+			return nil, err // it reads "queue: invalid option ..." already
+		}
 		return nil, fmt.Errorf("queue: store: %w", err)
 	}
 	return q, nil

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,4 +93,28 @@ func TestAdmitFollowsFill(t *testing.T) {
 		require.Equal(t, 8, n)
 		assert.Equal(t, 10, admitN(q, 10), "the limiter disengages when the queue empties")
 	})
+}
+
+// hugeStore accepts any capacity, as the durable stores do (pgstore holds
+// jobs in a table, not in rings allocated up front), and keeps at most
+// 1000 ready jobs in memory.
+type hugeStore struct{ *queue.MemoryStore[int] }
+
+func (s hugeStore) Init(cfg queue.StoreConfig) error {
+	cfg.Capacity = min(cfg.Capacity, 1000)
+	return s.MemoryStore.Init(cfg)
+}
+
+// WithCapacity(math.MaxInt) is "no bound" with a durable store: the queue
+// never fills, so the limiter never engages (threshold·capacity must not
+// wrap into a negative that every fill passes).
+func TestAdmitHugeCapacity(t *testing.T) {
+	for _, pct := range []int{1, 80, 100} {
+		q := newQueue(t, nop, queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}),
+			queue.WithCapacity(math.MaxInt), queue.WithRateLimit(pct, 1, 1))
+		assert.Equal(t, 5, admitN(q, 5), "empty, threshold %d %%", pct)
+		fill(t, q, 1000)
+		assert.Equal(t, 5, admitN(q, 5), "1000 jobs, threshold %d %%", pct)
+		assert.Zero(t, q.Stats().RateLimited)
+	}
 }

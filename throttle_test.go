@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -71,6 +72,20 @@ func TestFanoutThrottleOff(t *testing.T) {
 	fill(t, q, 10)
 	assert.Len(t, q.Fanout("k", names(30)), 30, "threshold 0 never throttles; default max 100")
 	assert.Zero(t, q.Stats().Throttled)
+}
+
+// WithCapacity(math.MaxInt) is "no bound" with a durable store: the queue
+// never fills, so Fanout never throttles (threshold·capacity must not wrap
+// into a negative that every fill passes).
+func TestFanoutHugeCapacity(t *testing.T) {
+	for _, pct := range []int{1, 60, 100} {
+		q := newQueue(t, nop, queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}),
+			queue.WithCapacity(math.MaxInt), queue.WithThrottle(pct, 1))
+		assert.Len(t, q.Fanout("k", names(3)), 3, "empty, threshold %d %%", pct)
+		fill(t, q, 1000)
+		assert.Len(t, q.Fanout("k", names(3)), 3, "1000 jobs, threshold %d %%", pct)
+		assert.Zero(t, q.Stats().Throttled)
+	}
 }
 
 func TestFanoutDefaults(t *testing.T) {

@@ -440,11 +440,10 @@ func (q *Queue[T]) scale() {
 	case ScaleByDepth:
 		want = min(max(depth, q.cfg.baseWorkers), q.cfg.maxWorkers)
 	default:
-		fill := depth * 100
 		switch {
-		case fill >= q.cfg.scaleUp*q.cfg.capacity:
+		case atOrAbove(depth, q.cfg.capacity, q.cfg.scaleUp):
 			want = n + 1
-		case fill < q.cfg.scaleDown*q.cfg.capacity:
+		case !atOrAbove(depth, q.cfg.capacity, q.cfg.scaleDown):
 			want = n - 1
 		default:
 			want = n
