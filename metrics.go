@@ -94,7 +94,8 @@ func WithObserver(fn func(Event)) Option {
 	}
 }
 
-// WithWarnDepth logs a warning once when the number of ready jobs reaches
+// WithWarnDepth logs a warning once when the depth (ready jobs, and jobs
+// parked for a busy target's slot: Stats.Depth) reaches
 // n, and once more (at info level) when it falls back below n (default 0:
 // off). Depth is checked every scale interval (WithScaleInterval), so a
 // spike shorter than that may go unlogged. It needs WithLogger to be seen.
@@ -151,7 +152,7 @@ func newObservers[T any](q *Queue[T], cfg metricsConfig) (*observers, error) {
 	o := &observers{
 		hooks:     cfg.hooks,
 		warnDepth: cfg.warnDepth,
-		depth:     q.store.Len,
+		depth:     q.depth,
 		ctr:       &q.ctr,
 		log:       q.log,
 		logs:      q.log.Enabled(context.Background(), slog.LevelError),

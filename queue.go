@@ -238,6 +238,14 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 	if q.state.Load() >= stateStopping {
 		return ErrClosed
 	}
+	if p := q.targets.parked.Load(); p > 0 && !future && q.store.Len()+int(p) >= q.cfg.capacity &&
+		(job.RunAt.IsZero() || !job.RunAt.After(q.clock.Now())) {
+		// Jobs parked for a busy target's slot wait to run as ready jobs
+		// do, and count against the capacity as they do.
+		q.ctr.dropped.Add(1)
+		q.emit(EventDropped, job, nil, 0)
+		return ErrQueueFull
+	}
 	job.ID, job.Attempt = 0, 0
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
@@ -294,6 +302,7 @@ func (q *Queue[T]) EnqueueIn(ctx context.Context, job Job[T], d time.Duration) e
 // counted as cancelled.
 func (q *Queue[T]) Cancel(ctx context.Context, key string) (int, error) {
 	n, err := q.store.Cancel(ctx, key)
+	n += q.cancelParked(func(k string) bool { return k == key }, false)
 	q.cancelled(n, key)
 	return n, err
 }
@@ -318,6 +327,7 @@ func (q *Queue[T]) CancelMatch(ctx context.Context, match func(key string) bool)
 		return match(key)
 	}
 	n, err := q.store.CancelMatch(ctx, safe)
+	n += q.cancelParked(safe, false)
 	q.cancelled(n, "")
 	if panicked != nil {
 		panic(panicked)
@@ -342,9 +352,36 @@ func (q *Queue[T]) cancelled(n int, key string) {
 // meant for test isolation.
 func (q *Queue[T]) Purge(ctx context.Context) (int, error) {
 	n, err := q.store.Purge(ctx)
+	n += q.cancelParked(func(string) bool { return true }, true)
 	q.cancelled(n, "")
 	return n, err
 }
+
+// cancelParked ends, as cancelled, the jobs parked for a target's slot
+// (claimed from the store, not started) whose key satisfies match, and
+// jobs without key if keyless, and reports how many; the caller counts
+// them.
+func (q *Queue[T]) cancelParked(match func(key string) bool, keyless bool) int {
+	if q.targets.parked.Load() == 0 {
+		return 0
+	}
+	jobs := q.targets.takeWaiting(func(j any) bool {
+		if k := j.(Job[T]).Key; k != "" {
+			return match(k)
+		}
+		return keyless
+	})
+	for _, j := range jobs {
+		job := j.(Job[T])
+		q.endClaimed(&job, errCancelled)
+	}
+	return len(jobs)
+}
+
+// depth is the number of jobs waiting to run: the store's ready jobs and
+// those parked for a target's slot. Fill, the admission limiter, the
+// throttle and the scaler use it.
+func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Load()) }
 
 // Stop stops accepting jobs (Enqueue returns ErrClosed), lets the workers
 // finish the ready jobs (the in-memory store) or their running jobs
@@ -489,4 +526,7 @@ func (q *Queue[T]) storeEvent(ev Event) {
 	}
 }
 
-var errTargetDisabled = errors.New("queue: target disabled")
+var (
+	errTargetDisabled = errors.New("queue: target disabled")
+	errCancelled      = errors.New("queue: cancelled")
+)

@@ -96,7 +96,7 @@ func newAdmission(cfg admissionConfig) *admission {
 // Admit never blocks; below the threshold it does not allocate or lock.
 func (q *Queue[T]) Admit() error {
 	a := q.admit
-	if a.limiter == nil || !atOrAbove(q.store.Len(), q.cfg.capacity, a.cfg.thresholdPct) {
+	if a.limiter == nil || !atOrAbove(q.depth(), q.cfg.capacity, a.cfg.thresholdPct) {
 		return nil
 	}
 	if a.limiter.AllowN(q.clock.Now(), 1) {

@@ -57,14 +57,14 @@ type Counts struct {
 type Stats struct {
 	Name            string         `json:"name"`
 	State           string         `json:"state"` // new, running, stopping, stopped
-	Depth           int            `json:"depth"` // ready jobs
+	Depth           int            `json:"depth"` // ready jobs, and jobs parked for a busy target's slot
 	Capacity        int            `json:"capacity"`
 	FillPct         float64        `json:"fill_pct"`
 	ReadyByPriority map[string]int `json:"ready_by_priority"`
 	Scheduled       int            `json:"scheduled"`
 	Waiting         int            `json:"waiting"` // coalesced reruns waiting for their key's running job
 	PendingKeys     int            `json:"pending_keys"`
-	Running         int            `json:"running"`
+	Running         int            `json:"running"` // jobs whose handler is running (or about to)
 	Workers         int            `json:"workers"` // active workers
 	BaseWorkers     int            `json:"base_workers"`
 	MaxWorkers      int            `json:"max_workers"`
@@ -109,6 +109,11 @@ func (q *Queue[T]) Stats() Stats {
 	}
 	st.Store = ss
 	st.Depth, st.ReadyByPriority, st.Scheduled, st.Waiting, st.PendingKeys, st.Running = ss.Ready, ss.ReadyByPriority, ss.Scheduled, ss.Waiting, ss.PendingKeys, ss.Running
+	// Jobs parked for a busy target's slot are claimed from the store,
+	// which counts them running; they wait to run, as ready jobs do.
+	parked := int(q.targets.parked.Load())
+	st.Depth += parked
+	st.Running = max(st.Running-parked, 0)
 	st.FillPct = float64(st.Depth) * 100 / float64(st.Capacity)
 	st.Counts = q.counts()
 	q.mu.Lock()

@@ -107,7 +107,12 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 }
 
 // WithTargetConcurrency runs at most k jobs of one target at once (default
-// 0: unlimited). Jobs beyond it wait in the queue; none is dropped.
+// 0: unlimited). Jobs beyond it wait in the queue; none is dropped. A
+// worker that takes such a job parks it in process, in FIFO order per
+// target, and takes the next job: parked jobs count in Stats.Depth and
+// against the capacity as ready jobs do, and Cancel, CancelMatch and
+// Purge reach them. A parked job holds its key as a running job does: an
+// Enqueue of the key is coalesced into one more run (see WithCoalesce).
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {
@@ -172,7 +177,8 @@ type TargetStatus struct {
 	Running        int       `json:"running"`  // jobs of the target running now
 	// Parked counts claimed jobs waiting in process for a concurrency
 	// slot or for a half-open breaker's probe to end; the queue's Stats
-	// count them as running.
+	// count them in Depth, not Running, and they count against the
+	// capacity.
 	Parked int `json:"parked"`
 }
 
@@ -191,6 +197,14 @@ type targets struct {
 	// when a target's state changes, which is rare.
 	blocked atomic.Pointer[blockSet]
 	blockMu sync.Mutex // serialises rebuilds of blocked
+
+	// parked counts the jobs in every target's waiting list. Every
+	// Enqueue reads it (parked jobs count against the capacity), so it
+	// has a cache line of its own; it is written only as jobs park and
+	// leave.
+	_      [64]byte
+	parked atomic.Int64
+	_      [56]byte
 }
 
 // blockSet is an immutable snapshot of the blocked targets.
@@ -316,13 +330,13 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, t
 		if t.probes >= ts.cfg.brkProbes {
 			// Parked until a probe ends (release): it runs as soon as
 			// a probe closes the breaker, not a cool-down later.
-			t.waiting = append(t.waiting, job)
+			ts.park(t, job)
 			return waitJob, time.Time{}
 		}
 		probe = true
 	}
 	if ts.cfg.concurrency > 0 && t.running >= ts.cfg.concurrency {
-		t.waiting = append(t.waiting, job)
+		ts.park(t, job)
 		return waitJob, time.Time{}
 	}
 	if probe {
@@ -330,6 +344,52 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, t
 	}
 	t.running++
 	return runJob, time.Time{}
+}
+
+// park appends job to t's waiting list; t.mu is held.
+func (ts *targets) park(t *target, job any) {
+	t.waiting = append(t.waiting, job)
+	ts.parked.Add(1)
+}
+
+// unpark removes the first n jobs of t's waiting list and returns them;
+// t.mu is held.
+func (ts *targets) unpark(t *target, n int) []any {
+	out := make([]any, n)
+	copy(out, t.waiting)
+	clear(t.waiting[:n])
+	t.waiting = t.waiting[n:]
+	if len(t.waiting) == 0 {
+		t.waiting = nil
+	}
+	ts.parked.Add(-int64(n))
+	return out
+}
+
+// takeWaiting removes and returns the parked jobs, of every target, for
+// which match returns true.
+func (ts *targets) takeWaiting(match func(job any) bool) []any {
+	var out []any
+	ts.m.Range(func(_, v any) bool {
+		t := v.(*target)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		kept := t.waiting[:0]
+		for _, j := range t.waiting {
+			if match(j) {
+				out = append(out, j)
+			} else {
+				kept = append(kept, j)
+			}
+		}
+		clear(t.waiting[len(kept):])
+		if n := len(t.waiting) - len(kept); n > 0 {
+			t.waiting = kept
+			ts.parked.Add(-int64(n))
+		}
+		return true
+	})
+	return out
 }
 
 // eachWaiting calls fn with every job parked for a concurrency slot.
@@ -378,16 +438,14 @@ func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush
 		return nil, false, nil, runJob, time.Time{}
 	}
 	if d != runJob {
-		flush, t.waiting = t.waiting, nil
+		flush = ts.unpark(t, len(t.waiting))
 		t.running--
 		return nil, false, flush, d, at
 	}
 	if t.brk == breakerOpen {
 		t.brk, t.probes = breakerHalfOpen, 0 // the cool-down has passed, as in admitJob
 	}
-	next = t.waiting[0]
-	t.waiting[0] = nil
-	t.waiting = t.waiting[1:]
+	next = ts.unpark(t, 1)[0]
 	if t.brk == breakerHalfOpen {
 		t.probes++ // next is a probe; the rest wait for its outcome
 		return next, true, nil, runJob, time.Time{}
@@ -399,13 +457,7 @@ func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush
 		n = min(n, max(ts.cfg.concurrency-t.running, 0))
 	}
 	if n > 0 {
-		flush = make([]any, n)
-		copy(flush, t.waiting)
-		clear(t.waiting[:n])
-		t.waiting = t.waiting[n:]
-		if len(t.waiting) == 0 {
-			t.waiting = nil
-		}
+		flush = ts.unpark(t, n)
 	}
 	return next, true, flush, waitJob, now // the slot stays taken, by next
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 func targetStatus[T any](t *testing.T, q *queue.Queue[T], name string) queue.TargetStatus {
@@ -324,7 +325,8 @@ func TestCircuitBreaker(t *testing.T) {
 		assert.Equal(t, "half-open", st.Breaker)
 		assert.Equal(t, 1, st.Running, "the probe")
 		assert.Equal(t, 1, st.Parked, "the other job waits for the probe's outcome")
-		assert.Equal(t, 2, q.Stats().Running, "both claimed")
+		assert.Equal(t, 1, q.Stats().Running, "the probe runs")
+		assert.Equal(t, 1, q.Stats().Depth, "the parked job waits to run, as a ready job does")
 
 		probing.Store(false)
 		close(probe) // the probe succeeds: closed
@@ -498,7 +500,8 @@ func TestTargetConcurrencyShutdownPutsParkedJobsBack(t *testing.T) {
 		}
 		synctest.Wait()
 		assert.Equal(t, 1, rec.len(), "one runs, two are parked for the slot")
-		assert.Equal(t, 3, q.Stats().Running, "parked jobs are claimed")
+		assert.Equal(t, 1, q.Stats().Running)
+		assert.Equal(t, 2, q.Stats().Depth, "parked jobs wait to run, as ready jobs do")
 		require.NoError(t, q.Shutdown(bg))
 		st := q.Stats()
 		assert.Equal(t, 1, rec.len(), "parked jobs do not start after Shutdown")
@@ -557,5 +560,104 @@ func TestTargetConcurrencyParkedJobsSeeSuspension(t *testing.T) {
 		advance(time.Minute)
 		assert.Equal(t, 3, rec.len())
 		balance(t, q.Stats())
+	})
+}
+
+// Jobs parked for a busy target's slot wait to run as ready jobs do: they
+// count in Depth and against the capacity, so Enqueue refuses jobs beyond
+// it and Admit engages, instead of a busy target soaking up any number of
+// jobs while Stats said the queue was empty.
+func TestParkedJobsCountAgainstCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var ran atomic.Int32
+		q, err := queue.New(func(context.Context, queue.Job[int]) error {
+			<-gate
+			ran.Add(1)
+			return nil
+		}, queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2), queue.WithCapacity(10),
+			queue.WithRateLimit(50, 1, 1))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		ctx := context.Background()
+		accepted := 0
+		for i := range 100 {
+			switch err := q.Enqueue(ctx, queue.Job[int]{Payload: i, Target: "t"}); {
+			case err == nil:
+				accepted++
+			default:
+				require.ErrorIs(t, err, queue.ErrQueueFull)
+			}
+			queuetest.Settle() // a worker parks what it can take
+		}
+		st := q.Stats()
+		assert.Equal(t, 11, accepted, "capacity 10 waiting, and the one running")
+		assert.Equal(t, 10, st.Depth, "parked and ready jobs alike")
+		assert.Equal(t, 1, st.Running)
+		assert.EqualValues(t, 100, st.FillPct)
+		assert.EqualValues(t, 89, st.Counts.DroppedFull)
+		assert.Positive(t, targetStatus(t, q, "t").Parked)
+		require.NoError(t, q.Admit(), "one token in the bucket")
+		assert.ErrorIs(t, q.Admit(), queue.ErrRateLimited, "the limiter engages: the queue is full")
+
+		close(gate)
+		queuetest.Settle()
+		assert.EqualValues(t, 11, ran.Load())
+		st = q.Stats()
+		assert.Zero(t, st.Depth)
+		assertAccounted(t, st)
+	})
+}
+
+// Cancel, CancelMatch and Purge reach jobs parked for a busy target's
+// slot: each is cancelled, counted, never run, and its key is free again.
+func TestCancelReachesParkedJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		ran := map[string]int{}
+		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+			mu.Lock()
+			ran[j.Key]++
+			mu.Unlock()
+			if j.Key == "busy" {
+				<-gate
+			}
+			return nil
+		}, queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		ctx := context.Background()
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: "busy", Target: "t"}))
+		queuetest.Settle()
+		for _, k := range []string{"a", "b1", "b2", "c"} {
+			require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: k, Target: "t"}))
+		}
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Target: "t"})) // no key
+		queuetest.Settle()
+		require.Equal(t, 5, targetStatus(t, q, "t").Parked)
+
+		n, err := q.Cancel(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "Cancel reaches a parked job")
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: "a", Target: "t", Payload: 1}),
+			"its key is free again")
+		queuetest.Settle()
+		n, err = q.CancelMatch(ctx, func(k string) bool { return k[0] == 'b' })
+		require.NoError(t, err)
+		assert.Equal(t, 2, n, "CancelMatch too")
+		n, err = q.Purge(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 3, n, "Purge takes the rest: c, the job without key, and a's second job")
+		assert.Zero(t, targetStatus(t, q, "t").Parked)
+
+		close(gate)
+		queuetest.Settle()
+		mu.Lock()
+		assert.Equal(t, map[string]int{"busy": 1}, ran, "no cancelled job ran")
+		mu.Unlock()
+		st := q.Stats()
+		assert.EqualValues(t, 6, st.Cancelled)
+		assertAccounted(t, st)
 	})
 }

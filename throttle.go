@@ -95,7 +95,7 @@ func (q *Queue[T]) Fanout(key string, candidates []string) []string {
 	}
 	ts.due.mu.RUnlock()
 	limit := ts.cfg.fanoutMax
-	if p := ts.cfg.throttlePct; p > 0 && atOrAbove(q.store.Len(), q.cfg.capacity, p) {
+	if p := ts.cfg.throttlePct; p > 0 && atOrAbove(q.depth(), q.cfg.capacity, p) {
 		if ts.cfg.throttleTopN < limit {
 			limit = ts.cfg.throttleTopN
 			if len(picked) > limit {

@@ -245,17 +245,23 @@ func (q *Queue[T]) flushParked(w *worker[T], parked []any, d jobDecision, at tim
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
 func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
+	q.endClaimed(job, errTargetDisabled)
+	w.ctr.cancelled.Add(1)
+	q.emit(EventCancelled, job, errTargetDisabled, 0)
+}
+
+// endClaimed tells the store that a claimed job that will not run is
+// cancelled; the caller counts it.
+func (q *Queue[T]) endClaimed(job *Job[T], cause error) {
 	var err error
 	if c, ok := q.store.(ClaimCanceller[T]); ok {
-		err = c.CancelClaimed(q.bgCtx, *job, errTargetDisabled)
+		err = c.CancelClaimed(q.bgCtx, *job, cause)
 	} else {
 		err = q.store.Complete(q.bgCtx, *job)
 	}
 	if err != nil {
 		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
 	}
-	w.ctr.cancelled.Add(1)
-	q.emit(EventCancelled, job, errTargetDisabled, 0)
 }
 
 // call runs the handler, turning a panic into a *PanicError.
@@ -428,7 +434,7 @@ func (q *Queue[T]) scaler(ctx context.Context) {
 
 // scale adds or retires at most one worker.
 func (q *Queue[T]) scale() {
-	depth := q.store.Len()
+	depth := q.depth()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.state.Load() != stateRunning {
