@@ -435,15 +435,26 @@ func (q *Queue[T]) begin(cancel bool) {
 			q.mu.Unlock()
 		}
 		close(q.stopping)
-		go func() {
-			// A Start inside Store.Start finishes first (it then sees the
-			// stop and starts nothing), and Enqueue calls that passed the
-			// state check reach the store, so the drain sees every
-			// accepted job.
-			q.startMu.Lock()
-			q.startMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
-			q.inflight.Lock()
+		// Drain now if nothing stands in the way, so that jobs Shutdown
+		// interrupts below are put back into a store that no longer
+		// promotes or hands out work (they stay scheduled, instead of
+		// going round again). Otherwise the drain waits in the background
+		// and the interrupt does not wait for it.
+		drained := prev == stateRunning && q.inflight.TryLock()
+		if drained {
 			q.store.Drain()
+		}
+		go func() {
+			if !drained {
+				// A Start inside Store.Start finishes first (it then sees
+				// the stop and starts nothing), and Enqueue calls that
+				// passed the state check reach the store, so the drain
+				// sees every accepted job.
+				q.startMu.Lock()
+				q.startMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+				q.inflight.Lock()
+				q.store.Drain()
+			}
 			if prev == stateRunning {
 				q.pool.wait()
 			}
