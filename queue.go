@@ -371,11 +371,14 @@ func (q *Queue[T]) cancelParked(match func(key string) bool, keyless bool) int {
 		}
 		return keyless
 	})
+	n := 0
 	for _, j := range jobs {
 		job := j.(Job[T])
-		q.endClaimed(&job, errCancelled)
+		if q.endClaimed(&job, errCancelled) {
+			n++
+		}
 	}
-	return len(jobs)
+	return n
 }
 
 // depth is the number of jobs waiting to run: the store's ready jobs and

@@ -48,6 +48,11 @@ type Store[T any] interface {
 	// Complete ends a claimed job as done (or, for a retry past the
 	// ceiling, treated as done) and releases its key; a coalesced rerun of
 	// the key becomes ready.
+	//
+	// Complete, Retry, Defer, Dead and CancelClaimed return an error
+	// matching ErrLeaseLost when the claim is no longer this run's (its
+	// lease expired and the job was rescued): the outcome was not
+	// recorded, and the job is the rescue's to finish.
 	Complete(ctx context.Context, job Job[T]) error
 
 	// Retry schedules a claimed job to run again at at, keeping its key.
@@ -72,7 +77,8 @@ type Store[T any] interface {
 
 	// Cancel cancels the queued or scheduled job with key, and a
 	// coalesced rerun of a running one, so that it never runs. It reports
-	// how many jobs it cancelled (0 or 1).
+	// how many jobs it cancelled: usually 0 or 1, but a durable store may
+	// hold two for one key (a job rescued while its rerun waits).
 	Cancel(ctx context.Context, key string) (int, error)
 
 	// CancelMatch cancels every queued, scheduled or rerun job whose key
@@ -141,10 +147,17 @@ type ClaimCanceller[T any] interface {
 // more work for this process.
 var ErrDrained = errors.New("queue: store drained")
 
-// ErrSuperseded is returned by Store.Retry when a newer coalesced job for
-// the same key replaced the retry. The queue counts the retried job as
-// cancelled.
+// ErrSuperseded is returned by Store.Retry and Store.Defer when a newer
+// coalesced job for the same key replaced the job put back. The queue
+// counts it as cancelled.
 var ErrSuperseded = errors.New("queue: retry superseded by a newer job for the same key")
+
+// ErrLeaseLost is matched (with errors.Is) by the error a durable store
+// returns for the outcome of a run whose claim it no longer holds: the
+// lease expired and the job was rescued, to run again or be
+// dead-lettered. The queue then counts no outcome for the run (the job's
+// outcome is the rescue's) and logs a warning.
+var ErrLeaseLost = errors.New("queue: lease lost")
 
 // Added describes an accepted job.
 type Added struct {

@@ -245,14 +245,17 @@ func (q *Queue[T]) flushParked(w *worker[T], parked []any, d jobDecision, at tim
 
 // cancelJob ends a claimed job of a disabled target as cancelled.
 func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
-	q.endClaimed(job, errTargetDisabled)
+	if !q.endClaimed(job, errTargetDisabled) {
+		return
+	}
 	w.ctr.cancelled.Add(1)
 	q.emit(EventCancelled, job, errTargetDisabled, 0)
 }
 
 // endClaimed tells the store that a claimed job that will not run is
-// cancelled; the caller counts it.
-func (q *Queue[T]) endClaimed(job *Job[T], cause error) {
+// cancelled; the caller counts it, unless endClaimed returns false: the
+// claim was lost to a rescue, which ends the job.
+func (q *Queue[T]) endClaimed(job *Job[T], cause error) bool {
 	var err error
 	if c, ok := q.store.(ClaimCanceller[T]); ok {
 		err = c.CancelClaimed(q.bgCtx, *job, cause)
@@ -260,8 +263,12 @@ func (q *Queue[T]) endClaimed(job *Job[T], cause error) {
 		err = q.store.Complete(q.bgCtx, *job)
 	}
 	if err != nil {
+		if q.leaseLost(job, "cancel", err) {
+			return false
+		}
 		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
 	}
+	return true
 }
 
 // call runs the handler, turning a panic into a *PanicError.
@@ -345,10 +352,26 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took
 		}
 		q.mem.finish(job, w.mc.stripe, ent)
 	} else if err := q.store.Complete(ctx, *job); err != nil {
+		if q.leaseLost(job, "complete", err) {
+			return
+		}
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.done.Add(1)
 	q.emit(EventDone, job, nil, took)
+}
+
+// leaseLost reports whether err says the store no longer holds this run's
+// claim (ErrLeaseLost), and logs it: the outcome (named by op) was not
+// recorded, and the job's rescue will end it, so the caller counts
+// nothing.
+func (q *Queue[T]) leaseLost(job *Job[T], op string, err error) bool {
+	if !errors.Is(err, ErrLeaseLost) {
+		return false
+	}
+	q.log.Warn("lease lost before the outcome was recorded; the job was rescued and ends there",
+		"op", op, "job", job.ID, "key", job.Key, "attempt", job.Attempt, "err", err)
+	return true
 }
 
 // retry schedules job to run again at at; free says the run just ended
@@ -367,6 +390,7 @@ func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job *Job[T], at time
 	case errors.Is(err, ErrSuperseded):
 		w.ctr.cancelled.Add(1)
 		q.emit(EventCancelled, job, err, 0)
+	case q.leaseLost(job, "retry", err):
 	default:
 		q.log.Error("store: retry failed", "job", job.ID, "key", job.Key, "err", err)
 		w.ctr.retried.Add(1)
@@ -375,6 +399,9 @@ func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job *Job[T], at time
 
 func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause error, took time.Duration) {
 	if err := q.store.Dead(ctx, *job, cause); err != nil {
+		if q.leaseLost(job, "dead-letter", err) {
+			return
+		}
 		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.dead.Add(1)
@@ -396,6 +423,7 @@ func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
 	case errors.Is(err, ErrSuperseded):
 		w.ctr.cancelled.Add(1)
 		q.emit(EventCancelled, job, err, 0)
+	case q.leaseLost(job, "defer", err):
 	default:
 		q.log.Error("store: defer failed", "job", job.ID, "key", job.Key, "err", err)
 	}

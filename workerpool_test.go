@@ -3,7 +3,9 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 func TestScaleByFill(t *testing.T) {
@@ -357,5 +360,51 @@ func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 		st := q.Stats()
 		assert.Equal(t, uint64(1), st.Dead)
 		assert.Equal(t, uint64(4), st.Retried)
+	})
+}
+
+// lostLeaseStore is the in-memory store behind the Store interface, with
+// outcomes that report the claim lost (ErrLeaseLost), as a durable store
+// does for a run whose lease expired and whose job was rescued.
+type lostLeaseStore struct{ *queue.MemoryStore[int] }
+
+var errLost = fmt.Errorf("teststore: %w", queue.ErrLeaseLost)
+
+func (lostLeaseStore) Complete(context.Context, queue.Job[int]) error { return errLost }
+func (lostLeaseStore) Dead(context.Context, queue.Job[int], error) error {
+	return errLost
+}
+func (lostLeaseStore) Retry(context.Context, queue.Job[int], time.Time, error) error {
+	return errLost
+}
+
+// A run whose claim the store lost counts no outcome: the job is the
+// rescue's to end, and counting it here too (done, retried or dead, and
+// OnDead) counted one job twice across processes.
+func TestLostLeaseCountsNoOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var dead atomic.Int32
+		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+			switch j.Payload {
+			case 1:
+				return nil
+			case 2:
+				return queue.Permanent(errors.New("no"))
+			}
+			return errors.New("transient")
+		}, queue.WithStore[int](lostLeaseStore{queue.NewMemoryStore[int]()}), queue.WithWorkers(1, 1),
+			queue.WithOnDead(func(context.Context, queue.Job[int], error) { dead.Add(1) }))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		for p := range 3 {
+			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: p + 1}))
+		}
+		queuetest.Settle()
+		c := q.Stats().Counts
+		assert.Zero(t, c.Done)
+		assert.Zero(t, c.Dead)
+		assert.Zero(t, c.Retried)
+		assert.Zero(t, dead.Load(), "OnDead is the rescue's to call")
+		assert.EqualValues(t, 2, c.Failed, "failed runs are still counted as failures")
 	})
 }

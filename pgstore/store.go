@@ -22,8 +22,9 @@ import (
 // ErrLeaseLost is returned by Complete, Retry, Defer and Dead when this
 // process no longer holds the job's lease: the leader rescued it after the
 // lease expired (and it may already run elsewhere), or it was released.
-// Nothing was written.
-var ErrLeaseLost = errors.New("pgstore: job lease lost")
+// Nothing was written. It matches queue.ErrLeaseLost, so the queue counts
+// no outcome for the run.
+var ErrLeaseLost = fmt.Errorf("pgstore: job lease lost: %w", queue.ErrLeaseLost)
 
 // ErrNotBound is returned by EnqueueTx and EnqueueMany before the store was
 // passed to queue.New (which tells it its queue's name and priorities).

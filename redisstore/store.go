@@ -25,7 +25,9 @@ var (
 
 	// ErrLeaseLost: the job's lease expired and the job was rescued (it
 	// may run again, here or elsewhere) before this process finished it.
-	ErrLeaseLost = errors.New("redisstore: lease lost")
+	// It matches queue.ErrLeaseLost, so the queue counts no outcome for
+	// the run.
+	ErrLeaseLost = fmt.Errorf("redisstore: %w", queue.ErrLeaseLost)
 
 	// ErrNotClaimed: a job passed to Complete, Retry, Defer or Dead was
 	// not claimed from this store, or was already finished.
