@@ -31,8 +31,10 @@ var (
 	// was not configured with.
 	ErrUnknownPriority = errors.New("queue: unknown priority")
 
-	// ErrUnknownTarget: Suspend, Disable or Resume named a target the
-	// queue has never seen.
+	// ErrUnknownTarget: Resume named a target the queue has never seen,
+	// or Suspend, Disable or Resume an empty name. Suspend and Disable
+	// accept a target not seen yet: a host may learn that a downstream
+	// is down before it sends it anything.
 	ErrUnknownTarget = errors.New("queue: unknown target")
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +84,8 @@ func WithMetricsSampling(n int) Option {
 // non-blocking methods, but a slow hook slows that goroutine (a worker
 // runs no job while its hook runs), so hand expensive work to a goroutine
 // of your own. A hook must not call Stop or Shutdown, which wait for the
-// very worker the hook may be running on. Events never carry payloads.
+// very worker the hook may be running on. A panic in a hook is recovered
+// and logged, and the other hooks still run. Events never carry payloads.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -203,8 +205,22 @@ func (o *observers) unregister() {
 // send delivers ev to the hooks.
 func (o *observers) send(ev Event) {
 	for _, h := range o.hooks {
-		h(ev)
+		o.call(h, ev)
 	}
+}
+
+// call runs one hook, recovering a panic: a hook is host code running on
+// the queue's goroutines (a worker, the scheduler), and its panic must not
+// crash the host or leave a job's outcome half recorded. The panic is
+// logged at error level.
+func (o *observers) call(h func(Event), ev Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			o.log.Error("observer hook panicked", "event", ev.Kind.String(), "job", ev.JobID, "panic", v,
+				"stack", string(debug.Stack()))
+		}
+	}()
+	h(ev)
 }
 
 // startRun is called as job's handler is about to run. It observes the

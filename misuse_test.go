@@ -6,9 +6,11 @@ package queue_test
 // docs/OPERATIONS.md, "Guarantees".
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -595,4 +597,55 @@ func TestCancelMatchPredicatePanics(t *testing.T) {
 	n, err := q.CancelMatch(ctx, func(string) bool { return true })
 	require.NoError(t, err)
 	assert.Equal(t, 200, n)
+}
+
+// A panicking OnDead or observer hook is host code running on a worker:
+// the panic is recovered and logged, the worker carries on, and every job
+// is still counted.
+func TestHookPanicsAreRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+			if j.Payload%2 == 0 {
+				return queue.Permanent(errors.New("no"))
+			}
+			return nil
+		}, queue.WithWorkers(1, 1),
+			queue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			queue.WithOnDead(func(context.Context, queue.Job[int], error) { panic("on dead") }),
+			queue.WithObserver(func(ev queue.Event) {
+				if ev.Kind == queue.EventDone {
+					panic("observer")
+				}
+			}))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		for i := range 10 {
+			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: i}))
+		}
+		queuetest.Settle()
+		c := q.Stats().Counts
+		assert.EqualValues(t, 5, c.Done)
+		assert.EqualValues(t, 5, c.Dead)
+		assert.Equal(t, 5, strings.Count(logs.String(), "OnDead hook panicked"))
+		assert.Equal(t, 5, strings.Count(logs.String(), "observer hook panicked"))
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -380,6 +380,7 @@ func WithStore[T any](s Store[T]) Option {
 
 // WithOnDead sets a hook called with each dead-lettered job and its last
 // error, from the worker that ran it. T must match the queue's payload type.
+// A panic in the hook is recovered and logged; the job stays counted dead.
 func WithOnDead[T any](fn func(ctx context.Context, job Job[T], err error)) Option {
 	return func(c *config) error {
 		if fn == nil {

@@ -296,10 +296,12 @@ func (q *Queue[T]) EnqueueIn(ctx context.Context, job Job[T], d time.Duration) e
 	return q.enqueue(ctx, &job, d > 0)
 }
 
-// Cancel cancels the queued or scheduled job with key, or the coalesced
-// rerun of a running one, so that it never runs. A running job is not
-// interrupted. It reports how many jobs it cancelled (0 or 1); each is
-// counted as cancelled.
+// Cancel cancels the queued or scheduled job with key (one parked for a
+// busy target's slot included), or the coalesced rerun of a running one,
+// so that it never runs. A running job is not interrupted. It reports how
+// many jobs it cancelled, each counted as cancelled: 0 or 1, or 2 when a
+// parked job had a rerun waiting, or on a durable store that held two
+// jobs for the key (one rescued while its rerun waited).
 func (q *Queue[T]) Cancel(ctx context.Context, key string) (int, error) {
 	n, err := q.store.Cancel(ctx, key)
 	n += q.cancelParked(func(k string) bool { return k == key }, false)
