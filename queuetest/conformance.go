@@ -133,6 +133,9 @@ func RunStoreTests(t *testing.T, f StoreFeatures, newStore func(t *testing.T) qu
 		{name: "Retry", run: testRetry},
 		{name: "RetrySuperseded", run: testSuperseded},
 		{name: "Defer", run: testDefer},
+		{name: "DeferSuperseded", run: testDeferSuperseded},
+		{name: "GroupHeldOnlyByAddedJob", run: testGroupHeldOnlyByAddedJob},
+		{name: "GroupFreedWhenDue", run: testGroupFreedWhenDue, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 1 }}},
 		{name: "Dead", run: testDead},
 		{name: "Cancel", run: testCancel},
 		{name: "CancelMatch", run: testCancelMatch},
@@ -203,6 +206,15 @@ func promote(t *testing.T, h *StoreHarness) int {
 		t.Fatalf("PromoteDue: %v", err)
 	}
 	return n
+}
+
+func stats(t *testing.T, h *StoreHarness) queue.StoreStats {
+	t.Helper()
+	st, err := h.Store.Stats(bg)
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return st
 }
 
 func must(t *testing.T, what string, err error) {
@@ -603,4 +615,106 @@ func testLeases(t *testing.T, h *StoreHarness, ttl time.Duration) {
 	}
 	must(t, "Complete", h.Store.Complete(bg, r))
 	must(t, "Complete", h.Store.Complete(bg, j2))
+}
+
+// testDeferSuperseded: a coalesced rerun waiting for its key supersedes a
+// Defer of the running job, as it does a Retry: the deferred job is
+// dropped (ErrSuperseded, which the queue counts as cancelled) and the
+// rerun, the newer job, becomes ready at once. Both a deferral to now (a
+// shutdown putting a job back) and a later one (RetryAfter, a suspended
+// target) are covered.
+func testDeferSuperseded(t *testing.T, h *StoreHarness) {
+	ctx := bg
+	for i, delay := range []time.Duration{0, time.Minute} {
+		key := fmt.Sprint("k", i)
+		add(t, h, queue.Job[Payload]{Key: key, Payload: Payload{N: 1}})
+		j := claim(t, h)
+		if a := add(t, h, queue.Job[Payload]{Key: key, Payload: Payload{N: 2}}); !a.Coalesced {
+			t.Fatalf("Add of a running key: %+v, want Coalesced", a)
+		}
+		err := h.Store.Defer(ctx, j, h.Clock.Now().Add(delay), errors.New("retry in"))
+		if !errors.Is(err, queue.ErrSuperseded) {
+			t.Fatalf("Defer (by %v) with a waiting rerun = %v, want ErrSuperseded", delay, err)
+		}
+		// Ready or, for a store that claims ahead for its workers (pgstore
+		// claims in the transaction that records an outcome), running.
+		if st := stats(t, h); st.Ready+st.Running != 1 || st.Scheduled != 0 || st.Waiting != 0 || st.PendingKeys != 1 {
+			t.Fatalf("after a superseded Defer: %+v; want the rerun ready, nothing scheduled or waiting, one key", st)
+		}
+		r := claim(t, h)
+		if r.Key != key || r.Payload.N != 2 || r.Attempt != 1 {
+			t.Fatalf("claimed %+v; want the rerun (payload 2) at attempt 1", r)
+		}
+		if err := h.Store.Complete(ctx, r); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		h.Clock.Advance(2 * delay)
+		promote(t, h)
+		noClaim(t, h)                           // the deferred job is gone for good
+		add(t, h, queue.Job[Payload]{Key: key}) // and its key is free
+		j = claim(t, h)
+		if err := h.Store.Complete(ctx, j); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+	}
+}
+
+// testGroupHeldOnlyByAddedJob: a group holds the one scheduled job
+// Enqueue accepted for it, until that job is due; a retried or deferred
+// job, and a coalesced rerun, do not take the group, so a later
+// scheduled job of the group is accepted.
+func testGroupHeldOnlyByAddedJob(t *testing.T, h *StoreHarness) {
+	ctx := bg
+	later := h.Clock.Now().Add(time.Minute)
+	type job = queue.Job[Payload]
+	// A retry and a deferral of jobs of groups g1 and g2.
+	add(t, h, job{Key: "r", Group: "g1"})
+	add(t, h, job{Key: "d", Group: "g2"})
+	j := claim(t, h)
+	if err := h.Store.Retry(ctx, j, later, errors.New("boom")); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	j = claim(t, h)
+	if err := h.Store.Defer(ctx, j, later, nil); err != nil {
+		t.Fatalf("Defer: %v", err)
+	}
+	// A rerun of group g3, scheduled once its running key ends.
+	add(t, h, job{Key: "c"})
+	j = claim(t, h)
+	if a := add(t, h, job{Key: "c", Group: "g3", RunAt: later}); !a.Coalesced {
+		t.Fatalf("Add of a running key: %+v, want coalesced", a)
+	}
+	if err := h.Store.Complete(ctx, j); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if st := stats(t, h); st.Scheduled != 3 {
+		t.Fatalf("Stats = %+v; want the retry, the deferral and the rerun scheduled", st)
+	}
+	for _, g := range []string{"g1", "g2", "g3"} {
+		if a := add(t, h, job{Key: "new-" + g, Group: g, RunAt: later}); !a.Scheduled {
+			t.Fatalf("Add of a scheduled job of group %s: %+v, want scheduled", g, a)
+		}
+	}
+	// The groups are held now, by the jobs Add scheduled.
+	for _, g := range []string{"g1", "g2", "g3"} {
+		if _, err := h.Store.Add(ctx, job{Key: "dup-" + g, Group: g, RunAt: later}); !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatalf("a second scheduled job of group %s = %v, want ErrDuplicate", g, err)
+		}
+	}
+}
+
+// testGroupFreedWhenDue: a scheduled job gives its group up when it
+// is due, even when it finds the ready jobs at capacity and waits another
+// RequeueDelay.
+func testGroupFreedWhenDue(t *testing.T, h *StoreHarness) {
+	add(t, h, queue.Job[Payload]{Payload: Payload{N: 1}}) // fills the capacity
+	add(t, h, queue.Job[Payload]{Key: "s", Group: "g", RunAt: h.Clock.Now().Add(time.Second)})
+	h.Clock.Advance(time.Second)
+	promote(t, h)
+	if h.Events.Count(queue.EventRequeued) != 1 {
+		t.Fatal("the due job that did not fit was not requeued")
+	}
+	if a := add(t, h, queue.Job[Payload]{Key: "t", Group: "g", RunAt: h.Clock.Now().Add(time.Minute)}); !a.Scheduled {
+		t.Fatalf("Add of a scheduled job of the requeued job's group: %+v, want scheduled", a)
+	}
 }
