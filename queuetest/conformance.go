@@ -615,6 +615,27 @@ func testLeases(t *testing.T, h *StoreHarness, ttl time.Duration) {
 	}
 	must(t, "Complete", h.Store.Complete(bg, r))
 	must(t, "Complete", h.Store.Complete(bg, j2))
+
+	// A job rescued while its key's coalesced rerun waits: the key holds
+	// two jobs, and Cancel ends and reports both. The outcome of the run
+	// that lost the lease is refused with ErrLeaseLost.
+	add(t, h, queue.Job[Payload]{Key: "c", Payload: Payload{N: 3}})
+	jc := claim(t, h)
+	if a := add(t, h, queue.Job[Payload]{Key: "c", Payload: Payload{N: 4}}); !a.Coalesced {
+		t.Fatalf("Add of a running key: %+v, want coalesced", a)
+	}
+	h.Clock.Advance(ttl + time.Second)
+	if n, err := l.RescueExpired(bg); err != nil || n != 1 {
+		t.Fatalf("RescueExpired = %d, %v; want 1", n, err)
+	}
+	if n, err := h.Store.Cancel(bg, "c"); err != nil || n != 2 {
+		t.Fatalf("Cancel of a key holding a rescued job and its rerun = %d, %v; want 2", n, err)
+	}
+	if err := h.Store.Complete(bg, jc); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("Complete of a run whose lease was lost = %v, want an error matching queue.ErrLeaseLost", err)
+	}
+	promote(t, h)
+	noClaim(t, h)
 }
 
 // testDeferSuperseded: a coalesced rerun waiting for its key supersedes a
