@@ -661,3 +661,58 @@ func TestCancelReachesParkedJobs(t *testing.T) {
 		assertAccounted(t, st)
 	})
 }
+
+// losingStore is the in-memory store with leases that heartbeats report
+// lost for the IDs in lose.
+type losingStore struct {
+	*queue.MemoryStore[int]
+	lose sync.Map // job ID -> true
+}
+
+func (s *losingStore) Heartbeat(_ context.Context, ids []int64) ([]int64, error) {
+	var lost []int64
+	for _, id := range ids {
+		if _, ok := s.lose.Load(id); ok {
+			lost = append(lost, id)
+		}
+	}
+	return lost, nil
+}
+func (s *losingStore) RescueExpired(context.Context) (int, error) { return 0, nil }
+func (s *losingStore) HeartbeatInterval() time.Duration           { return time.Second }
+
+// A parked job whose lease a heartbeat reports lost was rescued by
+// another process: it leaves the FIFO and never runs here.
+func TestParkedJobWithLostLeaseIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &losingStore{MemoryStore: queue.NewMemoryStore[int]()}
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		var ran []int
+		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+			mu.Lock()
+			ran = append(ran, j.Payload)
+			mu.Unlock()
+			if j.Payload == 1 {
+				<-gate
+			}
+			return nil
+		}, queue.WithStore[int](st), queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		ctx := context.Background()
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 1, Target: "t"}))
+		queuetest.Settle()
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 2, Target: "t"}))
+		queuetest.Settle()
+		require.Equal(t, 1, targetStatus(t, q, "t").Parked)
+		st.lose.Store(int64(2), true) // job 2's lease is lost
+		queuetest.Advance(time.Second)
+		assert.Zero(t, targetStatus(t, q, "t").Parked, "the heartbeat dropped it")
+		close(gate)
+		queuetest.Settle()
+		mu.Lock()
+		assert.Equal(t, []int{1}, ran, "the rescued job does not run here")
+		mu.Unlock()
+	})
+}

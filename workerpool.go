@@ -531,12 +531,22 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 			q.log.Warn("heartbeat failed", "err", err, "jobs", len(ids))
 			continue
 		}
+		lostSet := make(map[int64]bool, len(lost))
 		for _, id := range lost {
+			lostSet[id] = true
 			if w := byID[id]; w != nil && w.cur.Load() == id {
 				if c := w.lost.Load(); c != nil {
 					(*c)()
 				}
 				q.log.Warn("lease lost; job cancelled", "job", id)
+			}
+		}
+		// A parked job whose lease is lost was rescued: it is not this
+		// process's to run any more. It leaves the FIFO without a word to
+		// the store, and without an outcome (the rescue's run counts it).
+		if len(lostSet) > 0 && q.targets.parked.Load() > 0 {
+			for _, j := range q.targets.takeWaiting(func(j any) bool { return lostSet[j.(Job[T]).ID] }) {
+				q.log.Warn("lease lost; parked job dropped", "job", j.(Job[T]).ID, "key", j.(Job[T]).Key)
 			}
 		}
 	}

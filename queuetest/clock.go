@@ -37,9 +37,12 @@ func (c *FakeClock) Now() time.Time {
 }
 
 // Advance moves the clock forward by d and fires, in deadline order, the
-// timers that come due.
+// timers that come due. The ticks are sent before Advance releases the
+// clock's lock, so a Reset or Stop that returns after them has drained
+// them, and one that returns before them kept its timer from firing.
 func (c *FakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 	now := c.now
 	var due []*fakeTimer
@@ -51,8 +54,8 @@ func (c *FakeClock) Advance(d time.Duration) {
 			keep = append(keep, t)
 		}
 	}
+	clear(c.timers[len(keep):])
 	c.timers = keep
-	c.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
 	for _, t := range due {
 		select {
