@@ -308,21 +308,21 @@ const (
 // with the time to try again, or the zero time when job was parked to wait
 // for a concurrency slot or for a half-open breaker's probes to end
 // (release hands it out). job is nil only when neither can happen: no
-// breaker and no concurrency limit.
-func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, time.Time) {
+// breaker and no concurrency limit. probe says a job that may run runs as
+// a half-open breaker's probe; its release must say so.
+func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision, at time.Time, probe bool) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case t.disabled:
-		return cancelJob, time.Time{}
+		return cancelJob, time.Time{}, false
 	case now.Before(t.suspended):
-		return waitJob, t.suspended
+		return waitJob, t.suspended, false
 	}
-	probe := false
 	if t.brk == breakerOpen {
 		if now.Before(t.brkUntil) {
-			return waitJob, t.brkUntil
+			return waitJob, t.brkUntil, false
 		}
 		t.brk, t.probes = breakerHalfOpen, 0
 	}
@@ -331,19 +331,19 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (jobDecision, t
 			// Parked until a probe ends (release): it runs as soon as
 			// a probe closes the breaker, not a cool-down later.
 			ts.park(t, job)
-			return waitJob, time.Time{}
+			return waitJob, time.Time{}, false
 		}
 		probe = true
 	}
 	if ts.cfg.concurrency > 0 && t.running >= ts.cfg.concurrency {
 		ts.park(t, job)
-		return waitJob, time.Time{}
+		return waitJob, time.Time{}, false
 	}
 	if probe {
 		t.probes++
 	}
 	t.running++
-	return runJob, time.Time{}
+	return runJob, time.Time{}, probe
 }
 
 // park appends job to t's waiting list; t.mu is held.
@@ -405,50 +405,65 @@ func (ts *targets) eachWaiting(fn func(job any)) {
 	})
 }
 
-// release frees a running slot of target. If a job is parked waiting for
-// one and the target may still run jobs, the slot passes straight to it:
-// release returns it, to be run by the caller; parked jobs for which the
+// handoff is what release decides for a freed slot of a target.
+type handoff struct {
+	next  any  // a parked job (Job[T]) that takes the slot, to run at once
+	ok    bool // next is set
+	probe bool // next runs as a half-open breaker's probe
+	flush []any
+	d     jobDecision // for flush: cancel them, or wait until at
+	at    time.Time
+}
+
+// release frees a running slot of target; probe says the job that held it
+// ran as a half-open breaker's probe (admitJob said so, or release did
+// when it handed the job out). If a job is parked waiting for a slot and
+// the target may still run jobs, the slot passes straight to it: release
+// returns it in next, to be run by the caller; parked jobs for which the
 // target has further free slots (all of them, without a concurrency limit)
 // come back in flush, to wait until now, that is to be claimed again. If
 // the target has meanwhile been disabled, suspended or opened, the parked
 // jobs do not run: release returns them all in flush, with what to do with
 // them (cancel, or wait until at). While the breaker is half-open, the
 // slot goes to the next parked job as a probe.
-func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush []any, d jobDecision, at time.Time) {
+func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.brk == breakerHalfOpen && t.probes > 0 {
+	// Only a probe's end frees a probe: a job that started before the
+	// breaker opened does not, or more probes than configured would run.
+	if probe && t.brk == breakerHalfOpen && t.probes > 0 {
 		t.probes--
 	}
 	if len(t.waiting) == 0 {
 		t.running--
-		return nil, false, nil, runJob, time.Time{}
+		return handoff{}
 	}
 	switch {
 	case t.disabled:
-		d = cancelJob
+		h.d = cancelJob
 	case now.Before(t.suspended):
-		d, at = waitJob, t.suspended
+		h.d, h.at = waitJob, t.suspended
 	case t.brk == breakerOpen && now.Before(t.brkUntil):
-		d, at = waitJob, t.brkUntil
+		h.d, h.at = waitJob, t.brkUntil
 	case t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes:
 		// Probes are still out: the slot is not needed for one.
 		t.running--
-		return nil, false, nil, runJob, time.Time{}
+		return handoff{}
 	}
-	if d != runJob {
-		flush = ts.unpark(t, len(t.waiting))
+	if h.d != runJob {
+		h.flush = ts.unpark(t, len(t.waiting))
 		t.running--
-		return nil, false, flush, d, at
+		return h
 	}
 	if t.brk == breakerOpen {
 		t.brk, t.probes = breakerHalfOpen, 0 // the cool-down has passed, as in admitJob
 	}
-	next = ts.unpark(t, 1)[0]
+	h.next, h.ok = ts.unpark(t, 1)[0], true
 	if t.brk == breakerHalfOpen {
 		t.probes++ // next is a probe; the rest wait for its outcome
-		return next, true, nil, runJob, time.Time{}
+		h.probe = true
+		return h
 	}
 	// Closed: next takes the slot, and every parked job the target has
 	// room for goes back to be claimed again.
@@ -457,9 +472,10 @@ func (ts *targets) release(name string, now time.Time) (next any, ok bool, flush
 		n = min(n, max(ts.cfg.concurrency-t.running, 0))
 	}
 	if n > 0 {
-		flush = ts.unpark(t, n)
+		h.flush = ts.unpark(t, n)
 	}
-	return next, true, flush, waitJob, now // the slot stays taken, by next
+	h.d, h.at = waitJob, now // the slot stays taken, by next
+	return h
 }
 
 func (ts *targets) success(name string) {

@@ -716,3 +716,55 @@ func TestParkedJobWithLostLeaseIsDropped(t *testing.T) {
 		mu.Unlock()
 	})
 }
+
+// Only a probe's end frees a half-open breaker's probe slot: a job that
+// started before the breaker opened and ends without a success or failure
+// (here a BEP 31 "retry in") let a second probe start while the first
+// still ran.
+func TestHalfOpenProbesStayCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gateA, gateP := make(chan struct{}), make(chan struct{})
+		var probes, maxProbes atomic.Int32
+		q, err := queue.New(func(_ context.Context, j queue.Job[string]) error {
+			switch j.Payload {
+			case "A":
+				<-gateA
+				return queue.RetryAfter(time.Hour, errors.New("retry in 60 minutes"))
+			case "F":
+				return queue.Permanent(errors.New("down"))
+			}
+			n := probes.Add(1)
+			for m := maxProbes.Load(); n > m && !maxProbes.CompareAndSwap(m, n); m = maxProbes.Load() {
+			}
+			<-gateP
+			probes.Add(-1)
+			return nil
+		}, queue.WithCircuitBreaker(2, 30*time.Second, 1), queue.WithWorkers(4, 4))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		ctx := context.Background()
+		require.NoError(t, q.Enqueue(ctx, queue.Job[string]{Payload: "A", Target: "t"}))
+		queuetest.Settle() // A runs while the breaker is closed
+		for range 2 {
+			require.NoError(t, q.Enqueue(ctx, queue.Job[string]{Payload: "F", Target: "t"}))
+		}
+		queuetest.Settle()
+		require.Equal(t, "open", targetStatus(t, q, "t").Breaker)
+		queuetest.Advance(30 * time.Second)
+		for range 2 {
+			require.NoError(t, q.Enqueue(ctx, queue.Job[string]{Payload: "P", Target: "t"}))
+		}
+		queuetest.Settle()
+		require.Equal(t, "half-open", targetStatus(t, q, "t").Breaker)
+		require.EqualValues(t, 1, probes.Load(), "one probe runs, the other job waits for its outcome")
+
+		close(gateA) // A ends with "retry in": neither success nor failure
+		queuetest.Settle()
+		assert.EqualValues(t, 1, maxProbes.Load(), "a non-probe's end freed a probe slot")
+		assert.Equal(t, 1, targetStatus(t, q, "t").Parked)
+		close(gateP)
+		queuetest.Settle()
+		assert.Equal(t, "closed", targetStatus(t, q, "t").Breaker)
+		assert.Zero(t, targetStatus(t, q, "t").Parked)
+	})
+}

@@ -29,7 +29,8 @@ type worker[T any] struct {
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memClaim
-	_      [72]byte // 256 bytes in all: workers on other cores share no cache line
+	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
+	_      [71]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -166,10 +167,10 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		// Shutdown: back to the store, with any job parked behind it.
 		q.deferJob(w, job, q.clock.Now())
 		for held {
-			v, ok, flush, _, _ := q.targets.release(job.Target, q.clock.Now())
-			q.flushParked(w, flush, waitJob, q.clock.Now())
-			if held = ok; held {
-				*job = v.(Job[T])
+			h := q.targets.release(job.Target, q.clock.Now(), w.probe)
+			q.flushParked(w, h.flush, waitJob, q.clock.Now())
+			if held = h.ok; held {
+				*job, w.probe = h.next.(Job[T]), h.probe
 				q.deferJob(w, job, q.clock.Now())
 			}
 		}
@@ -180,7 +181,8 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		if q.cfg.targets.concurrency > 0 || q.cfg.targets.brkFailures > 0 {
 			park = *job
 		}
-		d, at := q.targets.admitJob(job.Target, q.clock.Now(), park)
+		d, at, probe := q.targets.admitJob(job.Target, q.clock.Now(), park)
+		w.probe = probe
 		switch d {
 		case cancelJob:
 			q.cancelJob(w, job)
@@ -194,10 +196,10 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	if target := job.Target; target != "" {
 		defer func() {
-			v, ok, flush, d, at := q.targets.release(target, q.clock.Now())
-			q.flushParked(w, flush, d, at)
-			if ok {
-				*job, handed = v.(Job[T]), true
+			h := q.targets.release(target, q.clock.Now(), w.probe)
+			q.flushParked(w, h.flush, h.d, h.at)
+			if h.ok {
+				*job, handed, w.probe = h.next.(Job[T]), true, h.probe
 			}
 		}()
 	}
