@@ -64,7 +64,11 @@
 // the claim batch size: a busy worker's cycle costs one round trip and one
 // commit, and it finds its next job waiting when its outcome returns. A
 // fetcher goroutine claims for the Claim callers nobody else claims for
-// (at start, after an idle spell, beyond the claim batch size).
+// (at start, after an idle spell, beyond the claim batch size). Before it
+// writes a batch, the writer gives the workers its last batch answered a
+// moment to come back (for at most half that batch's write, and only while
+// they keep coming), so that workers with short jobs share one commit per
+// cycle instead of splitting into groups that wait for each other's.
 //
 // # Scheduling and wake-ups
 //

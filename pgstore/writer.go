@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -34,8 +35,9 @@ type op struct {
 	key     string // the job's key: only keyed jobs can have reruns to release
 	at      time.Time
 	err     string
-	ids     []int64 // opHeartbeat
-	res     chan opResult
+	ids     []int64       // opHeartbeat
+	out     opResult      // set by execute
+	res     chan opResult // out, delivered by the writer
 }
 
 type opResult struct {
@@ -57,13 +59,17 @@ type writer struct {
 	max     int
 	once    sync.Once
 	done    chan struct{}
-	execute func([]*op)
+	execute func([]*op) // writes a batch and sets each op's out
+
+	limits         lingerLimits
+	pause, backoff int // lingering is off for pause more batches (run's goroutine only)
 }
 
 func (w *writer) init(max int) {
 	w.ch = make(chan *op, 2*max)
 	w.max = max
 	w.done = make(chan struct{})
+	w.limits = defaultLinger
 }
 
 // submit queues o and waits for its result. After close, o is written
@@ -74,7 +80,7 @@ func (w *writer) submit(ctx context.Context, o *op) opResult {
 	if w.closed {
 		w.mu.RUnlock()
 		w.execute([]*op{o})
-		return <-o.res
+		return o.out
 	}
 	w.once.Do(func() { go w.run() })
 	select {
@@ -96,23 +102,106 @@ func (w *writer) submit(ctx context.Context, o *op) opResult {
 func (w *writer) run() {
 	defer close(w.done)
 	batch := make([]*op, 0, w.max)
+	var (
+		want int           // ops expected soon: queued during the last batch, and its callers
+		took time.Duration // the last batch's write
+	)
 	for o := range w.ch {
-		batch = append(batch[:0], o)
-	more:
-		for len(batch) < w.max {
-			select {
-			case o, ok := <-w.ch:
-				if !ok {
-					break more
-				}
-				batch = append(batch, o)
-			default:
-				break more
-			}
-		}
+		batch = w.collect(append(batch[:0], o), want, took)
+		start := time.Now()
 		w.execute(batch)
+		took = time.Since(start)
+		// Counted before the callers hear back, so that none of them is
+		// counted twice.
+		want = len(w.ch)
+		for _, o := range batch {
+			if o.kind != opHeartbeat {
+				want++
+			}
+			o.res <- o.out
+		}
 		clear(batch)
 	}
+}
+
+// lingerLimits bound collect's wait.
+type lingerLimits struct {
+	gap   time.Duration // no op for this long ends a wait
+	most  time.Duration // the longest wait
+	floor time.Duration // the shortest limit, whatever the last write took (0; tests raise it)
+}
+
+var defaultLinger = lingerLimits{gap: 50 * time.Microsecond, most: time.Millisecond}
+
+const (
+	lingerPause  = 64 // batches without waiting after waits that failed, at most
+	lingerEnough = 2  // a wait that brought at least 1/lingerEnough of the ops expected paid
+)
+
+// collect adds the queued ops to batch, up to max, and then waits for
+// more until want ops are in (the ops queued while the last batch was
+// written, and the callers it answered), for at most half the last write
+// (limits.most at most), and as long as ops keep coming (limits.gap).
+//
+// The callers of the last batch found their next jobs claimed by it, and
+// a short job brings them back at once. Without the wait, the first of
+// them woke the writer (a channel receive runs the receiver next) and was
+// written almost alone, while the rest waited a commit for it: the
+// workers settled into groups written in turn, and a busy worker's cycle
+// took two commits or more. Timers cannot wait a fraction of a
+// millisecond (the runtime sleeps in milliseconds), so the writer yields
+// the processor to the returning workers and looks again. When the callers
+// are busy in longer jobs, a wait that brings too few of them turns
+// waiting off for a while (doubling up to lingerPause batches), so that
+// a trickle of outcomes costs little spinning.
+func (w *writer) collect(batch []*op, want int, took time.Duration) []*op {
+	batch, open := w.drain(batch)
+	want = min(want, w.max)
+	limit := min(max(took/2, w.limits.floor), w.limits.most)
+	if !open || len(batch) >= want || limit <= 0 {
+		return batch
+	}
+	if w.pause > 0 {
+		w.pause--
+		return batch
+	}
+	start := time.Now()
+	deadline := start.Add(limit)
+	seen, at := len(batch), start
+	for len(batch) < want && open {
+		runtime.Gosched()
+		batch, open = w.drain(batch)
+		now := time.Now()
+		if len(batch) > seen {
+			seen, at = len(batch), now
+		}
+		if now.Sub(at) >= w.limits.gap || now.After(deadline) {
+			break
+		}
+	}
+	if lingerEnough*len(batch) >= want {
+		w.backoff = 0
+	} else {
+		w.backoff = min(max(2*w.backoff, 1), lingerPause)
+		w.pause = w.backoff
+	}
+	return batch
+}
+
+// drain adds the queued ops to batch, up to max; false means ch is closed.
+func (w *writer) drain(batch []*op) ([]*op, bool) {
+	for len(batch) < w.max {
+		select {
+		case o, ok := <-w.ch:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, o)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 // close writes what is queued and stops the goroutine.
@@ -217,10 +306,10 @@ func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) 
 	return lost, nil
 }
 
-// execBatch writes a batch and delivers each op's result. A failure that
-// leaves the outcome unknown (the connection broke) is retried; a
-// statement the server refused is retried op by op, so that one bad op
-// cannot fail the others.
+// execBatch writes a batch and sets each op's result, which the writer
+// delivers when it returns. A failure that leaves the outcome unknown (the
+// connection broke) is retried; a statement the server refused is retried
+// op by op, so that one bad op cannot fail the others.
 func (s *Store[T]) execBatch(batch []*op) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
@@ -246,7 +335,7 @@ func (s *Store[T]) execBatch(batch []*op) {
 		s.cfg.Logger.Warn("pgstore: writing outcomes failed; retrying", "err", err, "ops", len(batch), "try", try+1)
 	}
 	for _, o := range batch {
-		o.res <- opResult{err: fmt.Errorf("pgstore: write: %w", err)}
+		o.out = opResult{err: fmt.Errorf("pgstore: write: %w", err)}
 	}
 }
 
@@ -353,7 +442,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		return err
 	}
 	// Committed: hand out the claims first, so that each worker finds its
-	// next job when its outcome returns; then deliver.
+	// next job when its outcome returns; then set the results.
 	s.handOutClaimed(got)
 	s.promise(ended)
 	s.claimDone(refill)
@@ -370,7 +459,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 				r.err = ErrLeaseLost
 			}
 		}
-		o.res <- r
+		o.out = r
 	}
 	s.expectClaims(rest)
 	if rerunReady > 0 {
