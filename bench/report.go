@@ -508,7 +508,7 @@ func (r *Results) writeDurable(w writer) {
 	} else {
 		w("Redis: `%s` db %d, persistence as found. ", d.RedisAddr, d.RedisDB)
 	}
-	w("insert: %s jobs one at a time from 1 and 10 goroutines; batch insert: %s jobs in one call; burn-down: %s queued no-op jobs worked off, timed from starting the workers (river: until Client.Stop returns, so its completer has recorded every job), capped at %s.\n\n", count(d.InsertN), count(d.BatchN), count(d.BurnN), d.BurnLimit)
+	w("insert: %s jobs one at a time from 1 and 10 goroutines; batch insert: %s jobs in one call; burn-down: %s queued no-op jobs worked off, timed from starting the workers until river's Client.Stop or pgstore's Queue.Stop returns (so every job's completion is committed), and on Redis until the last job's handler returned (asynq's Shutdown takes most of a second whatever the work; both asynq and redisstore record a job's end before its worker takes the next), capped at %s.\n\n", count(d.InsertN), count(d.BatchN), count(d.BurnN), d.BurnLimit)
 	var missing []string
 	ran := map[string]bool{}
 	for _, t := range r.Durable {
