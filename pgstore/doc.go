@@ -97,7 +97,9 @@
 // janitor: every janitor interval (default 1 s) it returns jobs whose
 // lease expired to available — the lost run used its attempt — or
 // dead-letters them after their last attempt, and every 60 intervals it
-// prunes old final jobs. Stats().Leader tells whether this process leads.
+// prunes old final jobs, 20 000 at most per pass, with another pass at the
+// next interval while one finds that many. Stats().Leader tells whether
+// this process leads.
 //
 // # Capacity
 //

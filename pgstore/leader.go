@@ -25,6 +25,7 @@ func (s *Store[T]) leaderLoop(ctx context.Context) {
 	renewEvery := s.o.leaderTTL / 3
 	pruneEvery := 60 * s.o.janitorInterval
 	var lastRenew, lastJanitor, lastPrune time.Time
+	behind := false // the last pruning pass stopped at its bound
 	for {
 		leading := s.Leader()
 		if !leading || time.Since(lastRenew) >= renewEvery {
@@ -52,9 +53,13 @@ func (s *Store[T]) leaderLoop(ctx context.Context) {
 			if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("pgstore: janitor: rescue failed", "err", err)
 			}
-			if time.Since(lastPrune) >= pruneEvery {
+			// A pass is bounded; one that stopped at its bound is
+			// followed by another at the next tick, so that pruning
+			// keeps up with any rate of finished jobs.
+			if behind || time.Since(lastPrune) >= pruneEvery {
 				lastPrune = time.Now()
-				if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
+				var err error
+				if _, behind, err = s.prune(ctx); err != nil && ctx.Err() == nil {
 					s.cfg.Logger.Warn("pgstore: janitor: prune failed", "err", err)
 				}
 			}
@@ -195,21 +200,28 @@ const (
 
 // Prune deletes the queue's completed, cancelled and dead jobs older than
 // their retention (see WithRetention), in bounded batches, and reports how
-// many it deleted. The leader runs it every 60 janitor intervals.
+// many it deleted. The leader runs it every 60 janitor intervals, and at
+// the next interval again while a pass leaves old jobs behind.
 func (s *Store[T]) Prune(ctx context.Context) (int, error) {
+	n, _, err := s.prune(ctx)
+	return n, err
+}
+
+// prune runs one pruning pass; more reports that it stopped at its bound
+// with old jobs perhaps left.
+func (s *Store[T]) prune(ctx context.Context) (total int, more bool, err error) {
 	now := s.cfg.Clock.Now()
-	total := 0
 	for range pruneBatches {
 		tag, err := s.pool.Exec(ctx, s.q.prune, s.cfg.Name, now.Add(-s.o.keepCompleted), pruneBatch, now.Add(-s.o.keepDead))
 		s.noteErr(err)
 		if err != nil {
-			return total, fmt.Errorf("pgstore: prune: %w", err)
+			return total, false, fmt.Errorf("pgstore: prune: %w", err)
 		}
 		n := int(tag.RowsAffected())
 		total += n
 		if n < pruneBatch {
-			break
+			return total, false, nil
 		}
 	}
-	return total, nil
+	return total, true, nil
 }

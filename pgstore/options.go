@@ -167,7 +167,8 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithJanitorInterval sets how often the leader rescues jobs whose lease
-// expired (default 1s). Retention pruning runs every 60 janitor intervals.
+// expired (default 1s). Retention pruning runs every 60 janitor intervals,
+// and at every interval while it is behind.
 func WithJanitorInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Millisecond {

@@ -777,3 +777,28 @@ func TestOutcomesInOneBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneKeepsUp: a pruning pass is bounded (20 statements of 1000
+// rows), and one every 60 janitor intervals cannot keep up with a queue
+// that finishes more than 333 jobs a second (at the default 1 s): the
+// table grew without bound. A pass that hit its bound is followed by
+// another at the next janitor tick.
+func TestPruneKeepsUp(t *testing.T) {
+	t.Parallel()
+	const rows = 45000 // three passes' worth
+	e := newEnv(t)
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(200*time.Millisecond), pgstore.WithRetention(time.Minute, time.Minute))
+	clk := queuetest.NewFakeClock(epoch)
+	table := jobsTable(e)
+	if _, err := e.pool.Exec(bg, "INSERT INTO "+table+` (queue, state, run_at, payload, finalized_at)
+		SELECT 'prune', 'completed', $1, '\x7b7d', $1 FROM generate_series(1, $2)`, epoch.Add(-time.Hour), rows); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "prune", clk)
+	// Pruning is the leader's, in the server: poll the rows left. Without
+	// the follow-up passes the second one would come 12 s (60 janitor
+	// intervals) after the first.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Zero(c, count(c, e.pool, "SELECT count(*) FROM "+table+" WHERE queue = 'prune'"))
+	}, 8*time.Second, pollTick, "old completed rows left after 8 s")
+}
