@@ -127,20 +127,30 @@ func (s *Store[T]) refill(n int) (claim, rest int) {
 	return claim, need - claim
 }
 
-// claimDone releases a reservation of want or refill once its jobs are
-// handed out (or the claim failed); a caller still waiting then gets the
-// fetcher's attention, which the reservation may have held back.
+// claimDone releases a reservation of refill once its jobs are handed out
+// (or the claim failed); a caller still waiting then gets the fetcher's
+// attention, which the reservation may have held back.
 func (s *Store[T]) claimDone(n int) {
-	if n == 0 {
-		return
-	}
-	s.handMu.Lock()
-	s.claiming -= n
-	waiting := len(s.waiters) > 0
-	s.handMu.Unlock()
-	if waiting {
+	if s.unreserve(n) {
 		kick(s.wakeFetch)
 	}
+}
+
+// unreserve releases a reservation of want or refill and reports whether
+// Claim callers are still waiting. The fetcher releases its own without
+// waking itself: a claim that found fewer jobs than it wanted found the
+// queue empty, and the fetcher waits for a wake-up (an add, a
+// notification, a promotion) or its poll. Woken by its own claims, it
+// claimed in a loop for as long as a worker waited: 18 000 statements a
+// second on an idle queue.
+func (s *Store[T]) unreserve(n int) bool {
+	if n == 0 {
+		return false
+	}
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	s.claiming -= n
+	return len(s.waiters) > 0
 }
 
 // expectClaims tells the fetcher that n workers just had their outcome
@@ -202,7 +212,7 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 		want := s.want(s.o.claimBatch)
 		if want > 0 {
 			n, err := s.fetch(ctx, want)
-			s.claimDone(want)
+			s.unreserve(want)
 			if err != nil {
 				if ctx.Err() != nil {
 					return

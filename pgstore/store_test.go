@@ -802,3 +802,38 @@ func TestPruneKeepsUp(t *testing.T) {
 		assert.Zero(c, count(c, e.pool, "SELECT count(*) FROM "+table+" WHERE queue = 'prune'"))
 	}, 8*time.Second, pollTick, "old completed rows left after 8 s")
 }
+
+// TestIdleClaimDoesNotSpin: a Claim waiting on an empty queue costs a
+// claim statement when it starts and on wake-ups, not a loop of them (the
+// fetcher used to wake itself after each claim that found nothing, and
+// ran 18 000 a second for as long as a worker waited).
+func TestIdleClaimDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var claims atomic.Int64
+	var claimSQL atomic.Pointer[string]
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, _ pgconn.CommandTag, _ error) {
+			if p := claimSQL.Load(); p != nil && sql == *p {
+				claims.Add(1)
+			}
+		}}
+	})
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := pgstore.HotSQL(s)
+	claimSQL.Store(&claim)
+	bind(t, s, "idle", queue.SystemClock{})
+	// A window in which nothing happens: the Claim's own deadline.
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	if _, err := s.Claim(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Claim on an empty queue = %v", err)
+	}
+	// The first look, the look when LISTEN starts, and perhaps one more.
+	if n := claims.Load(); n > 5 {
+		t.Fatalf("%d claim statements while one Claim waited 300 ms on an empty queue", n)
+	}
+}
