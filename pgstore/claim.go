@@ -371,7 +371,10 @@ func (s *Store[T]) releaseHeld(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, s.q.release, ids, s.owner); err != nil {
+	// The release notifies: other processes' workers waiting for work
+	// take these jobs at once rather than at their next poll.
+	var released, notes int64
+	if err := s.pool.QueryRow(ctx, s.q.release, ids, s.owner, s.channel, s.cfg.Name).Scan(&released, &notes); err != nil {
 		s.cfg.Logger.Warn("pgstore: releasing unclaimed jobs failed; they return when their lease expires", "err", err, "jobs", len(ids))
 	}
 }

@@ -373,7 +373,12 @@ WITH ins AS (
 SELECT id FROM ins`
 
 // sqlRelease gives back jobs $1 that $2 claimed but never handed out: they
-// are available again with the attempt undone.
+// are available again with the attempt undone, and queue $4's processes
+// are told on channel $3.
 var sqlRelease = `
-UPDATE {jobs} SET state = 'available', attempt = attempt - 1, lease_owner = NULL, lease_expires_at = NULL
-WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text`
+WITH up AS (
+    UPDATE {jobs} SET state = 'available', attempt = attempt - 1, lease_owner = NULL, lease_expires_at = NULL
+    WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text
+    RETURNING id
+)
+SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify($3::text, $4::text) FROM up LIMIT 1) n) FROM up`

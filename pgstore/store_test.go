@@ -803,6 +803,81 @@ func TestPruneKeepsUp(t *testing.T) {
 	}, 8*time.Second, pollTick, "old completed rows left after 8 s")
 }
 
+// TestReleasedJobsWakeOtherProcess: jobs a closing store claimed but never
+// handed out are given back, and another store waiting for work gets them
+// at once, not at its next poll: the release notifies as inserts do.
+func TestReleasedJobsWakeOtherProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var claimSQL atomic.Pointer[string]
+	listening := make(chan struct{})
+	var listenOnce sync.Once
+	idle := make(chan struct{}, 1)
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
+			switch {
+			case err != nil:
+			case strings.HasPrefix(sql, "LISTEN "):
+				listenOnce.Do(func() { close(listening) })
+			case claimSQL.Load() != nil && sql == *claimSQL.Load() && tag.RowsAffected() == 0:
+				select {
+				case idle <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	})
+	closing := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
+	consumer, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := pgstore.HotSQL(consumer)
+	claimSQL.Store(&claim)
+	bind(t, closing, "release", queue.SystemClock{})
+	bind(t, consumer, "release", queue.SystemClock{})
+	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
+	added, err := closing.EnqueueMany(bg, []queue.Job[P]{{Payload: P{N: 1}}, {Payload: P{N: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The closing store's worker takes the first job; writing its
+	// completion claims the second for the worker's next Claim, which
+	// never comes.
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	j, err := closing.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closing.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+	table := jobsTable(e)
+	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE id = $1 AND state = 'running'", added[1].ID); n != 1 {
+		t.Fatal("the second job was not claimed ahead by the completion")
+	}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		j, err := consumer.Claim(ctx)
+		if err == nil && j.ID != added[1].ID {
+			err = fmt.Errorf("claimed job %d, want %d", j.ID, added[1].ID)
+		}
+		got <- err
+	}()
+	// Once the consumer has looked and found nothing, only a wake-up can
+	// bring it the job before its next poll, a minute away.
+	queuetest.Await(t, idle, 10*time.Second, "the consumer to find no job and wait")
+	if err := closing.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the released job did not reach the waiting store: %v", err)
+	}
+}
+
 // TestIdleClaimDoesNotSpin: a Claim waiting on an empty queue costs a
 // claim statement when it starts and on wake-ups, not a loop of them (the
 // fetcher used to wake itself after each claim that found nothing, and
