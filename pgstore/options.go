@@ -22,7 +22,7 @@ const (
 	DefaultJanitorInterval    = time.Second
 	DefaultCompletedRetention = 24 * time.Hour
 	DefaultDeadRetention      = 7 * 24 * time.Hour
-	DefaultClaimBatch         = 100
+	DefaultClaimBatch         = 1000
 	DefaultWriteBatch         = 1000
 )
 
@@ -195,9 +195,12 @@ func WithRetention(completed, dead time.Duration) Option {
 	}
 }
 
-// WithBatchSizes sets the most jobs one claim statement takes (default 100)
-// and the most outcomes (completions, retries, dead-letters) one write
-// transaction carries (default 1000).
+// WithBatchSizes sets the most jobs one claim statement takes (default
+// 1000) and the most outcomes (completions, retries, dead-letters) one
+// write transaction carries (default 1000). A claim takes only as many
+// jobs as there are workers waiting or about to come back for one; the
+// claim batch bounds it, so that with more workers than the batch their
+// claims take several round trips.
 func WithBatchSizes(claim, write int) Option {
 	return func(o *options) error {
 		if claim < 1 {
