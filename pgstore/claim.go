@@ -390,9 +390,10 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 	defer poll.Stop()
 	failures := 0
 	lastExtend := time.Now()
+	var counted time.Time // Len's last count
 	for ctx.Err() == nil {
 		wait := s.o.pollInterval
-		next, err := s.promoteStep(ctx)
+		next, err := s.promoteStep(ctx, &counted)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -428,22 +429,35 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 	}
 }
 
-// promoteStep promotes due jobs (unless drained), refreshes Len and
-// returns the next due time, if any.
-func (s *Store[T]) promoteStep(ctx context.Context) (*time.Time, error) {
+// promoteStep promotes due jobs (unless drained), refreshes Len when
+// counted is a poll interval old, and returns the next due time, if any.
+//
+// The count walks up to 2·capacity index entries, so it is not repeated
+// on every wake-up: a process woken by each notification of a busy
+// producer counted hundreds of times a second. In between, Len follows
+// this process's own adds and claims.
+func (s *Store[T]) promoteStep(ctx context.Context, counted *time.Time) (*time.Time, error) {
 	if !s.drained.Load() {
 		if _, err := s.PromoteDue(ctx); err != nil {
 			return nil, err
 		}
 	}
 	var next *time.Time
-	var ready int64
-	err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name, s.lenLimit()).Scan(&next, &ready)
+	err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name).Scan(&next)
 	s.noteErr(err)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: next due: %w", err)
 	}
-	s.ready.Store(ready)
+	if time.Since(*counted) >= s.o.pollInterval {
+		var ready int64
+		err := s.pool.QueryRow(ctx, s.q.countReady, s.cfg.Name, s.lenLimit()).Scan(&ready)
+		s.noteErr(err)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: count ready: %w", err)
+		}
+		*counted = time.Now()
+		s.ready.Store(ready)
+	}
 	if s.drained.Load() {
 		return nil, nil
 	}

@@ -912,3 +912,53 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 		t.Fatalf("%d claim statements while one Claim waited 300 ms on an empty queue", n)
 	}
 }
+
+// TestWakeUpsDoNotRecount: Len's count of the available jobs (up to twice
+// the capacity: an index walk of thousands of entries) is refreshed every
+// poll interval, as documented, not on every promoter wake-up; a process
+// woken by each notification of a busy producer recounted hundreds of
+// times a second.
+func TestWakeUpsDoNotRecount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var counts atomic.Int64
+	stepped := make(chan struct{}, 1)
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, _ pgconn.CommandTag, err error) {
+			if err != nil {
+				return
+			}
+			if strings.Contains(sql, "LIMIT $2::bigint) c") {
+				counts.Add(1)
+			}
+			if strings.Contains(sql, "SELECT (SELECT min(run_at)") {
+				select {
+				case stepped <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	})
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "recount", queue.SystemClock{})
+	queuetest.Await(t, stepped, 10*time.Second, "the promoter's first step")
+	before := counts.Load()
+	// Each scheduled Add wakes the promoter, which looks for the next due
+	// time; wait for that look before the next Add.
+	for i := range 20 {
+		select { // a stale signal
+		case <-stepped:
+		default:
+		}
+		if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: i}, RunAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		queuetest.Await(t, stepped, 10*time.Second, "the promoter to wake")
+	}
+	if n := counts.Load() - before; n > 1 {
+		t.Fatalf("%d recounts of the available jobs in 20 wake-ups within one poll interval", n)
+	}
+}
