@@ -154,26 +154,25 @@ func (r *Results) Merge(later *Results) {
 	r.Inproc = fold(r.Inproc, later.Inproc)
 	r.Sched = fold(r.Sched, later.Sched)
 	r.Durable = fold(r.Durable, later.Durable)
-	if later.Config.Durable != nil {
-		r.Config.Durable = later.Config.Durable
-	}
 	m := later.Meta
 	line := fmt.Sprintf("`%s` on %s in %s (load %s → %s): %d task(s)",
 		m.Command, m.Date.Format("2006-01-02 15:04 MST"), m.Duration.Round(time.Second), m.LoadStart, m.LoadEnd,
 		len(later.Inproc)+len(later.Sched)+len(later.Durable))
 	// The versions table shows what the newest build linked: a merged
 	// run's tasks were measured with its modules (a river upgrade, say),
-	// and the line says which versions it changed.
+	// and the line says which of the reported versions it changed.
 	if r.Meta.Versions == nil {
 		r.Meta.Versions = map[string]string{}
 	}
+	if later.Config.Durable != nil {
+		r.Config.Durable = later.Config.Durable
+	}
+	before := maps.Clone(r.Meta.Versions)
+	maps.Copy(r.Meta.Versions, m.Versions)
 	var changed []string
-	for _, k := range slices.Sorted(maps.Keys(m.Versions)) {
-		if old, v := r.Meta.Versions[k], m.Versions[k]; old != v {
-			if old != "" {
-				changed = append(changed, fmt.Sprintf("%s %s → %s", k, old, v))
-			}
-			r.Meta.Versions[k] = v
+	for _, k := range r.reportedModules() {
+		if old, v := before[k], r.Meta.Versions[k]; old != "" && old != v {
+			changed = append(changed, fmt.Sprintf("%s %s → %s", k, old, v))
 		}
 	}
 	if len(changed) > 0 {

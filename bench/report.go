@@ -230,14 +230,9 @@ func (r *Results) Markdown() string {
 
 type writer func(format string, args ...any)
 
-func (r *Results) writeMachine(w writer) {
-	m := r.Meta
-	w("## Machine, versions, command\n\n")
-	w("| | |\n|---|---|\n")
-	w("| CPU | %s |\n", m.CPUModel)
-	w("| `nproc` | %s (runtime.NumCPU %d, GOMAXPROCS %d) |\n", m.NProc, m.NumCPU, m.GOMAXPROCS)
-	w("| Go | %s %s |\n", m.GoVersion, m.OSArch)
-	w("| load average (1, 5, 15 min) | %s at the start, %s at the end (%s CPUs; other work on the machine lowers every number, the within-run ratios less so) |\n", m.LoadStart, m.LoadEnd, m.NProc)
+// reportedModules lists, sorted, the modules whose versions the report
+// shows: the core and those of the systems compared.
+func (r *Results) reportedModules() []string {
 	mods := map[string]bool{coreModule: true}
 	for _, s := range InprocSystems() {
 		mods[s.Module] = true
@@ -248,7 +243,7 @@ func (r *Results) writeMachine(w writer) {
 	if r.Config.Durable != nil {
 		for _, k := range []string{"github.com/riverqueue/river", "github.com/hibiken/asynq", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9",
 			coreModule + "/pgstore", coreModule + "/redisstore"} {
-			mods[k] = m.Versions[k] != ""
+			mods[k] = r.Meta.Versions[k] != ""
 		}
 	}
 	var names []string
@@ -258,7 +253,18 @@ func (r *Results) writeMachine(w writer) {
 		}
 	}
 	sort.Strings(names)
-	for _, k := range names {
+	return names
+}
+
+func (r *Results) writeMachine(w writer) {
+	m := r.Meta
+	w("## Machine, versions, command\n\n")
+	w("| | |\n|---|---|\n")
+	w("| CPU | %s |\n", m.CPUModel)
+	w("| `nproc` | %s (runtime.NumCPU %d, GOMAXPROCS %d) |\n", m.NProc, m.NumCPU, m.GOMAXPROCS)
+	w("| Go | %s %s |\n", m.GoVersion, m.OSArch)
+	w("| load average (1, 5, 15 min) | %s at the start, %s at the end (%s CPUs; other work on the machine lowers every number, the within-run ratios less so) |\n", m.LoadStart, m.LoadEnd, m.NProc)
+	for _, k := range r.reportedModules() {
 		v := m.Versions[k]
 		if v == "" {
 			v = "(main module)"
