@@ -108,13 +108,22 @@ func (s *Store[T]) promise(n int) {
 	s.handMu.Unlock()
 }
 
+// maxRefill bounds the jobs a write batch claims in its own transaction.
+// The fetcher claims the rest at once, on another connection, in
+// statements of up to the claim batch size: with a thousand workers on a
+// database short of CPU, claiming them all in the write transaction put
+// the work of both on one backend (burn-down 10-15 % slower than with the
+// fetcher's claims beside it), while many round trips of a hundred jobs
+// each held back a distant database's workers.
+const maxRefill = 100
+
 // refill reserves and returns how many jobs a write batch that ends n
 // runs claims in its own transaction, for the workers about to call Claim
 // again and those waiting (less the free spare jobs and those being
 // claimed already), so that each finds its next job waiting when its
 // outcome returns: one round trip and one commit per worker cycle instead
-// of two. rest is what it leaves to the fetcher (beyond the claim batch
-// size). None once drained.
+// of two. rest is what it leaves to the fetcher (beyond maxRefill or the
+// claim batch size). None once drained.
 func (s *Store[T]) refill(n int) (claim, rest int) {
 	if n <= 0 || s.drained.Load() {
 		return 0, 0
@@ -122,7 +131,7 @@ func (s *Store[T]) refill(n int) (claim, rest int) {
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
 	need := max(n+len(s.waiters)-s.freeSpare()-s.claiming, 0)
-	claim = min(need, s.o.claimBatch)
+	claim = min(need, s.o.claimBatch, maxRefill)
 	s.claiming += claim
 	return claim, need - claim
 }
