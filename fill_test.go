@@ -1,14 +1,10 @@
 package queue
 
 import (
-	"context"
 	"math"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestAtOrAbove(t *testing.T) {
@@ -39,29 +35,4 @@ func TestAtOrAbove(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, atOrAbove(tc.depth, tc.capacity, tc.pct), "atOrAbove(%d, %d, %d)", tc.depth, tc.capacity, tc.pct)
 	}
-}
-
-// hugeStore accepts any capacity, as the durable stores do (pgstore holds
-// jobs in a table, not in rings allocated up front), and keeps at most
-// 1000 ready jobs in memory.
-type hugeStore struct{ *MemoryStore[int] }
-
-func (s hugeStore) Init(cfg StoreConfig) error {
-	cfg.Capacity = min(cfg.Capacity, 1000)
-	return s.MemoryStore.Init(cfg)
-}
-
-// WithCapacity(math.MaxInt), "no bound" with a durable store: an empty
-// queue is 0 % full, so the scaler keeps the pool at its base size.
-func TestScaleHugeCapacity(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q, err := New(func(context.Context, Job[int]) error { return nil },
-			WithStore[int](hugeStore{NewMemoryStore[int]()}), WithCapacity(math.MaxInt), WithWorkers(1, 4))
-		require.NoError(t, err)
-		require.NoError(t, q.Start(context.Background()))
-		defer func() { require.NoError(t, q.Shutdown(context.Background())) }()
-		time.Sleep(10 * DefaultScaleInterval)
-		synctest.Wait()
-		assert.Equal(t, 1, q.Stats().Workers, "an empty queue needs no more workers")
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -406,5 +407,18 @@ func TestLostLeaseCountsNoOutcome(t *testing.T) {
 		assert.Zero(t, c.Retried)
 		assert.Zero(t, dead.Load(), "OnDead is the rescue's to call")
 		assert.EqualValues(t, 2, c.Failed, "failed runs are still counted as failures")
+	})
+}
+
+// WithCapacity(math.MaxInt), "no bound" with a durable store: an empty
+// queue is 0 % full, so the scaler keeps the pool at its base size.
+func TestScaleHugeCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
+			queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}), queue.WithCapacity(math.MaxInt), queue.WithWorkers(1, 4))
+		require.NoError(t, err)
+		queuetest.Start(t, q)
+		queuetest.Advance(10 * queue.DefaultScaleInterval)
+		assert.Equal(t, 1, q.Stats().Workers, "an empty queue needs no more workers")
 	})
 }
