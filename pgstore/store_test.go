@@ -333,36 +333,44 @@ func TestEnqueueMany(t *testing.T) {
 
 // TestNotifyWakesOtherProcess: a job added by one store is claimed by
 // another within milliseconds although it polls once a minute.
-func TestNotifyWakesOtherProcess(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	// The consumer's statements are traced: LISTEN acknowledged by the
-	// server, and each claim that found no job, signal the test.
+// tracedConsumer returns a store on a pool of its own, polling once a
+// minute, whose statements are traced: listening closes when the server
+// has acknowledged its LISTEN, and idle receives after each of its claims
+// that found no job.
+func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
+	t.Helper()
 	var claimSQL atomic.Pointer[string]
-	listening := make(chan struct{})
+	listen := make(chan struct{})
 	var listenOnce sync.Once
-	idle := make(chan struct{}, 1)
+	idl := make(chan struct{}, 1)
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
 			switch {
 			case err != nil:
 			case strings.HasPrefix(sql, "LISTEN "):
-				listenOnce.Do(func() { close(listening) })
+				listenOnce.Do(func() { close(listen) })
 			case claimSQL.Load() != nil && sql == *claimSQL.Load() && tag.RowsAffected() == 0:
 				select {
-				case idle <- struct{}{}:
+				case idl <- struct{}{}:
 				default:
 				}
 			}
 		}}
 	})
-	producer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
 	consumer, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	claim, _, _ := pgstore.HotSQL(consumer)
 	claimSQL.Store(&claim)
+	return consumer, listen, idl
+}
+
+func TestNotifyWakesOtherProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	producer := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
+	consumer, listening, idle := tracedConsumer(t, e)
 	bind(t, producer, "wake", queue.SystemClock{})
 	bind(t, consumer, "wake", queue.SystemClock{})
 	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
@@ -809,31 +817,8 @@ func TestPruneKeepsUp(t *testing.T) {
 func TestReleasedJobsWakeOtherProcess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var claimSQL atomic.Pointer[string]
-	listening := make(chan struct{})
-	var listenOnce sync.Once
-	idle := make(chan struct{}, 1)
-	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
-		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
-			switch {
-			case err != nil:
-			case strings.HasPrefix(sql, "LISTEN "):
-				listenOnce.Do(func() { close(listening) })
-			case claimSQL.Load() != nil && sql == *claimSQL.Load() && tag.RowsAffected() == 0:
-				select {
-				case idle <- struct{}{}:
-				default:
-				}
-			}
-		}}
-	})
 	closing := newStore[P](t, e, pgstore.WithPollInterval(time.Minute))
-	consumer, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim, _, _ := pgstore.HotSQL(consumer)
-	claimSQL.Store(&claim)
+	consumer, listening, idle := tracedConsumer(t, e)
 	bind(t, closing, "release", queue.SystemClock{})
 	bind(t, consumer, "release", queue.SystemClock{})
 	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
