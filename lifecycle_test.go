@@ -83,6 +83,26 @@ func waitStopping(t *testing.T, q *queue.Queue[int]) {
 	}
 }
 
+// enqueueIntoStalledAdd starts a one-worker queue on a stallStore and
+// returns once an Enqueue is inside the store's Add, stalled until the
+// test closes st.addRelease; ran counts handler runs, enqErr receives the
+// Enqueue's result.
+func enqueueIntoStalledAdd(t *testing.T) (q *queue.Queue[int], st *stallStore, ran *atomic.Int32, enqErr <-chan error) {
+	t.Helper()
+	st = newStallStore()
+	close(st.startRelease)
+	ran = new(atomic.Int32)
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { ran.Add(1); return nil },
+		queue.WithStore[int](st), queue.WithWorkers(1, 1))
+	require.NoError(t, err)
+	require.NoError(t, q.Start(context.Background()))
+	st.stallAdd.Store(true)
+	errc := make(chan error, 1)
+	go func() { errc <- q.Enqueue(context.Background(), queue.Job[int]{Payload: 1}) }()
+	recv(t, st.addEntered, "Enqueue to reach Store.Add")
+	return q, st, ran, errc
+}
+
 // A Stop that begins while Start is still starting the store wins: Start
 // returns ErrClosed and starts no worker, Stop returns once the store is
 // closed, and the job enqueued before stays in the store, unrun.
@@ -115,17 +135,7 @@ func TestStopDuringStartWins(t *testing.T) {
 // and the store is drained and closed only after it: the job is in the
 // store when Done closes (Shutdown ran no more jobs), not lost.
 func TestStopHonoursCtxWhileAddStalls(t *testing.T) {
-	st := newStallStore()
-	close(st.startRelease)
-	var ran atomic.Int32
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { ran.Add(1); return nil },
-		queue.WithStore[int](st), queue.WithWorkers(1, 1))
-	require.NoError(t, err)
-	require.NoError(t, q.Start(context.Background()))
-	st.stallAdd.Store(true)
-	enqErr := make(chan error, 1)
-	go func() { enqErr <- q.Enqueue(context.Background(), queue.Job[int]{Payload: 1}) }()
-	recv(t, st.addEntered, "Enqueue to reach Store.Add")
+	q, st, ran, enqErr := enqueueIntoStalledAdd(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	stopErr := make(chan error, 1)
@@ -151,17 +161,7 @@ func TestStopHonoursCtxWhileAddStalls(t *testing.T) {
 // A Stop that begins while an Enqueue is inside Store.Add drains that job
 // too: it runs before Stop returns.
 func TestStopDrainsAnEnqueueStillInTheStore(t *testing.T) {
-	st := newStallStore()
-	close(st.startRelease)
-	var ran atomic.Int32
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { ran.Add(1); return nil },
-		queue.WithStore[int](st), queue.WithWorkers(1, 1))
-	require.NoError(t, err)
-	require.NoError(t, q.Start(context.Background()))
-	st.stallAdd.Store(true)
-	enqErr := make(chan error, 1)
-	go func() { enqErr <- q.Enqueue(context.Background(), queue.Job[int]{Payload: 1}) }()
-	recv(t, st.addEntered, "Enqueue to reach Store.Add")
+	q, st, ran, enqErr := enqueueIntoStalledAdd(t)
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- q.Stop(context.Background()) }()
 	waitStopping(t, q)
