@@ -197,16 +197,24 @@ func TestAddFallbackOff(t *testing.T) {
 	p.Up()
 }
 
-// TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
-// supersedes a Defer of the running job, as it does a Retry (see
-// TestParityDeferSuperseded).
-func TestFallbackDeferSuperseded(t *testing.T) {
+// downFromTheStart runs t in parallel and returns a store whose Redis is
+// unreachable from the start (through a proxy that is down), so that it
+// works on its in-memory fallback.
+func downFromTheStart(t *testing.T) *Store[int] {
+	t.Helper()
 	direct := needRedis(t)
 	t.Parallel()
 	p := queuetest.NewProxy(t, redisAddr())
 	p.Down()
 	c := proxiedClient(t, p)
-	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	return openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+}
+
+// TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
+// supersedes a Defer of the running job, as it does a Retry (see
+// testDeferSuperseded in queuetest.RunStoreTests).
+func TestFallbackDeferSuperseded(t *testing.T) {
+	s := downFromTheStart(t)
 	ctx := context.Background()
 	for _, retry := range []bool{false, true} {
 		if _, err := s.Add(ctx, queue.Job[int]{Key: "k", Payload: 1}); err != nil {
@@ -238,14 +246,9 @@ func TestFallbackDeferSuperseded(t *testing.T) {
 
 // TestFallbackGroups: the fallback applies the in-memory group rules: a
 // retry, a deferral or a rerun does not take its group (see
-// TestParityGroupHeldOnlyByAddedJob).
+// testGroupHeldOnlyByAddedJob in queuetest.RunStoreTests).
 func TestFallbackGroups(t *testing.T) {
-	direct := needRedis(t)
-	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
-	p.Down()
-	c := proxiedClient(t, p)
-	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	s := downFromTheStart(t)
 	ctx := context.Background()
 	later := time.Now().Add(time.Hour)
 	add := func(j queue.Job[int]) queue.Added {
