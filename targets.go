@@ -189,8 +189,11 @@ type targets struct {
 	m     sync.Map // name -> *target
 	due   dueTable
 
+	// epoch is what instants count from (see instant).
+	epoch time.Time
+
 	// blocked maps each target that is, or was lately, disabled,
-	// suspended or open to the instant (UnixNano) it may be picked again,
+	// suspended or open to the instant it may be picked again,
 	// math.MaxInt64 while disabled. Fan-out reads it without a lock, so
 	// that checking a hundred candidates costs a hundred map reads, or
 	// nothing when no target is blocked; it is rebuilt, copy on write,
@@ -209,11 +212,11 @@ type targets struct {
 
 // blockSet is an immutable snapshot of the blocked targets.
 type blockSet struct {
-	until map[string]int64 // target -> may be picked again at (UnixNano)
+	until map[string]int64 // target -> may be picked again at (an instant)
 	last  int64            // the latest instant in until
 }
 
-// eligible reports whether fan-out may pick target name at now (UnixNano):
+// eligible reports whether fan-out may pick target name at instant now:
 // it is not disabled, suspended or open.
 func (b *blockSet) eligible(name string, now int64) bool {
 	if now >= b.last {
@@ -224,43 +227,46 @@ func (b *blockSet) eligible(name string, now int64) bool {
 }
 
 func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
-	ts := &targets{cfg: cfg, clock: clk, event: event, due: dueTable{m: map[string]map[string]int64{}}}
+	ts := &targets{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
 	ts.blocked.Store(&blockSet{})
 	return ts
 }
 
-// blockedUntil returns when fan-out may pick t again (0: now); t.mu is held.
-func (t *target) blockedUntil() int64 {
+// blockedUntil returns the instant fan-out may pick t again (math.MinInt64:
+// now); t.mu is held.
+func (ts *targets) blockedUntil(t *target) int64 {
 	if t.disabled {
 		return math.MaxInt64
 	}
-	var until int64
+	until := int64(math.MinInt64)
 	if !t.suspended.IsZero() {
-		until = unixNano(t.suspended)
+		until = ts.instant(t.suspended)
 	}
 	if t.brk == breakerOpen {
-		until = max(until, unixNano(t.brkUntil))
+		until = max(until, ts.instant(t.brkUntil))
 	}
 	return until
 }
 
-// lastUnixNano is the latest time UnixNano can represent (in 2262).
-var lastUnixNano = time.Unix(0, math.MaxInt64)
+// instant returns t as nanoseconds since ts.epoch. Instants compare as
+// the times do where admission compares them (time.Time's Before and
+// After): by the monotonic clock when both carry a reading, as every
+// time this package takes from the system clock does, so a step of the
+// wall clock (an NTP correction) neither lengthens nor cuts a
+// suspension, a cool-down or a next-due time; by the wall clock for a
+// time without one (one a caller built or parsed). It saturates (Sub
+// does): a suspension set far enough ahead (a huge WithSuspendDuration)
+// does not wrap into the past.
+func (ts *targets) instant(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
 
-// unixNano is t.UnixNano, saturated: a suspension or cool-down set far
-// enough ahead (a huge WithSuspendDuration) must not wrap into the past.
-func unixNano(t time.Time) int64 {
-	if t.After(lastUnixNano) {
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
+// now returns the current instant.
+func (ts *targets) now() int64 { return ts.instant(ts.clock.Now()) }
 
 // publish records t's state in ts.blocked; t.mu is held, so that two
 // changes of one target are published in order.
 func (ts *targets) publish(t *target) {
-	until := t.blockedUntil()
-	now := ts.clock.Now().UnixNano()
+	until := ts.blockedUntil(t)
+	now := ts.now()
 	ts.blockMu.Lock()
 	defer ts.blockMu.Unlock()
 	old := ts.blocked.Load().until

@@ -71,8 +71,8 @@ func (q *Queue[T]) Fanout(key string, candidates []string) []string {
 	if len(candidates) == 0 {
 		return nil
 	}
-	now := q.clock.Now().UnixNano()
 	ts := q.targets
+	now := ts.now()
 	// Work on indices into candidates, in a stack buffer when they fit:
 	// shuffling them moves no pointers, and only the targets kept are
 	// copied out.
@@ -133,20 +133,25 @@ func (q *Queue[T]) Fanout(key string, candidates []string) []string {
 // never been given one, or the next-due time set by SetNextDue has come
 // (the seed's ShouldAnnounceNow).
 func (q *Queue[T]) Due(target, key string) bool {
-	return q.targets.due.due(target, key, q.clock.Now().UnixNano())
+	return q.targets.due.due(target, key, q.targets.now())
 }
 
 // SetNextDue records when target is next due for key (the seed's
 // MarkAnnounced, with the interval the target asked for). A zero time
 // makes it due at once. Entries are dropped once they are past due, so the
-// table holds only pairs that are waiting.
+// table holds only pairs that are waiting. at is compared as time.Time's
+// After compares: a time taken from the clock (time.Now().Add(interval))
+// keeps to the monotonic clock, so a step of the wall clock does not move
+// it; a time without a monotonic reading (built or parsed) keeps to the
+// wall clock.
 func (q *Queue[T]) SetNextDue(target, key string, at time.Time) {
-	q.targets.due.set(target, key, at, q.clock.Now().UnixNano())
+	ts := q.targets
+	ts.due.set(target, key, at, ts.instant(at), ts.now())
 }
 
-// dueTable holds next-due instants (UnixNano) per key and target: keyed by
-// key first, so that a fan-out looks its key up once and then each
-// candidate by name alone.
+// dueTable holds next-due instants (see targets.instant) per key and
+// target: keyed by key first, so that a fan-out looks its key up once and
+// then each candidate by name alone.
 type dueTable struct {
 	mu    sync.RWMutex
 	m     map[string]map[string]int64 // key -> target -> next due
@@ -161,11 +166,11 @@ func (d *dueTable) due(target, key string, now int64) bool {
 	return !ok || at <= now
 }
 
-func (d *dueTable) set(target, key string, at time.Time, now int64) {
+func (d *dueTable) set(target, key string, at time.Time, inst, now int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	waiting := d.m[key]
-	if at.IsZero() || unixNano(at) <= now {
+	if at.IsZero() || inst <= now {
 		if _, ok := waiting[target]; ok {
 			delete(waiting, target)
 			d.n--
@@ -181,7 +186,7 @@ func (d *dueTable) set(target, key string, at time.Time, now int64) {
 		if _, ok := waiting[target]; !ok {
 			d.n++
 		}
-		waiting[target] = unixNano(at)
+		waiting[target] = inst
 	}
 	if now >= d.sweep && d.n > 1024 {
 		for k, waiting := range d.m {
