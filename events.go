@@ -40,6 +40,11 @@ func (k EventKind) String() string {
 }
 
 // Event describes one lifecycle event. Payloads are never included.
+// Fields that do not apply are zero: a target's events (EventSuspended,
+// EventDisabled, EventResumed) name only the target, and the
+// EventCancelled events of Cancel name only the key, those of CancelMatch
+// and Purge neither key nor job, as the store reports only how many jobs
+// it cancelled (one event each).
 type Event struct {
 	Kind     EventKind
 	Time     time.Time
