@@ -339,39 +339,46 @@ func (sh *keyShard[T]) sweepChunk(c int) {
 	}
 }
 
-// each calls fn for every entry held, gone or not; sh.mu is held. fn must
-// not add entries; it may reclaim the entry it is given.
-func (sh *keyShard[T]) each(fn func(e *keyEntry)) {
-	for c, ch := range sh.chunks {
-		if ch == nil {
-			continue
-		}
-		for used := ^sh.free[c]; used != 0; used &= used - 1 {
-			fn(&ch.ents[bits.TrailingZeros64(used)])
-		}
-	}
-}
-
 // entries calls fn for every key held, under its shard's lock; fn returns
 // whether the entry, which it has moved to gone, should be reclaimed. Gone
 // entries met on the way are reclaimed without calling fn. fn may run
 // user code (CancelMatch's predicate): if it panics, the shard is
 // unlocked on the way out, so the panic, recovered by the host, does not
 // leave every later Enqueue of the shard's keys blocked.
+//
+// A shard's lock is taken for one chunk at a time, so that a walk over
+// many keys (Stats, which every metrics scrape calls, CancelMatch,
+// Purge) holds up an Enqueue of a key in the same shard for one chunk's
+// entries, not for all of them: with a million keys held, a shard's 16 000
+// took 0.3 ms. A key added to a chunk the walk has passed is not seen; one
+// added ahead of it may be.
 func (ks *keySet[T]) entries(fn func(e *keyEntry) (remove bool)) {
 	for i := range ks.shards {
-		ks.shards[i].entries(fn)
+		sh := &ks.shards[i]
+		for c := 0; ; c++ {
+			if !sh.chunkEntries(c, fn) {
+				break
+			}
+		}
 	}
 }
 
-func (sh *keyShard[T]) entries(fn func(e *keyEntry) (remove bool)) {
+// chunkEntries does entries' work for chunk c of sh, under sh's lock, and
+// reports whether sh has chunks after c.
+func (sh *keyShard[T]) chunkEntries(c int, fn func(e *keyEntry) (remove bool)) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.each(func(e *keyEntry) {
-		if e.gone() || fn(e) {
-			sh.reclaim(e)
+	if c >= len(sh.chunks) {
+		return false
+	}
+	if ch := sh.chunks[c]; ch != nil {
+		for used := ^sh.free[c]; used != 0; used &= used - 1 {
+			if e := &ch.ents[bits.TrailingZeros64(used)]; e.gone() || fn(e) {
+				sh.reclaim(e)
+			}
 		}
-	})
+	}
+	return c+1 < len(sh.chunks)
 }
 
 // counts returns the number of keys held and of coalesced reruns waiting.
