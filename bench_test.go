@@ -300,6 +300,78 @@ func BenchmarkScheduledHeld(b *testing.B) {
 	}
 }
 
+// BenchmarkStatsHeldKeys measures Stats with a million keyed jobs
+// scheduled (every metrics scrape calls it, and it counts the keys by
+// walking them), and what it does to Enqueue meanwhile: the benchmark
+// schedules and cancels jobs of other keys, alone and while another
+// goroutine calls Stats in a loop, and reports the slowest pair too.
+func BenchmarkStatsHeldKeys(b *testing.B) {
+	const held = 1_000_000
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range held {
+		if err := q.EnqueueIn(ctx, queue.Job[int]{Key: fmt.Sprintf("infohash%08d:forwarder:peer", i)}, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("stats", func(b *testing.B) {
+		for b.Loop() {
+			if got := q.Stats().PendingKeys; got != held {
+				b.Fatalf("pending keys %d, want %d", got, held)
+			}
+		}
+	})
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("other%08d", i)
+	}
+	for _, withStats := range []bool{false, true} {
+		name := "enqueue-cancel"
+		if withStats {
+			name = "enqueue-cancel-during-stats"
+		}
+		b.Run(name, func(b *testing.B) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			if withStats {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+							q.Stats()
+						}
+					}
+				})
+			}
+			var slowest time.Duration
+			i := 0
+			for b.Loop() {
+				k := keys[i%len(keys)]
+				i++
+				start := time.Now()
+				if err := q.EnqueueIn(ctx, queue.Job[int]{Key: k}, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := q.Cancel(ctx, k); err != nil {
+					b.Fatal(err)
+				}
+				slowest = max(slowest, time.Since(start))
+			}
+			close(stop)
+			wg.Wait()
+			b.ReportMetric(float64(slowest.Microseconds()), "slowest-µs")
+		})
+	}
+	if err := q.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func BenchmarkAdmit(b *testing.B) {
 	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(100))
 	if err != nil {

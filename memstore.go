@@ -727,7 +727,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 		// until then it is counted out of Len and the schedule's length.
 		if e.sched {
 			s.sched.mu.Lock()
-			s.sched.dead++
+			s.sched.cancelled()
 			if g := e.more.grp(); g != "" && s.sched.groups[g] == id {
 				delete(s.sched.groups, g)
 			}
@@ -895,12 +895,10 @@ func (s *MemoryStore[T]) runningCount() int {
 
 // Scheduled implements Store.
 func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, error) {
-	// Cancelled items are filtered after the schedule's lock is released
-	// (lock order), so ask for enough extra to cover them.
-	s.sched.mu.Lock()
-	extra := min(s.sched.dead, 1024)
-	s.sched.mu.Unlock()
-	items := s.sched.earliest(n + extra)
+	// earliest leaves out the items it sees cancelled; one cancelled
+	// after it looked is filtered below, under its key's lock (which the
+	// schedule's lock may not be held with), so ask for a few extra.
+	items := s.sched.earliest(n + 8)
 	out := make([]ScheduledJob, 0, n)
 	for i := range items {
 		if len(out) == n {

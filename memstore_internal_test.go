@@ -157,6 +157,101 @@ func TestStaleScheduledItemMeetsReusedEntry(t *testing.T) {
 	assert.Equal(t, "g", j.Group)
 }
 
+// TestCancelledScheduledItemsAreSweptOut schedules keyed jobs an hour
+// out and cancels nine in ten: the cancelled items must not pile up in the
+// heap until their time (a schedule of jobs cancelled as fast as they are
+// added grew without bound), and the live ones must keep their order,
+// count, listing and run.
+func TestCancelledScheduledItemsAreSweptOut(t *testing.T) {
+	s, clk := newTestStore(t, 100000)
+	ctx := context.Background()
+	now := clk.Now()
+	const n = 20000
+	bound := func(live int) int { return max(2*live, live+compactMin) }
+	var live []string
+	for i := range n {
+		key := fmt.Sprintf("k%05d", i)
+		// Later keys are due earlier, so the heap's order is exercised.
+		_, err := s.Add(ctx, Job[int]{Key: key, Payload: i, RunAt: now.Add(time.Hour + time.Duration(n-i)*time.Millisecond)})
+		require.NoError(t, err)
+		if i%10 == 0 {
+			live = append(live, key)
+		} else {
+			c, err := s.Cancel(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, 1, c)
+		}
+		s.sched.mu.Lock()
+		held := s.sched.heap.len()
+		s.sched.mu.Unlock()
+		require.LessOrEqual(t, held, bound(len(live)), "after key %d: cancelled items held", i)
+	}
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, len(live), st.Scheduled)
+	assert.Equal(t, len(live), st.PendingKeys)
+
+	slices.Reverse(live) // in due order
+	next, err := s.Scheduled(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, next, 10)
+	for i, j := range next {
+		assert.Equal(t, live[i], j.Key)
+	}
+
+	clk.advance(2 * time.Hour)
+	promoted, err := s.PromoteDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(live), promoted)
+	for i, key := range live {
+		j := claimNow(t, s)
+		require.Equal(t, key, j.Key, "job %d in due order", i)
+		require.NoError(t, s.Complete(ctx, j))
+	}
+	st, err = s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Scheduled)
+	assert.Zero(t, st.PendingKeys)
+	s.sched.mu.Lock()
+	assert.Zero(t, s.sched.heap.len())
+	assert.Zero(t, s.sched.dead)
+	assert.LessOrEqual(t, len(s.sched.heap.blocks), 1, "the heap's blocks are given back")
+	s.sched.mu.Unlock()
+}
+
+// TestScheduleChurnStaysSmall adds and cancels scheduled jobs one after
+// the other, and with CancelMatch in bulk: the heap stays below
+// compactMin items plus the live ones.
+func TestScheduleChurnStaysSmall(t *testing.T) {
+	s, clk := newTestStore(t, 100)
+	ctx := context.Background()
+	at := clk.Now().Add(time.Hour)
+	for i := range 50000 {
+		key := fmt.Sprint(i)
+		_, err := s.Add(ctx, Job[int]{Key: key, Group: "g" + key, RunAt: at})
+		require.NoError(t, err)
+		_, err = s.Cancel(ctx, key)
+		require.NoError(t, err)
+	}
+	for i := range 5000 {
+		_, err := s.Add(ctx, Job[int]{Key: fmt.Sprint("m", i), RunAt: at})
+		require.NoError(t, err)
+	}
+	c, err := s.CancelMatch(ctx, func(string) bool { return true })
+	require.NoError(t, err)
+	require.Equal(t, 5000, c)
+	s.sched.mu.Lock()
+	held, dead := s.sched.heap.len(), s.sched.dead
+	s.sched.mu.Unlock()
+	assert.Less(t, held, compactMin)
+	assert.Equal(t, held, dead, "every item left is a cancelled one, counted")
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Scheduled)
+	_, err = s.Add(ctx, Job[int]{Key: "0", Group: "g0", RunAt: at})
+	require.NoError(t, err, "a cancelled job's key and group are free")
+}
+
 // TestMemoryStoreKeysModel drives the store through random adds, claims,
 // completions, retries, cancels and promotions over thousands of keys —
 // enough for shards to grow their chunks and indexes, sweep what workers
@@ -213,21 +308,104 @@ func TestMemoryStoreKeysModel(t *testing.T) {
 				m.complete(j, clk.Now())
 			}
 		case op == adds+4:
-			key := keys[rng.IntN(nkeys)]
-			n, err := s.Cancel(ctx, key)
-			require.NoError(t, err)
-			require.Equal(t, m.cancel(key), n, "step %d: Cancel(%s)", step, key)
+			m.cancelStep(t, s, keys[rng.IntN(nkeys)], step)
 		default:
-			clk.advance(time.Duration(rng.IntN(50)) * time.Millisecond)
-			n, err := s.PromoteDue(ctx)
-			require.NoError(t, err)
-			require.Equal(t, m.promote(clk.Now()), n, "step %d: promoted", step)
+			m.promoteStep(t, s, clk, time.Duration(rng.IntN(50))*time.Millisecond, step)
 		}
 		if step%5000 == 0 {
 			m.check(t, s, step)
 		}
 	}
 	m.check(t, s, -1)
+}
+
+// TestMemoryStoreScheduleModel checks the schedule against the model
+// under many scheduled adds and cancels, with sweeps of cancelled items
+// (compactMin lowered to 2) between the steps: counts, the due order of
+// promotions, listings and claims must match the model throughout.
+func TestMemoryStoreScheduleModel(t *testing.T) {
+	defer func(n int) { compactMin = n }(compactMin)
+	compactMin = 2
+	const nkeys = 300
+	s, clk := newTestStore(t, 1<<16)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 5))
+	m := newStoreModel()
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key%03d", i)
+	}
+	for step := range 60_000 {
+		switch op := rng.IntN(20); {
+		case op < 8:
+			key := keys[rng.IntN(nkeys)]
+			job := Job[int]{Key: key, Payload: step, RunAt: clk.Now().Add(time.Duration(1+rng.IntN(30000)) * time.Millisecond)}
+			added, err := s.Add(ctx, job)
+			m.add(t, key, job.RunAt, added, err)
+		case op < 15:
+			m.cancelStep(t, s, keys[rng.IntN(nkeys)], step)
+		case op < 17 && len(m.ready) > 0:
+			var j Job[int]
+			var mc memClaim
+			require.NoError(t, s.claim(ctx, &j, &mc))
+			m.claim(t, j, mc.ent)
+			s.finish(&j, 0, mc.ent)
+			m.complete(j, clk.Now())
+		case op == 17:
+			next, err := s.Scheduled(ctx, 5)
+			require.NoError(t, err)
+			want := m.earliest(5)
+			require.Len(t, next, len(want), "step %d: listing", step)
+			for i := range want {
+				require.Equal(t, want[i], next[i].ID, "step %d: listing %d", step, i)
+			}
+		default:
+			m.promoteStep(t, s, clk, time.Duration(rng.IntN(20))*time.Millisecond, step)
+		}
+		if step%2000 == 0 {
+			m.check(t, s, step)
+		}
+	}
+	m.check(t, s, -1)
+}
+
+// cancelStep cancels key in the store and the model, and checks that
+// both cancelled as many jobs.
+func (m *storeModel) cancelStep(t *testing.T, s *MemoryStore[int], key string, step int) {
+	t.Helper()
+	n, err := s.Cancel(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, m.cancel(key), n, "step %d: Cancel(%s)", step, key)
+}
+
+// promoteStep moves the clock on by d and promotes the due jobs in the
+// store and the model, and checks that both promoted as many.
+func (m *storeModel) promoteStep(t *testing.T, s *MemoryStore[int], clk *manualClock, d time.Duration, step int) {
+	t.Helper()
+	clk.advance(d)
+	n, err := s.PromoteDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, m.promote(clk.Now()), n, "step %d: promoted", step)
+}
+
+// earliest returns the IDs of the n scheduled jobs due first (FIFO for
+// equal times), as the store lists them.
+func (m *storeModel) earliest(n int) []int64 {
+	js := make([]modelJob, 0, len(m.sched))
+	for _, j := range m.sched {
+		js = append(js, j)
+	}
+	slices.SortFunc(js, func(a, b modelJob) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ids := make([]int64, 0, n)
+	for _, j := range js[:min(n, len(js))] {
+		ids = append(ids, j.id)
+	}
+	return ids
 }
 
 // storeModel is what the store should hold: keys and where their jobs

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"container/heap"
 	"context"
 	"math/bits"
 	"sync"
@@ -70,6 +71,19 @@ func (t *tiers[T]) pop() item[T] {
 	return it
 }
 
+// truncate keeps the first n items, dropping the references of the rest
+// for the GC and freeing the blocks that no longer hold any.
+func (t *tiers[T]) truncate(n int) {
+	for i := n; i < t.n; i++ {
+		*t.at(i) = item[T]{}
+	}
+	t.n = n
+	for k := len(t.blocks) - 1; k > 0 && uint(n)+1<<tierBits <= 1<<(k+tierBits); k-- {
+		t.blocks[k] = nil
+		t.blocks = t.blocks[:k]
+	}
+}
+
 func (s *schedule[T]) less(i, j int) bool {
 	a, b := s.heap.at(i), s.heap.at(j)
 	return a.at < b.at || (a.at == b.at && a.id < b.id)
@@ -122,20 +136,7 @@ func (s *schedule[T]) popLocked() item[T] {
 		return top
 	}
 	*s.heap.at(0) = last
-	i := 0
-	for {
-		min := i
-		for c := 4*i + 1; c <= 4*i+4 && c < n; c++ {
-			if s.less(c, min) {
-				min = c
-			}
-		}
-		if min == i {
-			break
-		}
-		s.swap(i, min)
-		i = min
-	}
+	s.down(0)
 	return top
 }
 
@@ -176,39 +177,123 @@ func (s *schedule[T]) poke() {
 	}
 }
 
+// compactMin is the fewest cancelled items that make a compaction; a
+// variable so that a test can make compactions frequent.
+var compactMin = 1024
+
+// cancelled counts one more cancelled item in the heap; s.mu is held. A
+// cancelled item stays in the heap, skipped when it comes due, so that a
+// cancel costs no heap surgery; but one cancelled an hour before its time
+// held its payload for that hour, and a schedule of jobs cancelled as
+// fast as they were added (a forwarder's re-announces, dropped as peers
+// leave) grew without bound. Once cancelled items are most of the heap
+// (and at least compactMin), they are swept out at once: each sweep costs
+// the heap's length and removes at least half of it, so a cancel costs
+// O(1) amortised.
+func (s *schedule[T]) cancelled() {
+	s.dead++
+	if s.dead >= compactMin && 2*s.dead > s.heap.len() {
+		s.compactLocked()
+	}
+}
+
+// compactLocked removes the cancelled items from the heap and restores
+// its order; s.mu is held. An item is cancelled when its key's entry is no
+// longer its job's pending entry: a scheduled item always has its job's
+// pending entry until the job is cancelled, and never again after that
+// (job IDs are not reused). It reads the entries without their shards'
+// locks (the lock order forbids them here): a cancel that has moved an
+// entry to gone but not yet counted it finds its item already removed,
+// and dead is briefly below the truth by that one item, never above.
+func (s *schedule[T]) compactLocked() {
+	n := s.heap.len()
+	k := 0
+	for i := range n {
+		it := s.heap.at(i)
+		if it.ent != nil && !it.ent.is(it.id, keyPending) {
+			continue
+		}
+		if k != i {
+			*s.heap.at(k) = *it
+		}
+		k++
+	}
+	s.dead -= n - k
+	s.heap.truncate(k)
+	for i := (k - 2) / 4; i >= 0; i-- { // heapify: sift every parent down
+		s.down(i)
+	}
+}
+
+// down moves item i down to its place below; s.mu is held.
+func (s *schedule[T]) down(i int) {
+	n := s.heap.len()
+	for {
+		min := i
+		for c := 4*i + 1; c <= 4*i+4 && c < n; c++ {
+			if s.less(c, min) {
+				min = c
+			}
+		}
+		if min == i {
+			return
+		}
+		s.swap(i, min)
+		i = min
+	}
+}
+
 // len returns the number of live scheduled items.
 func (s *schedule[T]) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.heap.len() - s.dead
+	return max(s.heap.len()-s.dead, 0)
 }
 
-// earliest returns up to n items in due order without removing them. It
-// walks the heap best-first, so it costs O(n²) at worst, never O(len).
+// earliest returns up to n items in due order without removing them,
+// leaving out cancelled ones (see compactLocked); it looks at no more than
+// n+maxSkip items, so that a heap crowded with cancelled items does not
+// make it long. It walks the heap best-first with a frontier kept as a
+// heap of its own: O(k log k) for the k items it looks at, never O(len).
+// (A frontier scanned for its minimum at every step cost O(k²): asked
+// for 10 jobs plus room for 1024 cancelled ones, every Stats call held
+// the schedule's lock for milliseconds.)
 func (s *schedule[T]) earliest(n int) []item[T] {
+	const maxSkip = 1024
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []item[T]
-	frontier := []int{}
-	if s.heap.len() > 0 {
-		frontier = append(frontier, 0)
+	if s.heap.len() == 0 || n <= 0 {
+		return out
 	}
-	for len(frontier) > 0 && len(out) < n {
-		best := 0
-		for i := range frontier {
-			if s.less(frontier[i], frontier[best]) {
-				best = i
-			}
+	f := frontier[T]{s: s, idx: []int{0}}
+	for looked := 0; len(f.idx) > 0 && len(out) < n && looked < n+maxSkip; looked++ {
+		i := heap.Pop(&f).(int)
+		if it := s.heap.at(i); it.ent == nil || it.ent.is(it.id, keyPending) {
+			out = append(out, *it)
 		}
-		idx := frontier[best]
-		frontier[best] = frontier[len(frontier)-1]
-		frontier = frontier[:len(frontier)-1]
-		out = append(out, *s.heap.at(idx))
-		for c := 4*idx + 1; c <= 4*idx+4 && c < s.heap.len(); c++ {
-			frontier = append(frontier, c)
+		for c := 4*i + 1; c <= 4*i+4 && c < s.heap.len(); c++ {
+			heap.Push(&f, c)
 		}
 	}
 	return out
+}
+
+// frontier is earliest's heap of schedule indices, ordered as the
+// schedule orders its items.
+type frontier[T any] struct {
+	s   *schedule[T]
+	idx []int
+}
+
+func (f *frontier[T]) Len() int           { return len(f.idx) }
+func (f *frontier[T]) Less(i, j int) bool { return f.s.less(f.idx[i], f.idx[j]) }
+func (f *frontier[T]) Swap(i, j int)      { f.idx[i], f.idx[j] = f.idx[j], f.idx[i] }
+func (f *frontier[T]) Push(x any)         { f.idx = append(f.idx, x.(int)) }
+func (f *frontier[T]) Pop() any {
+	x := f.idx[len(f.idx)-1]
+	f.idx = f.idx[:len(f.idx)-1]
+	return x
 }
 
 // run promotes due items with promote until ctx ends, sleeping until the
