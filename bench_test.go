@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"slices"
@@ -248,6 +249,63 @@ func BenchmarkScheduleRun(b *testing.B) {
 	if err := q.Stop(ctx); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkScheduleLateness runs scheduled jobs on the real clock: b.N
+// jobs scheduled at 10 000 per second, each due a delay after it is
+// scheduled (uniform in [0, 100 ms), fixed seed), so that about 10 000
+// come due each second; 10 workers. It reports each job's lateness (its
+// start, read in the handler, minus its due instant) at p50, p99 and the
+// maximum. A job that starts before its time fails the benchmark. Run it
+// with a fixed count of jobs, e.g. -benchtime 20000x (2 s).
+func BenchmarkScheduleLateness(b *testing.B) {
+	const rate = 10_000                   // jobs scheduled, and so due, per second
+	const spread = 100 * time.Millisecond // delays are uniform in [0, spread)
+	due := make([]time.Time, b.N)
+	late := make([]time.Duration, b.N)
+	var wg sync.WaitGroup
+	wg.Add(b.N)
+	q := started[int](b)(queue.New(func(_ context.Context, j queue.Job[int]) error {
+		late[j.Payload] = time.Since(due[j.Payload])
+		wg.Done()
+		return nil
+	}, queue.WithWorkers(benchWorkers, benchWorkers)))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	delays := make([]time.Duration, b.N)
+	for i := range delays {
+		delays[i] = time.Duration(rng.Int64N(int64(spread)))
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	for i := 0; i < b.N; {
+		// Schedule every job whose turn has come, then wait for the next
+		// turn: the pace is kept on average, in bursts of about 1 ms.
+		for turn := time.Duration(i) * time.Second / rate; i < b.N && time.Since(t0) >= turn; turn = time.Duration(i) * time.Second / rate {
+			now := time.Now()
+			due[i] = now.Add(delays[i])
+			if err := q.EnqueueAt(ctx, queue.Job[int]{Payload: i}, due[i]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if i < b.N {
+			time.Sleep(time.Until(t0.Add(time.Duration(i) * time.Second / rate)))
+		}
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := q.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(late)
+	if late[0] < 0 {
+		b.Fatalf("a job started %v before its time", -late[0])
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(late[len(late)/2]), "late-p50-ms")
+	b.ReportMetric(ms(late[len(late)*99/100]), "late-p99-ms")
+	b.ReportMetric(ms(late[len(late)-1]), "late-max-ms")
 }
 
 // BenchmarkScheduledHeld reports the heap held per scheduled job, beyond
