@@ -276,21 +276,19 @@ func BenchmarkScheduleLateness(b *testing.B) {
 	for i := range delays {
 		delays[i] = time.Duration(rng.Int64N(int64(spread)))
 	}
+	// A ticker paces the producer: at each tick it schedules every job
+	// whose turn has come, so the pace holds on average, in bursts of
+	// about 1 ms.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	b.ResetTimer()
 	t0 := time.Now()
-	for i := 0; i < b.N; {
-		// Schedule every job whose turn has come, then wait for the next
-		// turn: the pace is kept on average, in bursts of about 1 ms.
-		for turn := time.Duration(i) * time.Second / rate; i < b.N && time.Since(t0) >= turn; turn = time.Duration(i) * time.Second / rate {
-			now := time.Now()
-			due[i] = now.Add(delays[i])
+	for i := 0; i < b.N; <-tick.C {
+		for ; i < b.N && time.Since(t0) >= time.Duration(i)*time.Second/rate; i++ {
+			due[i] = time.Now().Add(delays[i])
 			if err := q.EnqueueAt(ctx, queue.Job[int]{Payload: i}, due[i]); err != nil {
 				b.Fatal(err)
 			}
-			i++
-		}
-		if i < b.N {
-			time.Sleep(time.Until(t0.Add(time.Duration(i) * time.Second / rate)))
 		}
 	}
 	wg.Wait()
