@@ -213,6 +213,18 @@ func work(ctx context.Context, d time.Duration) {
 	}
 }
 
+// claimWithin claims a job from s, failing tb if none comes within d.
+func claimWithin[T any](tb testing.TB, s *pgstore.Store[T], d time.Duration) queue.Job[T] {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	j, err := s.Claim(ctx)
+	if err != nil {
+		tb.Fatalf("Claim: %v", err)
+	}
+	return j
+}
+
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 var bg = context.Background()

@@ -212,11 +212,9 @@ func TestBadPayloads(t *testing.T) {
 	if _, err := s.Add(bg, queue.Job[badPayload]{Payload: badPayload{S: "good"}}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	defer cancel()
-	j, err := s.Claim(ctx)
-	if err != nil || j.Payload.S != "good" {
-		t.Fatalf("Claim = %+v, %v; want the good job", j, err)
+	j := claimWithin(t, s, 5*time.Second)
+	if j.Payload.S != "good" {
+		t.Fatalf("Claim = %+v; want the good job", j)
 	}
 	queuetest.Await(t, dead, 10*time.Second, "EventDead for the undecodable job")
 	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'"); n != 1 {
@@ -266,11 +264,9 @@ func TestEnqueueTx(t *testing.T) {
 	if n := count(t, e.pool, "SELECT count(*) FROM "+table); n != 1 {
 		t.Fatalf("%d rows, want 1 (the committed job)", n)
 	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	defer cancel()
-	j, err := s.Claim(ctx)
-	if err != nil || j.Key != "k" {
-		t.Fatalf("Claim = %+v, %v", j, err)
+	j := claimWithin(t, s, 5*time.Second)
+	if j.Key != "k" {
+		t.Fatalf("Claim = %+v", j)
 	}
 	if err := s.Complete(bg, j); err != nil {
 		t.Fatal(err)
@@ -323,11 +319,8 @@ func TestEnqueueMany(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Priority order holds across the batch.
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	defer cancel()
-	j, err := s.Claim(ctx)
-	if err != nil || j.Priority != "high" || j.Payload.N != 2 {
-		t.Fatalf("first claim %+v, %v; want job 2 (the first high)", j, err)
+	if j := claimWithin(t, s, 5*time.Second); j.Priority != "high" || j.Payload.N != 2 {
+		t.Fatalf("first claim %+v; want job 2 (the first high)", j)
 	}
 }
 
@@ -521,16 +514,7 @@ func TestRescueAndRetention(t *testing.T) {
 	clk := queuetest.NewFakeClock(epoch)
 	events := bind(t, s, "rescue", clk)
 	table := jobsTable(e)
-	claim := func() queue.Job[P] {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-		defer cancel()
-		j, err := s.Claim(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	claim := func() queue.Job[P] { t.Helper(); return claimWithin(t, s, 5*time.Second) }
 	if _, err := s.Add(bg, queue.Job[P]{Key: "k", MaxAttempts: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -668,12 +652,7 @@ func TestCancelClaimed(t *testing.T) {
 	if _, err := s.Add(bg, queue.Job[P]{Key: "k", Target: "gone"}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	defer cancel()
-	j, err := s.Claim(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := claimWithin(t, s, 5*time.Second)
 	if err := s.CancelClaimed(bg, j, errors.New("target disabled")); err != nil {
 		t.Fatal(err)
 	}
@@ -829,12 +808,7 @@ func TestReleasedJobsWakeOtherProcess(t *testing.T) {
 	// The closing store's worker takes the first job; writing its
 	// completion claims the second for the worker's next Claim, which
 	// never comes.
-	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-	defer cancel()
-	j, err := closing.Claim(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := claimWithin(t, closing, 10*time.Second)
 	if err := closing.Complete(bg, j); err != nil {
 		t.Fatal(err)
 	}
