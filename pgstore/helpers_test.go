@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,6 +202,31 @@ func (t queryTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 func (t queryTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	sql, _ := ctx.Value(tracedSQL{}).(string)
 	t.onEnd(sql, data.CommandTag, data.Err)
+}
+
+// tracedStore returns a store on a pool of its own, polling once a
+// minute, that calls onEnd after each of its statements with the
+// statement, the store's claim statement (empty until New returns) and
+// the statement's outcome.
+func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error)) *pgstore.Store[P] {
+	t.Helper()
+	var claimSQL atomic.Pointer[string]
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
+			claim := ""
+			if p := claimSQL.Load(); p != nil {
+				claim = *p
+			}
+			onEnd(sql, claim, tag, err)
+		}}
+	})
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := pgstore.HotSQL(s)
+	claimSQL.Store(&claim)
+	return s
 }
 
 // work simulates a handler's work of d; it ends early when ctx does.

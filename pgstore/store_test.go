@@ -332,30 +332,21 @@ func TestEnqueueMany(t *testing.T) {
 // that found no job.
 func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
 	t.Helper()
-	var claimSQL atomic.Pointer[string]
 	listen := make(chan struct{})
 	var listenOnce sync.Once
 	idl := make(chan struct{}, 1)
-	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
-		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
-			switch {
-			case err != nil:
-			case strings.HasPrefix(sql, "LISTEN "):
-				listenOnce.Do(func() { close(listen) })
-			case claimSQL.Load() != nil && sql == *claimSQL.Load() && tag.RowsAffected() == 0:
-				select {
-				case idl <- struct{}{}:
-				default:
-				}
+	consumer = tracedStore(t, e, func(sql, claimSQL string, tag pgconn.CommandTag, err error) {
+		switch {
+		case err != nil:
+		case strings.HasPrefix(sql, "LISTEN "):
+			listenOnce.Do(func() { close(listen) })
+		case claimSQL != "" && sql == claimSQL && tag.RowsAffected() == 0:
+			select {
+			case idl <- struct{}{}:
+			default:
 			}
-		}}
+		}
 	})
-	consumer, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim, _, _ := pgstore.HotSQL(consumer)
-	claimSQL.Store(&claim)
 	return consumer, listen, idl
 }
 
@@ -845,20 +836,11 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var claims atomic.Int64
-	var claimSQL atomic.Pointer[string]
-	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
-		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, _ pgconn.CommandTag, _ error) {
-			if p := claimSQL.Load(); p != nil && sql == *p {
-				claims.Add(1)
-			}
-		}}
+	s := tracedStore(t, e, func(sql, claimSQL string, _ pgconn.CommandTag, _ error) {
+		if claimSQL != "" && sql == claimSQL {
+			claims.Add(1)
+		}
 	})
-	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim, _, _ := pgstore.HotSQL(s)
-	claimSQL.Store(&claim)
 	bind(t, s, "idle", queue.SystemClock{})
 	// A window in which nothing happens: the Claim's own deadline.
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
@@ -882,26 +864,20 @@ func TestWakeUpsDoNotRecount(t *testing.T) {
 	e := newEnv(t)
 	var counts atomic.Int64
 	stepped := make(chan struct{}, 1)
-	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
-		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, _ pgconn.CommandTag, err error) {
-			if err != nil {
-				return
+	s := tracedStore(t, e, func(sql, _ string, _ pgconn.CommandTag, err error) {
+		if err != nil {
+			return
+		}
+		if strings.Contains(sql, "LIMIT $2::bigint) c") {
+			counts.Add(1)
+		}
+		if strings.Contains(sql, "SELECT (SELECT min(run_at)") {
+			select {
+			case stepped <- struct{}{}:
+			default:
 			}
-			if strings.Contains(sql, "LIMIT $2::bigint) c") {
-				counts.Add(1)
-			}
-			if strings.Contains(sql, "SELECT (SELECT min(run_at)") {
-				select {
-				case stepped <- struct{}{}:
-				default:
-				}
-			}
-		}}
+		}
 	})
-	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	bind(t, s, "recount", queue.SystemClock{})
 	queuetest.Await(t, stepped, 10*time.Second, "the promoter's first step")
 	before := counts.Load()
