@@ -214,13 +214,7 @@ func TestFastUpstreamPeersReachClients(t *testing.T) {
 	peers := r.compact(t)
 	assert.Contains(t, peers, netip.MustParseAddrPort("127.0.0.1:7001"), "local client")
 	assert.Contains(t, peers, netip.MustParseAddrPort("127.2.0.1:6881"), "from the UDP upstream")
-	fromHTTP := 0
-	for _, p := range peers {
-		if p.Addr().As4()[1] == 1 { // 127.1.x.x: the HTTP simulator's peers
-			fromHTTP++
-		}
-	}
-	assert.Positive(t, fromHTTP, "from the HTTP upstream")
+	assert.Positive(t, httpSimPeers(peers), "from the HTTP upstream")
 	assert.Equal(t, int64(1), h.sims[simFast].Hits(), "the second peer is not forwarded: the torrent is not due yet")
 
 	// numwant and the dict form.
@@ -392,13 +386,19 @@ func TestForwardedStopKeepsTheUpstreamsPeers(t *testing.T) {
 
 	peers := h.announce(t, clientQuery(1, 2, 7002, nil)).compact(t)
 	assert.Contains(t, peers, netip.MustParseAddrPort("127.2.0.1:6881"), "the UDP upstream's peers")
-	fromHTTP := 0
+	assert.Positive(t, httpSimPeers(peers), "the HTTP upstream's peers")
+}
+
+// httpSimPeers counts the peers in peers that the HTTP simulator made up
+// (127.1.x.x).
+func httpSimPeers(peers []netip.AddrPort) int {
+	n := 0
 	for _, p := range peers {
-		if p.Addr().As4()[1] == 1 { // 127.1.x.x: the HTTP simulator's peers
-			fromHTTP++
+		if p.Addr().As4()[1] == 1 {
+			n++
 		}
 	}
-	assert.Positive(t, fromHTTP, "the HTTP upstream's peers")
+	return n
 }
 
 func TestCompletedIsForwardedOnce(t *testing.T) {
