@@ -158,18 +158,6 @@ func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int6
 	return buf, s.heap.at(0).at
 }
 
-// freeGroup releases group if job id holds it.
-func (s *schedule[T]) freeGroup(group string, id int64) {
-	if group == "" {
-		return
-	}
-	s.mu.Lock()
-	if s.groups[group] == id {
-		delete(s.groups, group)
-	}
-	s.mu.Unlock()
-}
-
 func (s *schedule[T]) poke() {
 	select {
 	case s.wake <- struct{}{}:

@@ -71,18 +71,6 @@ func (l *eventLog) wait(t *testing.T, kind queue.EventKind, target string, n int
 	}
 }
 
-func (l *eventLog) count(kind queue.EventKind, target string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, ev := range l.list {
-		if ev.Kind == kind && ev.Target == target {
-			n++
-		}
-	}
-	return n
-}
-
 type harness struct {
 	f    *Forwarder
 	srv  *httptest.Server

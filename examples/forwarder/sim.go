@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -260,11 +259,4 @@ func udpError(tx []byte, msg string) []byte {
 	out := binary.BigEndian.AppendUint32(nil, udpActionError)
 	out = append(out, tx...)
 	return append(out, msg...)
-}
-
-// shutdownAll closes servers, bounded by ctx.
-func shutdownAll(ctx context.Context, servers []*simServer) {
-	for _, s := range servers {
-		s.srv.Shutdown(ctx)
-	}
 }
