@@ -515,6 +515,8 @@ type StuckError struct {
 	Err    error   // the context's error
 }
 
+// Error returns how many jobs were still running and the context's
+// error, e.g. "queue: 2 job(s) still running: context deadline exceeded".
 func (e *StuckError) Error() string {
 	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
 }
