@@ -1,6 +1,6 @@
 // Command forwarder is a BitTorrent tracker that forwards its clients'
 // announces to upstream trackers through a queue.Queue: the library's
-// first user, as described in seeds 000 and 001.
+// first user.
 //
 //	go run ./examples/forwarder -demo 20s
 //	go run ./examples/forwarder -listen :6969 -upstream http://tracker.example/announce -upstream udp://other.example:6969
