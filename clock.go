@@ -7,12 +7,17 @@ import "time"
 // standard library. A Clock serves tests that cannot (network stores) and
 // hosts that already have a fake clock; queuetest.FakeClock is one.
 type Clock interface {
+	// Now returns the current time. The queue reads it for due times,
+	// backoff, suspensions and the times in events and stats.
 	Now() time.Time
+	// NewTimer returns a started timer that fires once, after d.
 	NewTimer(d time.Duration) Timer
 }
 
 // Timer is the part of *time.Timer the queue uses.
 type Timer interface {
+	// C returns the channel on which the timer delivers the time it
+	// fired, as time.Timer's C field does.
 	C() <-chan time.Time
 	// Reset changes the timer to fire after d. It reports whether the
 	// timer was active.

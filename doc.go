@@ -7,17 +7,34 @@
 // The same API runs on PostgreSQL or Redis through a Store (the pgstore
 // and redisstore modules).
 //
-// Quick start:
+// Quick start, in a program that drains its queue on Ctrl-C:
 //
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
 //	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 //		return announce(ctx, j.Target, j.Payload)
 //	}, queue.WithCapacity(10000), queue.WithWorkers(10, 20))
 //	if err != nil {
 //		return err
 //	}
-//	q.Start(ctx)
-//	defer q.Stop(ctx)
+//	if err := q.Start(context.Background()); err != nil { // not ctx: see below
+//		return err
+//	}
 //	err = q.Enqueue(ctx, queue.Job[string]{Key: "hash:tracker1:peer", Target: "tracker1", Payload: req})
+//	// ... serve until the signal ...
+//	<-ctx.Done()
+//	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+//	defer cancel()
+//	if err := q.Stop(stopCtx); err != nil { // runs every job accepted so far
+//		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//		defer cancel()
+//		return q.Shutdown(shutCtx) // too slow: cancel the handlers still running
+//	}
+//
+// Start is given a context that no signal cancels because cancelling
+// Start's context is a hard shutdown, as Shutdown is: the running
+// handlers are cancelled and the jobs still waiting do not run. The
+// example "ShutdownOnSignal" runs this pattern.
 //
 // # Concurrency
 //
@@ -32,10 +49,14 @@
 // already accepts jobs. Start returns at once. Stop stops accepting jobs
 // (Enqueue returns ErrClosed), lets the workers finish the ready jobs and
 // returns; scheduled jobs are kept (durable stores keep them across
-// restarts). Shutdown also cancels the running handlers' contexts. Both
-// return ctx.Err() (Shutdown: a *StuckError naming the running jobs) if
-// their context ends first, and may be called again. Done is closed once
-// the queue has stopped. The library never installs signal handlers.
+// restarts). Shutdown also cancels the running handlers' contexts and
+// leaves the ready jobs unrun; so does cancelling the context passed to
+// Start. Both return ctx.Err() (Shutdown: a *StuckError naming the
+// running jobs) if their context ends first, and may be called again.
+// Done is closed once the queue has stopped. With the in-memory store,
+// jobs still ready or scheduled when the process exits are lost; a
+// durable store keeps them. The library never installs signal handlers:
+// the host decides what a signal means (see the quick start).
 //
 // # Scheduling
 //

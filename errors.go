@@ -45,6 +45,8 @@ type OptionError struct {
 	Reason string // why it was rejected
 }
 
+// Error returns "queue: invalid option " followed by the option, the
+// rejected value and the reason.
 func (e *OptionError) Error() string {
 	return fmt.Sprintf("queue: invalid option %s(%v): %s", e.Option, e.Value, e.Reason)
 }
@@ -59,6 +61,8 @@ type PanicError struct {
 	Stack []byte // the goroutine's stack at the panic
 }
 
+// Error returns "queue: handler panicked: " and the value passed to
+// panic; the stack is in Stack.
 func (e *PanicError) Error() string { return fmt.Sprintf("queue: handler panicked: %v", e.Value) }
 
 // RateLimitError is returned by Admit when the admission limiter refuses a
@@ -68,6 +72,7 @@ type RateLimitError struct {
 	RetryAfter time.Duration
 }
 
+// Error returns the same text as Message.
 func (e *RateLimitError) Error() string { return e.Message() }
 
 // Message is a ready client-facing message, e.g. "tracker busy, retry in 10 seconds".

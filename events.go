@@ -46,13 +46,26 @@ func (k EventKind) String() string {
 // and Purge neither key nor job, as the store reports only how many jobs
 // it cancelled (one event each).
 type Event struct {
-	Kind     EventKind
-	Time     time.Time
-	JobID    int64
-	Key      string
-	Target   string
+	// Kind is what happened.
+	Kind EventKind
+	// Time is when it happened, by the queue's clock.
+	Time time.Time
+	// JobID is the job's ID (Job.ID); zero for a target's events and for
+	// a job the queue refused (EventDropped), which never got one.
+	JobID int64
+	// Key is the job's pending key (Job.Key), "" if it has none.
+	Key string
+	// Target is the job's target (Job.Target), or the target a target's
+	// event is about.
+	Target string
+	// Priority is the job's priority label as given to Enqueue; "" means
+	// the default priority.
 	Priority string
-	Attempt  int
+	// Attempt is the job's attempt number (Job.Attempt) when the event
+	// happened: 0 before its first run (EventEnqueued, EventCoalesced,
+	// EventDropped), otherwise the number of the run that just ended or
+	// is about to start.
+	Attempt int
 	// Err is the job's error for EventRetried, EventDead and failed
 	// EventDone; the reason for EventDisabled and EventCancelled.
 	Err error

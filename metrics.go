@@ -116,12 +116,12 @@ func WithWarnDepth(n int) Option {
 // 512 bytes; payloads are never recorded, but an error that quotes its
 // payload will show it.
 type ErrorRecord struct {
-	Time    time.Time `json:"time"`
-	JobID   int64     `json:"job_id"`
-	Key     string    `json:"key,omitempty"`
-	Target  string    `json:"target,omitempty"`
-	Attempt int       `json:"attempt"`
-	Error   string    `json:"error"`
+	Time    time.Time `json:"time"`             // when the run ended
+	JobID   int64     `json:"job_id"`           // the job's ID
+	Key     string    `json:"key,omitempty"`    // the job's pending key, if any
+	Target  string    `json:"target,omitempty"` // the job's target, if any
+	Attempt int       `json:"attempt"`          // the number of the run that failed
+	Error   string    `json:"error"`            // the handler's error text, at most 512 bytes
 }
 
 type observers struct {

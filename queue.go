@@ -148,12 +148,25 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 }
 
 // Start starts the workers, the scaler and the store's background work,
-// and returns at once. ctx bounds the queue's background work: when it is
-// cancelled the queue stops as if Shutdown were called, whether or not a
-// Stop has begun. Start returns ErrStarted if called twice (the second
-// call changes nothing) and ErrClosed after Stop or Shutdown, even one
-// called before Start or while Start was starting the store (the stop
-// then closes the store; no worker starts).
+// and returns at once. The contexts handlers receive carry ctx's values.
+//
+// Cancelling ctx is a hard shutdown, the same as calling
+// Shutdown(context.Background()), whether or not a Stop has begun (a Stop
+// still draining is cut short): Enqueue returns ErrClosed, the running
+// handlers' contexts are cancelled and their jobs put back without using
+// an attempt, ready and scheduled jobs are not run (the in-memory store's
+// are lost when the process exits; a durable store keeps them), and Done
+// is closed once the handlers have returned. So a program that should
+// drain on SIGINT or SIGTERM passes Start a context no signal cancels
+// (context.Background()), waits for the signal, and then calls Stop with
+// a timeout, and Shutdown if that expires; see the example
+// "ShutdownOnSignal".
+//
+// Start returns ErrStarted if called twice (the second call changes
+// nothing) and ErrClosed after Stop or Shutdown, even one called before
+// Start or while Start was starting the store (the stop then closes the
+// store; no worker starts). An error from the store's Start is returned
+// wrapped, and the queue is not started.
 func (q *Queue[T]) Start(ctx context.Context) error {
 	q.startMu.Lock()
 	defer q.startMu.Unlock()
@@ -515,6 +528,8 @@ type StuckError struct {
 	Err    error   // the context's error
 }
 
+// Error returns how many jobs were still running and the context's
+// error, e.g. "queue: 2 job(s) still running: context deadline exceeded".
 func (e *StuckError) Error() string {
 	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
 }

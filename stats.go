@@ -55,19 +55,20 @@ type Counts struct {
 
 // Stats is a snapshot of a queue.
 type Stats struct {
-	Name            string         `json:"name"`
-	State           string         `json:"state"` // new, running, stopping, stopped
-	Depth           int            `json:"depth"` // ready jobs, and jobs parked for a busy target's slot
-	Capacity        int            `json:"capacity"`
-	FillPct         float64        `json:"fill_pct"`
-	ReadyByPriority map[string]int `json:"ready_by_priority"`
-	Scheduled       int            `json:"scheduled"`
-	Waiting         int            `json:"waiting"` // coalesced reruns waiting for their key's running job
-	PendingKeys     int            `json:"pending_keys"`
-	Running         int            `json:"running"` // jobs whose handler is running (or about to)
-	Workers         int            `json:"workers"` // active workers
-	BaseWorkers     int            `json:"base_workers"`
-	MaxWorkers      int            `json:"max_workers"`
+	Name            string         `json:"name"`              // the queue's name (WithName)
+	State           string         `json:"state"`             // new, running, stopping, stopped
+	Depth           int            `json:"depth"`             // ready jobs, and jobs parked for a busy target's slot
+	Capacity        int            `json:"capacity"`          // the most ready jobs the queue holds (WithCapacity)
+	FillPct         float64        `json:"fill_pct"`          // Depth as a percentage of Capacity
+	ReadyByPriority map[string]int `json:"ready_by_priority"` // ready jobs per priority label
+	Scheduled       int            `json:"scheduled"`         // jobs waiting for their RunAt (retries included)
+	Waiting         int            `json:"waiting"`           // coalesced reruns waiting for their key's running job
+	PendingKeys     int            `json:"pending_keys"`      // keys held by queued, scheduled or running jobs
+	Running         int            `json:"running"`           // jobs whose handler is running (or about to)
+	Workers         int            `json:"workers"`           // active workers
+	BaseWorkers     int            `json:"base_workers"`      // the pool's floor (WithWorkers' base)
+	MaxWorkers      int            `json:"max_workers"`       // the pool's ceiling (WithWorkers' max)
+	// Counts are the event counters since New.
 	Counts
 	// NextScheduled lists the next 10 scheduled jobs, earliest first.
 	NextScheduled []ScheduledInfo `json:"next_scheduled"`
@@ -83,7 +84,7 @@ type Stats struct {
 // ScheduledInfo is a scheduled job and its time to execution.
 type ScheduledInfo struct {
 	ScheduledJob
-	In        time.Duration `json:"-"`
+	In        time.Duration `json:"-"`          // how long until RunAt, when the snapshot was taken; negative if overdue
 	InSeconds float64       `json:"in_seconds"` // In, for JSON readers
 }
 

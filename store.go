@@ -232,11 +232,11 @@ type StoreStats struct {
 
 // ScheduledJob describes one job waiting in the schedule.
 type ScheduledJob struct {
-	ID       int64     `json:"id"`
-	Key      string    `json:"key,omitempty"`
-	Group    string    `json:"group,omitempty"`
-	Target   string    `json:"target,omitempty"`
-	Priority string    `json:"priority"`
-	RunAt    time.Time `json:"run_at"`
-	Attempt  int       `json:"attempt"` // attempts already made
+	ID       int64     `json:"id"`               // the job's ID
+	Key      string    `json:"key,omitempty"`    // its pending key, if any
+	Group    string    `json:"group,omitempty"`  // its schedule group, if any
+	Target   string    `json:"target,omitempty"` // its target, if any
+	Priority string    `json:"priority"`         // its priority label
+	RunAt    time.Time `json:"run_at"`           // when it becomes due
+	Attempt  int       `json:"attempt"`          // attempts already made
 }

@@ -167,14 +167,14 @@ type target struct {
 
 // TargetStatus describes one target's health.
 type TargetStatus struct {
-	Name           string    `json:"name"`
-	SuspendedUntil time.Time `json:"suspended_until,omitzero"`
-	Disabled       bool      `json:"disabled"`
-	Reason         string    `json:"reason,omitempty"`
-	DisabledAt     time.Time `json:"disabled_at,omitzero"`
-	Failures       int       `json:"failures"` // consecutive failures
-	Breaker        string    `json:"breaker"`  // closed, open, half-open
-	Running        int       `json:"running"`  // jobs of the target running now
+	Name           string    `json:"name"`                     // the target, as in Job.Target
+	SuspendedUntil time.Time `json:"suspended_until,omitzero"` // end of the current suspension; zero if not suspended
+	Disabled       bool      `json:"disabled"`                 // disabled until Resume: Fanout skips it, its jobs are cancelled
+	Reason         string    `json:"reason,omitempty"`         // why it was disabled: the text of the error given to Disable
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`     // when it was disabled
+	Failures       int       `json:"failures"`                 // consecutive failures
+	Breaker        string    `json:"breaker"`                  // closed, open, half-open
+	Running        int       `json:"running"`                  // jobs of the target running now
 	// Parked counts claimed jobs waiting in process for a concurrency
 	// slot or for a half-open breaker's probe to end; the queue's Stats
 	// count them in Depth, not Running, and they count against the
@@ -747,8 +747,12 @@ func (q *Queue[T]) Classify(status int, err error) error {
 }
 
 // HTTPError is an HTTP status treated as a failure by ClassifyHTTP.
-type HTTPError struct{ Status int }
+type HTTPError struct {
+	Status int // the HTTP status code, e.g. 503
+}
 
+// Error returns the status code and its text, e.g. "HTTP 503 Service
+// Unavailable".
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
 }

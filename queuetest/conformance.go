@@ -16,8 +16,8 @@ import (
 
 // Payload is the job payload the conformance suite uses. It survives JSON.
 type Payload struct {
-	N    int    `json:"n"`
-	Note string `json:"note,omitempty"`
+	N    int    `json:"n"`              // tells the suite's jobs apart
+	Note string `json:"note,omitempty"` // free text, to check strings survive the store
 }
 
 // StoreFeatures tells RunStoreTests which optional behaviours a store has.
@@ -25,7 +25,7 @@ type StoreFeatures struct {
 	// Capacity: Add returns ErrQueueFull beyond StoreConfig.Capacity and
 	// PromoteDue requeues due jobs that do not fit.
 	Capacity bool
-	// Drains: after Drain, Claim keeps returning ready jobs until none is
+	// DrainsReady: after Drain, Claim keeps returning ready jobs until none is
 	// left (the in-memory store). Without it Claim may return ErrDrained
 	// at once (durable stores, whose backlog other processes share).
 	DrainsReady bool
@@ -36,9 +36,9 @@ type StoreFeatures struct {
 
 // StoreHarness is a store under test with the fake clock it was given.
 type StoreHarness struct {
-	Store  queue.Store[Payload]
-	Clock  *FakeClock
-	Events *EventLog
+	Store  queue.Store[Payload] // the store, initialised with Clock and Events
+	Clock  *FakeClock           // the clock the store was given; the suite advances it
+	Events *EventLog            // what the store reported through StoreConfig.Report
 }
 
 // EventLog records the events a store reports through StoreConfig.Report.

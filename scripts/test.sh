@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: gofmt, and go mod tidy, go vet and go test -race
-# for each module of the repo. Store tests use the real PostgreSQL and
+# Runs every check CI runs: gofmt, and go mod tidy, go vet, staticcheck and
+# go test -race for each module of the repo, then the BitTorrent e2e run. Store tests use the real PostgreSQL and
 # Redis named by QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults:
 # 127.0.0.1:5432 database test, 127.0.0.1:6379); without them they skip and
 # say so, except under CI=true, where an unreachable server fails the run.
@@ -25,9 +25,21 @@ fi
 
 modules=(. examples pgstore redisstore bench)
 
+# staticcheck, pinned: v0.8.2 of honnef.co/go/tools is staticcheck
+# 2026.2.2 (the module proxy serves the semver tag, not the year one).
+# Installed with go install when missing or at another version.
+staticcheck_version="2026.2.2 (0.8.2)"
+staticcheck="$(go env GOPATH)/bin/staticcheck"
+if [ "$("$staticcheck" -version 2>/dev/null)" != "staticcheck $staticcheck_version" ]; then
+  echo "== installing staticcheck $staticcheck_version"
+  GOBIN="$(dirname "$staticcheck")" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2 || {
+    echo "test.sh: could not install staticcheck"; exit 1; }
+fi
+
 fail=0
 passed=0
 failed=0
+failed_pkgs=()
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go') 2>/dev/null || true)
@@ -43,18 +55,34 @@ for m in "${modules[@]}"; do
   (cd "$m" && go mod tidy -diff) || { echo "$m: go.mod or go.sum is not tidy (run go mod tidy in $m)"; fail=1; }
   echo "== $m: go vet"
   (cd "$m" && go vet ./...) || fail=1
+  echo "== $m: staticcheck"
+  (cd "$m" && "$staticcheck" ./...) || fail=1
   echo "== $m: go test -race"
   (cd "$m" && go test -race -count=1 ./...) 2>&1 | tee "$log" || fail=1
-  passed=$((passed + $(grep -c '^ok ' "$log" || true)))
-  failed=$((failed + $(grep -c '^FAIL' "$log" || true)))
+  # One result line per package: "ok<TAB>path<TAB>time" or
+  # "FAIL<TAB>path<TAB>time" (or "FAIL<TAB>path [build failed]"). The bare
+  # "FAIL" that ends the run and "--- FAIL: TestX" lines are not packages.
+  mod=$(awk '$1 == "module" { print $2; exit }' "$m/go.mod")
+  pkg_re="^(ok|FAIL)[[:space:]]+${mod//./\\.}(/[^[:space:]]*)?([[:space:]]|\$)"
+  passed=$((passed + $(grep -E "$pkg_re" "$log" | grep -c '^ok' || true)))
+  while read -r pkg; do
+    failed=$((failed + 1)); failed_pkgs+=("$pkg")
+  done < <(grep -E "$pkg_re" "$log" | grep '^FAIL' | awk '{print $2}' | sort -u)
 done
 
 if [ -x scripts/e2e-bittorrent.sh ]; then
   echo "== e2e: real BitTorrent software"
-  if scripts/e2e-bittorrent.sh; then passed=$((passed + 1)); else fail=1; failed=$((failed + 1)); fi
+  if scripts/e2e-bittorrent.sh; then
+    passed=$((passed + 1))
+  else
+    fail=1; failed=$((failed + 1)); failed_pkgs+=("e2e-bittorrent")
+  fi
 fi
 
 # One line a CI reader can count: test packages (and the e2e run).
+if [ "$failed" != 0 ]; then
+  echo "failed packages: ${failed_pkgs[*]}"
+fi
 echo "packages: $passed passed, $failed failed"
 if [ "$fail" != 0 ]; then
   exit 1

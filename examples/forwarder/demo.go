@@ -157,9 +157,9 @@ func runDemo(ctx context.Context, qc queue.Config, s settings, out io.Writer) er
 	sctx, scancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
-	final := f.q.Stats()
+	atEnd := f.q.Stats()
 	f.Shutdown(sctx)
-	printSummary(out, f, final, gen, seen)
+	printSummary(out, f, atEnd, f.q.Stats(), gen.counts(), seen)
 	return nil
 }
 
@@ -205,7 +205,9 @@ func (d *demoSeen) observe(st queue.Stats, f *Forwarder) {
 	}
 }
 
-func printSummary(out io.Writer, f *Forwarder, st queue.Stats, gen *loadGen, seen *demoSeen) {
+// printSummary prints the per-upstream table, the totals and what they
+// mean. atEnd is the queue when the load stopped, final after Shutdown.
+func printSummary(out io.Writer, f *Forwarder, atEnd, final queue.Stats, c clientCounts, seen *demoSeen) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "upstream\tbehaviour\tok\tfailed\t429\tretry-in\trejected\tstate\t")
@@ -224,12 +226,16 @@ func printSummary(out io.Writer, f *Forwarder, st queue.Stats, gen *loadGen, see
 			s.ok.Load(), s.failed.Load(), s.overloaded.Load(), s.retryIn.Load(), s.rejected.Load(), state)
 	}
 	tw.Flush()
+	fmt.Fprintln(out, "  (forwards per upstream: ok = a good reply; failed = an error, of which 429 = \"too many requests\";")
+	fmt.Fprintln(out, "   retry-in = told to come back later (BEP 31); rejected = the upstream refused the torrent)")
 
+	left := final.Depth + final.Scheduled + final.Waiting
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "clients: %d announces sent, %d answered with peers, %d rate-limited (\"tracker busy, retry in N seconds\"), %d errors\n",
-		gen.sent.Load(), gen.ok.Load(), gen.limited.Load(), gen.errors.Load())
-	fmt.Fprintf(out, "jobs:    %d enqueued, %d done, %d retried, %d dead, %d cancelled, %d dropped (queue full); at the end %d ready, %d running, %d scheduled or waiting\n",
-		st.Enqueued, st.Done, st.Retried, st.Dead, st.Cancelled, st.DroppedFull, st.Depth, st.Running, st.Scheduled+st.Waiting)
+	fmt.Fprintf(out, "clients: %d announces sent: %d answered with peers, %d asked to retry later (\"tracker busy, retry in N seconds\"), %d errors\n",
+		c.sent, c.ok, c.limited, c.errors)
+	fmt.Fprintf(out, "jobs:    %d forwards accepted: %d done, %d dead, %d cancelled, %d left at the end (%d of them running when the demo stopped);\n",
+		final.Enqueued, final.Done, final.Dead, final.Cancelled, left, atEnd.Running)
+	fmt.Fprintf(out, "         %d retries; %d forwards refused because the queue was full\n", final.Retried, final.DroppedFull)
 	fmt.Fprintf(out, "peaks:   fill %.0f%%, workers %d (base %d)\n\n", seen.peakFill, seen.peakWorkers, seen.baseWorkers)
 	mark := func(ok bool) string {
 		if ok {
@@ -237,10 +243,72 @@ func printSummary(out io.Writer, f *Forwarder, st queue.Stats, gen *loadGen, see
 		}
 		return "no"
 	}
-	fmt.Fprintf(out, "seen:    worker scaling %s, throttling %s, rate limiting %s, suspension %s, disabling %s, BEP 31 retry scheduled %s\n",
+	fmt.Fprintf(out, "seen:    worker scaling %s, throttling %s, rate limiting %s, suspension %s, disabling %s, BEP 31 retry scheduled %s\n\n",
 		mark(seen.peakWorkers > seen.baseWorkers), mark(seen.throttled), mark(seen.rateLimited),
 		mark(seen.suspended), mark(seen.disabled), mark(seen.scheduledMax > 0))
+	explainSummary(out, atEnd, final, c)
 }
+
+// clientCounts are the load generator's totals.
+type clientCounts struct{ sent, ok, limited, errors int64 }
+
+func (g *loadGen) counts() clientCounts {
+	return clientCounts{sent: g.sent.Load(), ok: g.ok.Load(), limited: g.limited.Load(), errors: g.errors.Load()}
+}
+
+// explainSummary tells a reader who does not know BitTorrent what the
+// totals mean, whether the run went well, and what became of the jobs
+// left at the end.
+func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
+	left := uint64(final.Depth + final.Scheduled + final.Waiting)
+	ended := final.Done + final.Dead + final.Cancelled
+	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	p("what the numbers mean:")
+	p("  A BitTorrent client announces to a tracker: \"I am in this torrent's swarm; who else is?\". The forwarder")
+	p("  answers at once with the peers it knows, and forwards the announce to its upstream trackers, one queued")
+	p("  job (a forward) per upstream, so that they know the client too and their peers come back to it.")
+	switch {
+	case c.sent == 0:
+		p("  - No client announced: nothing to judge.")
+	case c.errors == 0:
+		p("  - Clients: every announce got an answer at once, and none an error: no client ever waited for an upstream.")
+	default:
+		p("  - Clients: %d announces got no usable answer (a timeout or a broken reply): not expected on 127.0.0.1;", c.errors)
+		p("    the machine was probably too busy. The rest were answered at once.")
+	}
+	if c.limited > 0 {
+		p("  - %d of %d announces (%.0f %%) were asked to come back later: in the surge, announces arrived faster", c.limited, c.sent, pct(c.limited, c.sent))
+		p("    than the upstreams could take their forwards, the queue filled past the rate-limit threshold, and")
+		p("    admission control turned new peers away politely instead of queueing work it could not do. That is")
+		p("    the design working (a real tracker under load answers the same); a bigger queue or faster")
+		p("    upstreams make it smaller.")
+	}
+	if final.DroppedFull > 0 {
+		p("  - %d forwards were refused with the queue full: their clients were answered anyway, and each client's", final.DroppedFull)
+		p("    next announce is forwarded again.")
+	}
+	p("  - dead: forwards given up on (the 404 upstream's, disabled at its first answer, and those that failed")
+	p("    every attempt); cancelled: forwards to the disabled upstream, of peers that left (event=stopped) and")
+	p("    announces replaced by a newer one of the same peer; retries: forwards run again later, after an error")
+	p("    (with backoff) or when the upstream said \"retry in\".")
+	if diff := int64(final.Enqueued) - int64(ended+left); diff == 0 {
+		p("  - Nothing was lost: every accepted forward is accounted for, %d done + %d dead + %d cancelled + %d left = %d.",
+			final.Done, final.Dead, final.Cancelled, left, final.Enqueued)
+	} else {
+		p("  - %d accepted forwards are not accounted for (%d done + %d dead + %d cancelled + %d left of %d): their",
+			diff, final.Done, final.Dead, final.Cancelled, left, final.Enqueued)
+		p("    handlers were still running when the demo stopped waiting for them.")
+	}
+	if left > 0 {
+		p("  - The %d forwards left at the end (%d ready, %d scheduled for later, %d waiting), %d of them interrupted",
+			left, final.Depth, final.Scheduled, final.Waiting, atEnd.Running)
+		p("    by the shutdown and put back, were held in memory, so they are dropped when the demo exits. For a")
+		p("    tracker that is acceptable: every client announces again within its interval, and that announce is")
+		p("    forwarded. The forwarder as a server (without -demo) can keep them in PostgreSQL or Redis (-store).")
+	}
+}
+
+func pct(n, of int64) float64 { return float64(n) * 100 / float64(of) }
 
 // loadGen plays many BitTorrent clients: new peers on many torrents,
 // re-announces, completions and stops, at the rate demoLoad gives. Its

@@ -270,14 +270,15 @@ func (f *Forwarder) enqueue(ctx context.Context, a *Announce, ev Event, target, 
 	}
 	// ErrDuplicate (the peer's previous announce is still queued) and
 	// ErrQueueFull (counted as dropped_full) are the queue's to count; the
-	// client is answered either way, as seed 001 does.
+	// client is answered either way: forwarding is best effort, and the
+	// client announces again at its interval.
 	if err := f.q.Enqueue(ctx, job); errors.Is(err, queue.ErrDuplicate) && supersede {
 		f.q.Cancel(ctx, job.Key)
 		f.q.Enqueue(ctx, job)
 	}
 }
 
-// jobKey is the seed's pending key: infohash:upstream:peerid, in hex.
+// jobKey is a job's pending key: infohash:upstream:peerid, in hex.
 func jobKey(a *Announce, target string) string {
 	return jobKeys(a, []string{target})[0]
 }

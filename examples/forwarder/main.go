@@ -1,6 +1,6 @@
 // Command forwarder is a BitTorrent tracker that forwards its clients'
 // announces to upstream trackers through a queue.Queue: the library's
-// first user, as described in seeds 000 and 001.
+// first user.
 //
 //	go run ./examples/forwarder -demo 20s
 //	go run ./examples/forwarder -listen :6969 -upstream http://tracker.example/announce -upstream udp://other.example:6969
@@ -159,7 +159,13 @@ func (s *settings) fromEnv() error {
 	return nil
 }
 
-// serve runs the forwarder until ctx ends.
+// serve runs the forwarder until ctx ends. ctx is the signal context and
+// is passed to Start on purpose: SIGINT or SIGTERM shuts the queue down at
+// once instead of draining it (the library's quick start shows the
+// draining pattern). Forwards are best effort: an interrupted or queued
+// one is dropped with the in-memory store, or kept in PostgreSQL or Redis
+// (-store) for the next start, and every client announces again within
+// its interval anyway.
 func serve(ctx context.Context, qc queue.Config, s settings, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	client := newHTTPClient(s.timeout)

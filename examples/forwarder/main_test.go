@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queuekit/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -97,4 +98,40 @@ func TestDemoRunsAndExits(t *testing.T) {
 	assert.Contains(t, text, "upstream  behaviour")
 	assert.Contains(t, text, "gone-404")
 	assert.Contains(t, text, "seen:")
+	// The summary says what the numbers mean and that no job was lost.
+	assert.Contains(t, text, "what the numbers mean:")
+	assert.Contains(t, text, "Nothing was lost: every accepted forward is accounted for")
+}
+
+// The summary's explanation follows the figures: it tells a good run
+// from a bad one and says what becomes of the jobs left at the end.
+func TestDemoSummaryExplainsTheFigures(t *testing.T) {
+	atEnd := queue.Stats{Running: 3}
+	final := queue.Stats{Depth: 10, Scheduled: 4, Waiting: 1,
+		Counts: queue.Counts{Enqueued: 100, Done: 70, Dead: 2, Cancelled: 13, DroppedFull: 5}}
+	explain := func(atEnd, final queue.Stats, c clientCounts) string {
+		var out bytes.Buffer
+		explainSummary(&out, atEnd, final, c)
+		return out.String()
+	}
+
+	good := explain(atEnd, final, clientCounts{sent: 40, ok: 30, limited: 10})
+	assert.Contains(t, good, "every announce got an answer at once, and none an error")
+	assert.Contains(t, good, "10 of 40 announces (25 %) were asked to come back later")
+	assert.Contains(t, good, "5 forwards were refused with the queue full")
+	assert.Contains(t, good, "70 done + 2 dead + 13 cancelled + 15 left = 100")
+	assert.Contains(t, good, "The 15 forwards left at the end (10 ready, 4 scheduled for later, 1 waiting), 3 of them interrupted")
+	assert.Contains(t, good, "dropped when the demo exits")
+
+	final.Done = 66 // four still running when the demo gave up on them
+	bad := explain(atEnd, final, clientCounts{sent: 40, ok: 28, limited: 10, errors: 2})
+	assert.Contains(t, bad, "2 announces got no usable answer")
+	assert.Contains(t, bad, "4 accepted forwards are not accounted for")
+	assert.NotContains(t, bad, "Nothing was lost")
+
+	final = queue.Stats{Counts: queue.Counts{Enqueued: 5, Done: 5}}
+	clean := explain(queue.Stats{}, final, clientCounts{sent: 5, ok: 5})
+	assert.NotContains(t, clean, "asked to come back later")
+	assert.NotContains(t, clean, "left at the end")
+	assert.Contains(t, clean, "5 done + 0 dead + 0 cancelled + 0 left = 5")
 }

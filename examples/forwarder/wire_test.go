@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,31 @@ func TestParseReplyRefusesDeepNesting(t *testing.T) {
 	r, err := ParseReply(body)
 	require.NoError(t, err)
 	assert.Len(t, r.Peers, 2)
+}
+
+// A string's declared length is not trusted: a reply of a few bytes that
+// declares a 128 MiB string is refused without allocating it. (The
+// bencode decoder of anacrolix/torrent before v1.62 allocated the whole
+// declared length before reading it, so 20 bytes from a hostile upstream
+// cost 128 MiB, per job.)
+func TestParseReplyDoesNotTrustStringLengths(t *testing.T) {
+	const declared = 1<<27 - 2 // just under the decoder's string limit
+	for name, body := range map[string]string{
+		"failure reason": fmt.Sprintf("d14:failure reason%d:busye", declared),
+		"peers":          fmt.Sprintf("d5:peers%d:abcdee", declared),
+		"retry in":       fmt.Sprintf("d8:retry in%d:5e", declared),
+		"unknown key":    fmt.Sprintf("d3:xyz%d:e", declared),
+		"dict key":       fmt.Sprintf("d%d:xyz", declared),
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		r, err := ParseReply([]byte(body))
+		runtime.ReadMemStats(&after)
+		assert.Nil(t, r, name)
+		assert.ErrorIs(t, err, errGarbage, name)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		assert.Less(t, allocated, uint64(1<<20), "%s: a %d-byte reply allocated %d bytes", name, len(body), allocated)
+	}
 }
 
 func FuzzParseReply(f *testing.F) {

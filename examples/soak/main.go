@@ -371,7 +371,7 @@ func (s *soak) finish(out io.Writer) []error {
 	defer cancel()
 	var errs []error
 	if err := q.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("Stop: %w", err))
+		errs = append(errs, fmt.Errorf("stopping the queue: %w", err))
 	}
 	st = q.Stats()
 	ended := st.Done + st.Dead + st.Cancelled
