@@ -20,6 +20,15 @@
 // holds one leadership row per queue. WithSchema puts both in a schema of
 // their own.
 //
+// Start (called by the queue's Start) refuses a schema that Migrate has
+// not brought up to date: its error, a *NotMigratedError matching
+// ErrNotMigrated, names the schema, the missing table or the versions,
+// and Migrate. A schema migrated with another tool from the same files
+// (no queuekit_migrations table) is checked for its tables only. When
+// the database cannot be reached at Start, the store starts anyway; a
+// missing table found later makes Stats unhealthy and return
+// ErrNotMigrated.
+//
 // A job's state is one of scheduled (waiting for run_at), available (due,
 // waiting for a worker), running (leased to a process), retryable (put back
 // by Retry or Defer, waiting for run_at), pending (a coalesced rerun waiting
