@@ -20,7 +20,7 @@ import (
 )
 
 // ErrLeaseLost is returned by Complete, Retry, Defer and Dead when this
-// process no longer holds the job's lease: the leader rescued it after the
+// process no longer holds the job's lease: a process rescued it after the
 // lease expired (and it may already run elsewhere), or it was released.
 // Nothing was written. It matches queue.ErrLeaseLost, so the queue counts
 // no outcome for the run.
@@ -268,6 +268,7 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	}
 	run(s.fetchLoop)
 	run(s.promoteLoop)
+	run(s.rescueLoop)
 	run(s.leaderLoop)
 	if s.o.listen {
 		run(s.listenLoop)
@@ -409,7 +410,7 @@ func (s *Store[T]) lenLimit() int64 { return int64(max(2*s.cfg.Capacity, 10000))
 func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.leaseTTL / 3 }
 
 // Leader reports whether this process currently leads its queue: it runs
-// the janitor (lease rescue and retention pruning).
+// retention pruning. (Every process rescues expired leases.)
 func (s *Store[T]) Leader() bool {
 	s.leaderMu.Lock()
 	defer s.leaderMu.Unlock()
