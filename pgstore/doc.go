@@ -27,7 +27,7 @@
 // (no queuekit_migrations table) is checked for its tables only. When
 // the database cannot be reached at Start, the store starts anyway; a
 // missing table found later makes Stats unhealthy and return
-// ErrNotMigrated.
+// ErrNotMigrated, as Add does.
 //
 // A job's state is one of scheduled (waiting for run_at), available (due,
 // waiting for a worker), running (leased to a process), retryable (put back

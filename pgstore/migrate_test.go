@@ -55,15 +55,15 @@ func startQueue(t *testing.T, pool *pgxpool.Pool, schema string, ran chan<- stru
 func wantNotMigrated(t *testing.T, err error, schema string, says ...string) {
 	t.Helper()
 	if !errors.Is(err, pgstore.ErrNotMigrated) {
-		t.Fatalf("Start on a schema not migrated = %v; want pgstore.ErrNotMigrated", err)
+		t.Fatalf("on a schema not migrated: %v; want pgstore.ErrNotMigrated", err)
 	}
 	var nm *pgstore.NotMigratedError
 	if !errors.As(err, &nm) || nm.Schema != schema {
-		t.Fatalf("Start = %v; want a *NotMigratedError for schema %q", err, schema)
+		t.Fatalf("%v; want a *NotMigratedError for schema %q", err, schema)
 	}
 	for _, s := range append([]string{`schema "` + schema + `"`, "pgstore.Migrate"}, says...) {
 		if !strings.Contains(err.Error(), s) {
-			t.Fatalf("Start = %q; want it to say %q", err, s)
+			t.Fatalf("%q; want it to say %q", err, s)
 		}
 	}
 }
@@ -102,7 +102,10 @@ func TestStartRefusesUnmigratedSchema(t *testing.T) {
 		if _, err := pool.Exec(bg, "CREATE SCHEMA "+schema); err != nil {
 			t.Fatal(err)
 		}
-		_, err := startQueue(t, pool, schema, nil)
+		q, err := startQueue(t, pool, schema, nil)
+		wantNotMigrated(t, err, schema, "queuekit_jobs", "missing")
+		// Add works before Start, and says the same.
+		err = q.Enqueue(bg, queue.Job[P]{})
 		wantNotMigrated(t, err, schema, "queuekit_jobs", "missing")
 	})
 

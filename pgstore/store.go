@@ -30,9 +30,10 @@ var ErrLeaseLost = fmt.Errorf("pgstore: job lease lost: %w", queue.ErrLeaseLost)
 // passed to queue.New (which tells it its queue's name and priorities).
 var ErrNotBound = errors.New("pgstore: store is not bound to a queue (pass it to queue.New first)")
 
-// ErrNotMigrated matches the *NotMigratedError that Start returns, and
-// that Stats reports, when the store's schema lacks its tables or is at
-// an older migration version than this pgstore needs: run Migrate.
+// ErrNotMigrated matches the *NotMigratedError that Start returns when
+// the store's schema lacks its tables or is at an older migration version
+// than this pgstore needs, and that Stats, Add and EnqueueMany return
+// when the server says the tables do not exist: run Migrate.
 var ErrNotMigrated = errors.New("pgstore: schema not migrated")
 
 // NotMigratedError says that the store's schema is not ready for it:
