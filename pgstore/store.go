@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,7 @@ var ErrNotMigrated = errors.New("pgstore: schema not migrated")
 // needs (Version < Want). Run Migrate with the same WithSchema. It
 // matches ErrNotMigrated.
 type NotMigratedError struct {
-	Schema  string // the schema looked in: WithSchema's, or the search_path's first
+	Schema  string // the schema looked in: WithSchema's, or the search_path's first ("" if not known)
 	Missing string // the table not found, qualified and quoted; "" when the version is old
 	Version int    // the latest migration recorded in the schema (when Missing is "")
 	Want    int    // the latest migration this pgstore has (see Migrations)
@@ -50,10 +51,14 @@ type NotMigratedError struct {
 }
 
 func (e *NotMigratedError) Error() string {
-	if e.Missing != "" {
-		return fmt.Sprintf("pgstore: schema %q is not migrated (table %s missing): run pgstore.Migrate", e.Schema, e.Missing)
+	schema := fmt.Sprintf("schema %q", e.Schema)
+	if e.Schema == "" {
+		schema = "the search_path's schema"
 	}
-	return fmt.Sprintf("pgstore: schema %q is at migration version %d, this pgstore needs %d: run pgstore.Migrate", e.Schema, e.Version, e.Want)
+	if e.Missing != "" {
+		return fmt.Sprintf("pgstore: %s is not migrated (table %s missing): run pgstore.Migrate", schema, e.Missing)
+	}
+	return fmt.Sprintf("pgstore: %s is at migration version %d, this pgstore needs %d: run pgstore.Migrate", schema, e.Version, e.Want)
 }
 
 // Is makes a *NotMigratedError match ErrNotMigrated.
@@ -350,7 +355,11 @@ func (s *Store[T]) notMigrated(err error) *NotMigratedError {
 	if p := s.schemaName.Load(); p != nil {
 		name = *p
 	}
-	return &NotMigratedError{Schema: name, Missing: s.q.jobs, Err: err}
+	missing := s.q.jobs
+	if strings.Contains(pgErr.Message, "queuekit_leaders") {
+		missing = s.q.leaders
+	}
+	return &NotMigratedError{Schema: name, Missing: missing, Err: err}
 }
 
 // Drain implements queue.Store. Claim returns queue.ErrDrained once the
