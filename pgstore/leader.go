@@ -32,9 +32,9 @@ import (
 // the loop out of their way with a long one). The rescue statement takes
 // the expired rows with FOR UPDATE SKIP LOCKED and changes them only
 // while they are still running with an expired lease, so processes
-// rescuing at once share the work and rescue each job once. When nothing
-// expired it costs one short transaction reading the queue's entries in
-// the lease index.
+// rescuing at once share the work and rescue each job once
+// (TestConcurrentRescueOnce). When nothing expired it costs one short
+// transaction that finds no expired entry in the lease index.
 func (s *Store[T]) rescueLoop(ctx context.Context) {
 	for sleep(ctx, jitter(s.o.janitorInterval)) {
 		if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
