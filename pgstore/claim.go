@@ -82,8 +82,8 @@ func (s *Store[T]) withdraw(w chan queue.Job[T]) {
 // want reserves and returns how many jobs the fetcher should claim, at
 // most limit: one per Claim caller waiting without a job, plus one per
 // worker about to come back for its next job (see expectClaims), less the
-// jobs kept in spare and those being claimed already. The caller releases
-// the reservation when the claim is handed out.
+// jobs kept in spare and those being claimed already. fetch releases the
+// reservation as it hands the claimed jobs out, or when the claim fails.
 func (s *Store[T]) want(limit int) int {
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
@@ -93,19 +93,12 @@ func (s *Store[T]) want(limit int) int {
 }
 
 // freeSpare is the number of spare jobs not promised to workers about to
-// come back from an outcome (see promise).
+// come back from an outcome: a write batch hands out the jobs it claimed
+// for its workers (see handOutClaimed) before they return, and a claim
+// decision made meanwhile must not count those jobs as free.
 func (s *Store[T]) freeSpare() int {
 	s.promised = min(s.promised, len(s.spare))
 	return len(s.spare) - s.promised
-}
-
-// promise notes that the workers of n outcomes just written will take
-// spare jobs claimed for them: a write batch built meanwhile must not
-// count those jobs as free.
-func (s *Store[T]) promise(n int) {
-	s.handMu.Lock()
-	s.promised = min(s.promised+n, len(s.spare))
-	s.handMu.Unlock()
 }
 
 // maxRefill bounds the jobs a write batch claims in its own transaction.
@@ -136,9 +129,9 @@ func (s *Store[T]) refill(n int) (claim, rest int) {
 	return claim, need - claim
 }
 
-// claimDone releases a reservation of refill once its jobs are handed out
-// (or the claim failed); a caller still waiting then gets the fetcher's
-// attention, which the reservation may have held back.
+// claimDone releases a reservation of refill whose claim failed; a caller
+// still waiting then gets the fetcher's attention, which the reservation
+// may have held back.
 func (s *Store[T]) claimDone(n int) {
 	if s.unreserve(n) {
 		kick(s.wakeFetch)
@@ -172,23 +165,6 @@ func (s *Store[T]) expectClaims(n int) {
 	}
 }
 
-// handOut gives a claimed job to the longest-waiting caller, or keeps it
-// for the next one.
-func (s *Store[T]) handOut(j queue.Job[T]) {
-	s.heldMu.Lock()
-	s.held[j.ID] = j.Attempt
-	s.heldMu.Unlock()
-	s.handMu.Lock()
-	defer s.handMu.Unlock()
-	if len(s.waiters) > 0 {
-		w := s.waiters[0]
-		s.waiters = s.waiters[1:]
-		w <- j
-		return
-	}
-	s.spare = append(s.spare, j)
-}
-
 // take removes id from the held set; false means its lease was lost or
 // released while it waited to be handed out.
 func (s *Store[T]) take(id int64) bool {
@@ -220,8 +196,7 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 	for ctx.Err() == nil && !s.drained.Load() {
 		want := s.want(s.o.claimBatch)
 		if want > 0 {
-			n, err := s.fetch(ctx, want)
-			s.unreserve(want)
+			n, err := s.fetch(ctx, want) // releases the reservation
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -258,12 +233,15 @@ func backoff(n int, limit time.Duration) time.Duration {
 	return min(d, max(limit, 5*time.Second))
 }
 
-// fetch claims up to n jobs and queues them for Claim; it reports how
-// many rows it claimed.
+// fetch claims up to n jobs, the fetcher's reservation (see want), and
+// queues them for Claim, releasing the reservation as it hands them out;
+// it reports how many rows it claimed. It does not wake the fetcher (see
+// unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	now := s.cfg.Clock.Now()
 	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.leaseTTL))
 	if err != nil {
+		s.unreserve(n)
 		s.noteErr(err)
 		return 0, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -272,9 +250,10 @@ func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	if err != nil {
 		// The claim may have committed: those jobs are leased to this
 		// process and come back when the lease expires.
+		s.unreserve(n)
 		return 0, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	s.handOutClaimed(got)
+	s.handOutClaimed(got, n, 0)
 	return len(got), nil
 }
 
@@ -307,30 +286,59 @@ func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
 }
 
 // handOutClaimed hands committed claims to the Claim callers in priority,
-// run_at, id order; a job whose payload does not decode is dead-lettered.
-func (s *Store[T]) handOutClaimed(got []claimed[T]) {
-	if len(got) == 0 {
-		return
+// run_at, id order (first come first served), or keeps them in spare for
+// the next callers; a job whose payload does not decode is dead-lettered.
+//
+// In the same critical section it releases reserved claims of the
+// reservation that claimed them (see want and refill) and promises
+// promised spare jobs to workers returning from an outcome (see freeSpare),
+// so that no claim decision sees the jobs handed out with the
+// reservation still held: a write batch built by a worker that took one
+// of these jobs and came straight back with its outcome then counted the
+// worker as claimed for, and claimed nothing. It reports whether Claim
+// callers are still waiting.
+func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (waiting bool) {
+	jobs := make([]queue.Job[T], 0, len(got))
+	if len(got) > 0 {
+		s.ready.Add(-int64(len(got)))
+		slices.SortFunc(got, func(a, b claimed[T]) int {
+			if a.weight != b.weight {
+				return a.weight - b.weight
+			}
+			if c := a.runAt.Compare(b.runAt); c != 0 {
+				return c
+			}
+			return int(a.job.ID - b.job.ID)
+		})
+		for i := range got {
+			c := &got[i]
+			c.job.Priority = s.label(c.weight)
+			if err := s.o.codec.Unmarshal(c.payload, &c.job.Payload); err != nil {
+				s.deadLetterUndecodable(c.job, err)
+				continue
+			}
+			jobs = append(jobs, c.job)
+		}
+		s.heldMu.Lock()
+		for _, j := range jobs {
+			s.held[j.ID] = j.Attempt
+		}
+		s.heldMu.Unlock()
 	}
-	s.ready.Add(-int64(len(got)))
-	slices.SortFunc(got, func(a, b claimed[T]) int {
-		if a.weight != b.weight {
-			return a.weight - b.weight
-		}
-		if c := a.runAt.Compare(b.runAt); c != 0 {
-			return c
-		}
-		return int(a.job.ID - b.job.ID)
-	})
-	for i := range got {
-		c := &got[i]
-		c.job.Priority = s.label(c.weight)
-		if err := s.o.codec.Unmarshal(c.payload, &c.job.Payload); err != nil {
-			s.deadLetterUndecodable(c.job, err)
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	s.claiming -= reserved
+	for _, j := range jobs {
+		if len(s.waiters) > 0 {
+			w := s.waiters[0]
+			s.waiters = s.waiters[1:]
+			w <- j
 			continue
 		}
-		s.handOut(c.job)
+		s.spare = append(s.spare, j)
 	}
+	s.promised = min(s.promised+promised, len(s.spare))
+	return len(s.waiters) > 0
 }
 
 // DecodeError is the cause recorded for a job whose payload could not be

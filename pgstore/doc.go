@@ -20,6 +20,15 @@
 // holds one leadership row per queue. WithSchema puts both in a schema of
 // their own.
 //
+// Start (called by the queue's Start) refuses a schema that Migrate has
+// not brought up to date: its error, a *NotMigratedError matching
+// ErrNotMigrated, names the schema, the missing table or the versions,
+// and Migrate. A schema migrated with another tool from the same files
+// (no queuekit_migrations table) is checked for its tables only. When
+// the database cannot be reached at Start, the store starts anyway; a
+// missing table found later makes Stats unhealthy and return
+// ErrNotMigrated, as Add does.
+//
 // A job's state is one of scheduled (waiting for run_at), available (due,
 // waiting for a worker), running (leased to a process), retryable (put back
 // by Retry or Defer, waiting for run_at), pending (a coalesced rerun waiting
@@ -88,18 +97,27 @@
 // adding process itself is woken at once. EnqueueTx, EnqueueMany,
 // promotions and the janitor notify in their own transaction (at commit).
 //
-// # Leader and janitor
+// # Rescue, leader and janitor
+//
+// Every process of a queue, every janitor interval (default 1 s, less up
+// to a random quarter), returns jobs whose lease expired to available —
+// the lost run used its attempt — or dead-letters them after their last
+// attempt, and notifies, so that a waiting worker anywhere takes them at
+// once. The statement locks the expired rows with FOR UPDATE SKIP
+// LOCKED, so processes rescuing at once share the work and rescue each
+// job once. A crashed process's jobs therefore run again within the lease
+// TTL + the janitor interval (plus a claim's round trip) while any other
+// process of the queue runs, whether or not the crashed process led:
+// rescue never waits for a new leader.
 //
 // One process per queue leads, holding a row in queuekit_leaders whose
 // expiry (database time) it renews every third of the TTL (default 10 s);
 // the others try every tenth, so a dead leader is replaced within TTL +
 // TTL/10, and at once when it resigns in Close. The leader runs the
-// janitor: every janitor interval (default 1 s) it returns jobs whose
-// lease expired to available — the lost run used its attempt — or
-// dead-letters them after their last attempt, and every 60 intervals it
-// prunes old final jobs, 20 000 at most per pass, with another pass at the
-// next interval while one finds that many. Stats().Leader tells whether
-// this process leads.
+// janitor's retention pruning: every 60 janitor intervals it prunes old
+// final jobs, 20 000 at most per pass, with another pass at the next
+// interval while one finds that many. Stats().Leader tells whether this
+// process leads.
 //
 // # Capacity
 //

@@ -109,6 +109,9 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	err = db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
 		job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
 	).Scan(&ok, &id, &state, &dup, &notes)
+	if nm := s.notMigrated(err); nm != nil {
+		return queue.Added{}, nm
+	}
 	if err != nil {
 		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
 	}
@@ -176,6 +179,9 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 	}()
 	if err != nil {
 		s.noteErr(err)
+		if nm := s.notMigrated(err); nm != nil {
+			return nil, nm
+		}
 		return nil, fmt.Errorf("pgstore: enqueue many: %w", err)
 	}
 	var ready, added int64

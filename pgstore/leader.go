@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +19,40 @@ import (
 // network cut the server has not noticed yet. The leader counts its term
 // from before it asked, on its own monotonic clock, so two processes never
 // both believe they lead.
+//
+// Only retention pruning is the leader's. Lease rescue runs in every
+// process (rescueLoop): a leader that dies with a worker would otherwise
+// leave the worker's jobs waiting for a new leader, up to a leader TTL
+// after their leases expired.
 
-// leaderLoop elects, renews and runs the janitor while leading.
+// rescueLoop returns jobs whose lease expired, in every process: every
+// janitor interval, less a random quarter of it so that processes started
+// together spread their statements. The first pass too waits an interval
+// (tests that step a fake clock and call RescueExpired themselves keep
+// the loop out of their way with a long one). The rescue statement takes
+// the expired rows with FOR UPDATE SKIP LOCKED and changes them only
+// while they are still running with an expired lease, so processes
+// rescuing at once share the work and rescue each job once
+// (TestConcurrentRescueOnce). When nothing expired it costs one short
+// transaction that finds no expired entry in the lease index.
+func (s *Store[T]) rescueLoop(ctx context.Context) {
+	for sleep(ctx, jitter(s.o.janitorInterval)) {
+		if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("pgstore: rescue of expired leases failed", "err", err)
+		}
+	}
+}
+
+// jitter returns a random duration in (3d/4, d].
+func jitter(d time.Duration) time.Duration {
+	q := d / 4
+	if q <= 0 {
+		return d
+	}
+	return d - rand.N(q)
+}
+
+// leaderLoop elects, renews and, while leading, prunes.
 func (s *Store[T]) leaderLoop(ctx context.Context) {
 	tick := min(s.o.leaderTTL/10, s.o.janitorInterval)
 	renewEvery := s.o.leaderTTL / 3
@@ -50,9 +83,6 @@ func (s *Store[T]) leaderLoop(ctx context.Context) {
 		}
 		if s.Leader() && time.Since(lastJanitor) >= s.o.janitorInterval {
 			lastJanitor = time.Now()
-			if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("pgstore: janitor: rescue failed", "err", err)
-			}
 			// A pass is bounded; one that stopped at its bound is
 			// followed by another at the next tick, so that pruning
 			// keeps up with any rate of finished jobs.
@@ -113,8 +143,10 @@ const rescueBatch = 1000
 // (on the queue's clock) become available again, keeping their attempt
 // count — the lost run used an attempt — or are dead-lettered when that was
 // their last attempt. A dead-lettered job's rerun, if any, becomes ready.
-// Each job is reported as queue.EventRescued or queue.EventDead. The leader
-// runs it every janitor interval; it is safe to run anywhere, at any time.
+// Each job is reported as queue.EventRescued or queue.EventDead, by the
+// process that rescued it. Every process runs it every janitor interval;
+// it is safe to run anywhere, at any time, and concurrently: each expired
+// job is rescued once.
 func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 	s.rescueMu.Lock()
 	defer s.rescueMu.Unlock()

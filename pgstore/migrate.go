@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +49,21 @@ func Migrations() []Migration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out
+}
+
+// latestMigration is the version of the last embedded migration.
+var latestMigration = sync.OnceValue(func() int {
+	ms := Migrations()
+	return ms[len(ms)-1].Version
+})
+
+// migrationsTable is the quoted name of schema's queuekit_migrations
+// table ("": the search_path's).
+func migrationsTable(schema string) string {
+	if schema == "" {
+		return pgx.Identifier{"queuekit_migrations"}.Sanitize()
+	}
+	return pgx.Identifier{schema, "queuekit_migrations"}.Sanitize()
 }
 
 // Migrate brings the store's tables up to date: it creates the schema named

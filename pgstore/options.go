@@ -128,8 +128,8 @@ func WithMaxPayloadBytes(n int) Option {
 
 // WithLeaseTTL sets how long a claim lasts without a heartbeat (default
 // 30s). The queue heartbeats every third of it; a process that dies leaves
-// its jobs to be rescued by the leader within about TTL + the janitor
-// interval.
+// its jobs to be rescued by any other process of the queue, leader or
+// not, within TTL + the janitor interval, and run at once.
 func WithLeaseTTL(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond {
@@ -166,9 +166,11 @@ func WithPollInterval(d time.Duration) Option {
 	}
 }
 
-// WithJanitorInterval sets how often the leader rescues jobs whose lease
-// expired (default 1s). Retention pruning runs every 60 janitor intervals,
-// and at every interval while it is behind.
+// WithJanitorInterval sets how often every process rescues jobs whose
+// lease expired (default 1s; each wait is shortened by up to a random
+// quarter, to spread the processes' statements). The leader's retention
+// pruning runs every 60 janitor intervals, and at every interval while it
+// is behind.
 func WithJanitorInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Millisecond {

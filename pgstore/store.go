@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,7 @@ import (
 )
 
 // ErrLeaseLost is returned by Complete, Retry, Defer and Dead when this
-// process no longer holds the job's lease: the leader rescued it after the
+// process no longer holds the job's lease: a process rescued it after the
 // lease expired (and it may already run elsewhere), or it was released.
 // Nothing was written. It matches queue.ErrLeaseLost, so the queue counts
 // no outcome for the run.
@@ -29,6 +30,42 @@ var ErrLeaseLost = fmt.Errorf("pgstore: job lease lost: %w", queue.ErrLeaseLost)
 // ErrNotBound is returned by EnqueueTx and EnqueueMany before the store was
 // passed to queue.New (which tells it its queue's name and priorities).
 var ErrNotBound = errors.New("pgstore: store is not bound to a queue (pass it to queue.New first)")
+
+// ErrNotMigrated matches the *NotMigratedError that Start returns when
+// the store's schema lacks its tables or is at an older migration version
+// than this pgstore needs, and that Stats, Add and EnqueueMany return
+// when the server says the tables do not exist: run Migrate.
+var ErrNotMigrated = errors.New("pgstore: schema not migrated")
+
+// NotMigratedError says that the store's schema is not ready for it:
+// a table is missing (Missing names it), or the schema's
+// queuekit_migrations table records an older version than this pgstore
+// needs (Version < Want). Run Migrate with the same WithSchema. It
+// matches ErrNotMigrated.
+type NotMigratedError struct {
+	Schema  string // the schema looked in: WithSchema's, or the search_path's first ("" if not known)
+	Missing string // the table not found, qualified and quoted; "" when the version is old
+	Version int    // the latest migration recorded in the schema (when Missing is "")
+	Want    int    // the latest migration this pgstore has (see Migrations)
+	Err     error  // the server's error, when a statement found the table missing; or nil
+}
+
+func (e *NotMigratedError) Error() string {
+	schema := fmt.Sprintf("schema %q", e.Schema)
+	if e.Schema == "" {
+		schema = "the search_path's schema"
+	}
+	if e.Missing != "" {
+		return fmt.Sprintf("pgstore: %s is not migrated (table %s missing): run pgstore.Migrate", schema, e.Missing)
+	}
+	return fmt.Sprintf("pgstore: %s is at migration version %d, this pgstore needs %d: run pgstore.Migrate", schema, e.Version, e.Want)
+}
+
+// Is makes a *NotMigratedError match ErrNotMigrated.
+func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrated }
+
+// Unwrap returns the server's error, if any.
+func (e *NotMigratedError) Unwrap() error { return e.Err }
 
 // PayloadTooLargeError is returned when a job's encoded payload is larger
 // than WithMaxPayloadBytes allows. Nothing is inserted.
@@ -90,7 +127,8 @@ type Store[T any] struct {
 
 	ready       atomic.Int64 // recent count of available jobs, for Len
 	leaderMu    sync.Mutex
-	leaderUntil time.Time // monotonic deadline of this process's leadership
+	leaderUntil time.Time              // monotonic deadline of this process's leadership
+	schemaName  atomic.Pointer[string] // as Start found it (WithSchema's, or the search_path's)
 	healthy     atomic.Bool
 	lastErr     atomic.Pointer[string]
 	listening   atomic.Bool
@@ -103,8 +141,8 @@ var (
 
 // New returns a Store that keeps jobs of type T in the database behind
 // pool. It validates the options and does no I/O: the tables must exist
-// (see Migrate), and the connection is first used by Start or Add. The
-// store never closes pool.
+// (see Migrate; Start checks that they do), and the connection is first
+// used by Start or Add. The store never closes pool.
 func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	if pool == nil {
 		return nil, optErr("New", nil, "pool must not be nil")
@@ -184,22 +222,45 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 	return nil
 }
 
-// Start implements queue.Store: it starts the claim fetcher, the promoter
-// (which moves due scheduled jobs to available), the LISTEN connection and
-// leader election with its janitor. It returns at once and does not fail
-// when the database is unreachable: the background work retries with
-// backoff, and Stats reports Healthy false meanwhile.
+// schemaCheckTimeout bounds Start's look at the schema.
+const schemaCheckTimeout = 5 * time.Second
+
+// Start implements queue.Store: it checks that the schema is migrated,
+// then starts the claim fetcher, the promoter (which moves due scheduled
+// jobs to available), the LISTEN connection, the lease rescuer, and
+// leader election with its janitor.
+//
+// Start returns a *NotMigratedError (matching ErrNotMigrated) when the
+// store's tables are missing or the schema's queuekit_migrations table
+// records an older version than Migrations has; nothing is started, and
+// Start may be called again once Migrate has run. A schema migrated with
+// another tool (no queuekit_migrations table) is checked for its tables
+// only. Start does not fail when the database is unreachable (the check
+// waits at most 5 s): the background work retries with backoff, Stats
+// reports Healthy false meanwhile, and a schema found not migrated later
+// is reported by Stats as ErrNotMigrated.
 func (s *Store[T]) Start(ctx context.Context) error {
 	if !s.bound.Load() {
 		return ErrNotBound
 	}
+	if err := s.startable(); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, schemaCheckTimeout)
+	err := s.checkSchema(cctx)
+	cancel()
+	var nm *NotMigratedError
+	switch {
+	case errors.As(err, &nm):
+		return err
+	case err != nil:
+		s.noteErr(err)
+		s.cfg.Logger.Warn("pgstore: could not check the schema at start; starting anyway", "err", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return queue.ErrClosed
-	}
-	if s.started {
-		return queue.ErrStarted
+	if err := s.startableLocked(); err != nil {
+		return err
 	}
 	s.started = true
 	var bg context.Context
@@ -213,6 +274,7 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	}
 	run(s.fetchLoop)
 	run(s.promoteLoop)
+	run(s.rescueLoop)
 	run(s.leaderLoop)
 	if s.o.listen {
 		run(s.listenLoop)
@@ -227,6 +289,77 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	}()
 	close(s.startCh)
 	return nil
+}
+
+func (s *Store[T]) startable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startableLocked()
+}
+
+func (s *Store[T]) startableLocked() error {
+	switch {
+	case s.closed:
+		return queue.ErrClosed
+	case s.started:
+		return queue.ErrStarted
+	}
+	return nil
+}
+
+// checkSchema returns a *NotMigratedError when the store's tables are
+// missing, or the schema records an older migration than this package
+// has; another error when it could not tell.
+func (s *Store[T]) checkSchema(ctx context.Context) error {
+	var (
+		schema                 *string
+		jobs, leaders, applied bool
+	)
+	migrations := migrationsTable(s.o.schema)
+	err := s.pool.QueryRow(ctx, `SELECT current_schema(), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL,
+		to_regclass($3) IS NOT NULL`, s.q.jobs, s.q.leaders, migrations).Scan(&schema, &jobs, &leaders, &applied)
+	if err != nil {
+		return fmt.Errorf("pgstore: checking the schema: %w", err)
+	}
+	name := s.o.schema
+	if name == "" && schema != nil {
+		name = *schema
+	}
+	s.schemaName.Store(&name)
+	switch {
+	case !jobs:
+		return &NotMigratedError{Schema: name, Missing: s.q.jobs}
+	case !leaders:
+		return &NotMigratedError{Schema: name, Missing: s.q.leaders}
+	case !applied:
+		return nil // migrated with another tool: no versions to compare
+	}
+	var version int
+	if err := s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+migrations).Scan(&version); err != nil {
+		return fmt.Errorf("pgstore: checking the schema's migrations: %w", err)
+	}
+	if want := latestMigration(); version < want {
+		return &NotMigratedError{Schema: name, Version: version, Want: want}
+	}
+	return nil
+}
+
+// notMigrated returns a *NotMigratedError for a statement's error that
+// says the store's tables (or its schema) do not exist, else nil.
+func (s *Store[T]) notMigrated(err error) *NotMigratedError {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "42P01" && pgErr.Code != "3F000") { // undefined_table, invalid_schema_name
+		return nil
+	}
+	name := s.o.schema
+	if p := s.schemaName.Load(); p != nil {
+		name = *p
+	}
+	missing := s.q.jobs
+	if strings.Contains(pgErr.Message, "queuekit_leaders") {
+		missing = s.q.leaders
+	}
+	return &NotMigratedError{Schema: name, Missing: missing, Err: err}
 }
 
 // Drain implements queue.Store. Claim returns queue.ErrDrained once the
@@ -287,7 +420,7 @@ func (s *Store[T]) lenLimit() int64 { return int64(max(2*s.cfg.Capacity, 10000))
 func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.leaseTTL / 3 }
 
 // Leader reports whether this process currently leads its queue: it runs
-// the janitor (lease rescue and retention pruning).
+// retention pruning. (Every process rescues expired leases.)
 func (s *Store[T]) Leader() bool {
 	s.leaderMu.Lock()
 	defer s.leaderMu.Unlock()
@@ -333,6 +466,9 @@ func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 	s.noteErr(err)
 	st.Healthy = s.healthy.Load()
 	st.Detail = s.detail()
+	if nm := s.notMigrated(err); nm != nil {
+		return st, nm
+	}
 	if err != nil {
 		return st, fmt.Errorf("pgstore: stats: %w", err)
 	}
@@ -359,13 +495,20 @@ func (s *Store[T]) detail() string {
 
 // noteErr records the outcome of a database call for Stats.Healthy. Errors
 // the server reported (a bad statement, a constraint) say the server is
-// reachable; context cancellations say nothing.
+// reachable, except that the store's tables are missing, which makes
+// every call fail; context cancellations say nothing.
 func (s *Store[T]) noteErr(err error) {
 	switch {
 	case err == nil:
 		s.healthy.Store(true)
 	case errors.Is(err, context.Canceled):
 	default:
+		if nm := s.notMigrated(err); nm != nil {
+			msg := nm.Error()
+			s.lastErr.Store(&msg)
+			s.healthy.Store(false)
+			return
+		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
 			s.healthy.Store(true)

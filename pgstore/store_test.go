@@ -897,3 +897,54 @@ func TestWakeUpsDoNotRecount(t *testing.T) {
 		t.Fatalf("%d recounts of the available jobs in 20 wake-ups within one poll interval", n)
 	}
 }
+
+// TestConcurrentRescueOnce: every process rescues expired leases, so
+// rescues run at once; each expired job is rescued exactly once (one
+// event, one entry in its error history), whichever process does it.
+func TestConcurrentRescueOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 300
+	clk := queuetest.NewFakeClock(epoch)
+	stores := make([]*pgstore.Store[P], 3)
+	logs := make([]*queuetest.EventLog, len(stores))
+	for i := range stores {
+		// The test calls RescueExpired itself: the loop stays out of its way.
+		stores[i] = newStore[P](t, e, pgstore.WithWorkerID(fmt.Sprint("rescuer-", i)), pgstore.WithJanitorInterval(time.Hour))
+		logs[i] = bind(t, stores[i], "rescue-once", clk)
+	}
+	jobs := make([]queue.Job[P], n)
+	if _, err := stores[0].EnqueueMany(bg, jobs); err != nil {
+		t.Fatal(err)
+	}
+	// The jobs' process died mid-run: running, leases expired.
+	table := jobsTable(e)
+	if _, err := e.pool.Exec(bg, "UPDATE "+table+" SET state = 'running', attempt = 1, lease_owner = 'dead', lease_expires_at = $1",
+		epoch.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var rescued atomic.Int64
+	for _, s := range stores {
+		for range 2 { // RescueExpired serialises a store's own calls
+			wg.Go(func() {
+				got, err := s.RescueExpired(bg)
+				if err != nil {
+					t.Error(err)
+				}
+				rescued.Add(int64(got))
+			})
+		}
+	}
+	wg.Wait()
+	events := 0
+	for _, l := range logs {
+		events += l.Count(queue.EventRescued)
+	}
+	if rescued.Load() != n || events != n {
+		t.Fatalf("RescueExpired counted %d, %d EventRescued; want %d each", rescued.Load(), events, n)
+	}
+	if c := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'available' AND attempt = 1 AND jsonb_array_length(errors) = 1"); c != n {
+		t.Fatalf("%d jobs available with one lease-expired error, want %d", c, n)
+	}
+}

@@ -443,9 +443,9 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	}
 	// Committed: hand out the claims first, so that each worker finds its
 	// next job when its outcome returns; then set the results.
-	s.handOutClaimed(got)
-	s.promise(ended)
-	s.claimDone(refill)
+	if s.handOutClaimed(got, refill, ended) {
+		kick(s.wakeFetch) // the reservation may have held the fetcher back
+	}
 	for _, o := range batch {
 		var r opResult
 		switch o.kind {

@@ -1,0 +1,120 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+)
+
+// internalStore returns a bound (not started) store in a migrated schema
+// of its own, dropped when the test ends. It skips without a server
+// (fails in CI), as the package's other tests do.
+func internalStore(t *testing.T) (*Store[int], *pgxpool.Pool) {
+	t.Helper()
+	url := os.Getenv("QUEUE_PG_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL not reachable at %s: %v", url, err)
+		}
+		t.Skipf("PostgreSQL not reachable at %s: %v", url, err)
+	}
+	t.Cleanup(pool.Close)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "qt_" + hex.EncodeToString(b[:]) + "_internal"
+	if err := Migrate(ctx, pool, WithSchema(schema)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	s, err := New[int](pool, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Init(queuetest.StoreConfig("internal", 100, queue.SystemClock{}, func(queue.Event) {})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, pool
+}
+
+// TestFetchedJobFreesItsReservation: the fetcher's reservation for a
+// waiting Claim caller ends when the caller has its job, not some time
+// after. The worker that took it may come back with its outcome at once,
+// and the write batch claims its next job only if nobody is still
+// reserved to claim for it: a reservation the fetcher had not released
+// yet (its goroutine descheduled between the hand-out and the release)
+// made the batch claim nothing, and the worker waited for a claim of its
+// own — seen as TestReleasedJobsWakeOtherProcess failing under load with
+// "the second job was not claimed ahead by the completion".
+//
+// The test does the fetcher's steps by hand and comes back with the
+// outcome right after the hand-out, where the fetcher's goroutine may
+// stop for any time.
+func TestFetchedJobFreesItsReservation(t *testing.T) {
+	s, pool := internalStore(t)
+	ctx := context.Background()
+	added, err := s.EnqueueMany(ctx, []queue.Job[int]{{Payload: 1}, {Payload: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Claim caller waits; the fetcher reserves a claim for it, claims
+	// and hands out.
+	w := make(chan queue.Job[int], 1)
+	s.handMu.Lock()
+	s.waiters = append(s.waiters, w)
+	s.handMu.Unlock()
+	want := s.want(s.o.claimBatch)
+	if want != 1 {
+		t.Fatalf("fetcher reserved %d claims for one waiting caller", want)
+	}
+	if n, err := s.fetch(ctx, want); err != nil || n != 1 {
+		t.Fatalf("fetch = %d, %v", n, err)
+	}
+	j := <-w
+	if !s.take(j.ID) || j.ID != added[0].ID {
+		t.Fatalf("handed job %d, want %d", j.ID, added[0].ID)
+	}
+	// The worker's outcome comes back before the fetcher runs again.
+	if err := s.Complete(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	if err := pool.QueryRow(ctx, "SELECT state FROM "+s.q.jobs+" WHERE id = $1", added[1].ID).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	if state != stRunning {
+		t.Fatalf("the completion did not claim the worker's next job (state %s)", state)
+	}
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	if s.claiming != 0 || len(s.spare) != 1 {
+		t.Fatalf("after the hand-outs: %d claims reserved, %d spare; want 0 and 1", s.claiming, len(s.spare))
+	}
+}
