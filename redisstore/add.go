@@ -28,11 +28,12 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		return queue.Added{}, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(enc), s.o.maxPayload)
 	}
 	sh := s.byPrio[pi]
-	now := s.now()
+	nowT := s.cfg.Clock.Now()
+	now := ms(nowT)
 	// fj stays on the stack unless the job goes to the fallback.
 	fj := fbJob[T]{job: job, enc: enc, sh: sh, prio: pi}
 	if !job.RunAt.IsZero() {
-		fj.due = ms(job.RunAt)
+		fj.due = dueMs(job.RunAt, nowT)
 	}
 	fj.job.Attempt = 0
 	if !sh.healthy.Load() {

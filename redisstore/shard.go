@@ -233,3 +233,17 @@ func replySlice(v any) []any {
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// dueMs turns a due time into the milliseconds Redis keeps: rounded up
+// when t is after now, so that a job never becomes due before its time
+// (the store's clock reads are truncated to the millisecond, and a job due
+// at .0005 would otherwise be due at .000, up to a millisecond early); a
+// time not after now is kept as it is (truncated), so that the job is due
+// at once, as the queue's contract says.
+func dueMs(t, now time.Time) int64 {
+	m := t.UnixMilli()
+	if t.After(now) && time.UnixMilli(m).Before(t) {
+		m++
+	}
+	return m
+}
