@@ -61,7 +61,14 @@ func ceilMicro(t time.Time) time.Time {
 // queue.ErrQueueFull when the queue already has Capacity available jobs in
 // the database (see WithCapacityCheck); concurrent Adds may overshoot by
 // the number of callers.
+//
+// A ctx already done refuses the job with an error matching ctx.Err() (as
+// redisstore does), without a round trip and without marking the store
+// unhealthy.
 func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+	if err := ctx.Err(); err != nil {
+		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
+	}
 	capacity := 0
 	if s.o.checkCapacity {
 		capacity = s.cfg.Capacity

@@ -265,6 +265,11 @@ func testPriority(t *testing.T, h *StoreHarness) {
 
 func testUnknownPriority(t *testing.T, h *StoreHarness) {
 	addErr(t, h, queue.Job[Payload]{Priority: "urgent"}, queue.ErrUnknownPriority)
+	// Every store words it alike, naming the label.
+	_, err := h.Store.Add(bg, queue.Job[Payload]{Priority: "urgent"})
+	if want := fmt.Sprintf("%v %q", queue.ErrUnknownPriority, "urgent"); err == nil || err.Error() != want {
+		t.Fatalf("Add with an unknown priority = %v, want the error %q", err, want)
+	}
 	noClaim(t, h)
 }
 

@@ -10,15 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Add accepts a job; see queue.Store. The payload is encoded first (an
+// Add accepts a job; see queue.Store. A ctx already done refuses the job
+// with an error matching ctx.Err(), as pgstore does. The payload is encoded first (an
 // error, or ErrPayloadTooLarge, refuses the job). While the job's Redis is
 // unreachable the job goes to the in-memory fallback, whose dedupe and
 // capacity checks see only the fallback; an Add whose reply was lost goes
 // there too and is settled with Redis, by its ID, when Redis answers.
 func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+	if err := ctx.Err(); err != nil {
+		return queue.Added{}, fmt.Errorf("redisstore: add: %w", err)
+	}
 	pi := s.cfg.PriorityIndex(job.Priority)
 	if pi < 0 {
-		return queue.Added{}, fmt.Errorf("%w: %q", queue.ErrUnknownPriority, job.Priority)
+		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
 	}
 	enc, err := s.o.codec.Marshal(job.Payload)
 	if err != nil {

@@ -164,15 +164,15 @@ func (s *Store[T]) trimDead(ctx context.Context, sh *shard) error {
 // janitor does the leader's maintenance on every reachable shard.
 func (s *Store[T]) janitor(ctx context.Context) {
 	if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Warn("redisstore: rescuing expired leases", "queue", s.cfg.Name, "err", err)
+		s.cfg.Logger.Warn("redisstore: rescuing expired leases", "err", err)
 	}
 	if _, err := s.PromoteDue(ctx); err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Warn("redisstore: promoting due jobs", "queue", s.cfg.Name, "err", err)
+		s.cfg.Logger.Warn("redisstore: promoting due jobs", "err", err)
 	}
 	for _, sh := range s.shards {
 		if sh.healthy.Load() {
 			if err := s.trimDead(ctx, sh); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("redisstore: trimming dead jobs", "queue", s.cfg.Name, "err", err)
+				s.cfg.Logger.Warn("redisstore: trimming dead jobs", "err", err)
 			}
 		}
 	}
@@ -217,7 +217,7 @@ func (s *Store[T]) leaderLoop() {
 		}
 		if isLeader != wasLeader {
 			s.leader.Store(isLeader)
-			s.cfg.Logger.Info("redisstore: leadership changed", "queue", s.cfg.Name, "leader", isLeader)
+			s.cfg.Logger.Info("redisstore: leadership changed", "leader", isLeader)
 		}
 		wait := standbyPoll
 		if isLeader {

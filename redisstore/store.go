@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"sort"
@@ -137,9 +138,22 @@ func newOwner() string {
 
 // Init binds the store to its queue's configuration and lays out the
 // shards. It is called by queue.New.
+//
+// A configuration built by hand may leave Logger, Clock and Report nil:
+// they default, as in queue.New, to a logger that discards, the system
+// clock and no reports.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
-	if why := validTagPart(cfg.Name); why != "" {
-		return fmt.Errorf("redisstore: queue name %q: %s", cfg.Name, why)
+	if !queueNameRE.MatchString(cfg.Name) {
+		return fmt.Errorf("redisstore: queue name %q is not valid: %s", cfg.Name, queueNameRule)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = queue.SystemClock{}
+	}
+	if cfg.Report == nil {
+		cfg.Report = func(queue.Event) {}
 	}
 	for label := range s.o.shardClients {
 		if cfg.PriorityIndex(label) < 0 || label == "" {
@@ -276,7 +290,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	s.claimMu.Unlock()
 	if left > 0 || unflushed > 0 {
 		s.cfg.Logger.Error("redisstore: closing with work Redis never received",
-			"queue", s.cfg.Name, "fallback_jobs", left, "unrecorded_finishes", unflushed)
+			"fallback_jobs", left, "unrecorded_finishes", unflushed)
 	}
 	return nil
 }
@@ -449,7 +463,7 @@ func (s *Store[T]) signal() {
 func (s *Store[T]) markDown(sh *shard, err error) {
 	if sh.markDown(err) {
 		s.cfg.Logger.Warn("redisstore: redis unreachable, using the in-memory fallback",
-			"queue", s.cfg.Name, "priorities", sh.label, "err", err)
+			"priorities", sh.label, "err", err)
 		s.signal()
 	}
 }
