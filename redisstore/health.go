@@ -185,11 +185,11 @@ func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T])
 	}
 	for _, j := range batch {
 		if j.seq == 0 {
-			id, seq, err := sh.newID(ctx)
+			id, seq, blk, err := sh.newID(ctx)
 			if err != nil {
 				return out, err
 			}
-			j.job.ID, j.seq = id, seq
+			j.job.ID, j.seq, j.blk = id, seq, blk
 		}
 	}
 	items := make([]addItem, len(batch))
@@ -209,6 +209,15 @@ func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T])
 	}
 	now := s.now()
 	for i, j := range batch {
+		if res[i] == "stale" {
+			// Its ID block is unknown to Redis, which restarted since
+			// the block was reserved: the job is not in Redis (an
+			// earlier write of it would have gone with the block) and
+			// is written again under an ID of a new block.
+			sh.dropBlock(j.blk)
+			j.seq, j.blk, j.inRedis = 0, 0, false
+			continue
+		}
 		out[i] = writeDone
 		s.nWrittenBack.Add(1)
 		if res[i] == "dup" {

@@ -76,6 +76,16 @@ func (k keyspace) seenKey(bucket int64) string {
 	return k.tag + ":seen:" + strconv.FormatInt(bucket, 10)
 }
 
+// blocksPerKey is how many ID blocks one registration hash holds: few
+// enough for Redis's compact hash encoding.
+const blocksPerKey = 128
+
+// blocks returns the key of the hash registering the ID block whose last
+// sequence number is blk (see shard.reserve).
+func (k keyspace) blocks(blk int64) string {
+	return k.tag + ":blocks:" + strconv.FormatInt(blk/(blocksPerKey*idBlock), 10)
+}
+
 // validTagPart reports why s cannot be part of the hash tag, or "".
 func validTagPart(s string) string {
 	if s == "" {

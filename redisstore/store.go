@@ -47,6 +47,7 @@ type Store[T any] struct {
 	cfg    queue.StoreConfig
 	capArg any    // cfg.Capacity, boxed once for the add scripts
 	owner  string // this process's lease and leader identity
+	token  string // registers this process's ID blocks (shard.reserve)
 	down   bool   // New found Redis unreachable and WithConnect allowed it
 
 	shards []*shard // ordered by their highest priority
@@ -111,7 +112,7 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 		return nil, optErr("WithConnect", true, "starting degraded needs the fallback (WithFallback > 0)")
 	}
 	s := &Store[T]{
-		client: client, o: o, owner: newOwner(),
+		client: client, o: o, owner: newOwner(), token: newToken(),
 		claims:  map[int64]*claimRec[T]{},
 		notify:  make(chan struct{}, 1),
 		started: make(chan struct{}),
@@ -127,6 +128,13 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 		s.down = true
 	}
 	return s, nil
+}
+
+// newToken returns a random token naming this store's ID blocks.
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func newOwner() string {
@@ -198,7 +206,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 			def = labels[0]
 		}
 		ks := newKeyspace(s.o.prefix, cfg.Name, labels)
-		sh := newShard(j, int64(groups[j][0]), c, ks, labels, def, len(clients) > 1)
+		sh := newShard(j, int64(groups[j][0]), c, ks, labels, def, len(clients) > 1, s.token)
 		s.shards = append(s.shards, sh)
 		for _, i := range groups[j] {
 			s.byPrio[i] = sh
