@@ -81,12 +81,17 @@ local function forget(id)
   redis.call('HDEL', META, id)
   redis.call('HDEL', DATA, id)
 end
-local function push_ready(id, m)
+-- push_ready appends a job to its ready list, or puts it first (front):
+-- a rescued job goes back where it was when it was claimed, ahead of the
+-- jobs that came after it.
+local function push_ready(id, m, front)
   if not LIST[m.p] then m.p = DEFLABEL end
   m.s = 'q'
+  local push = 'RPUSH'
+  if front then push = 'LPUSH' end
   -- A Claim waits only after finding nothing ready, so a wake-up token is
   -- needed only while the list is short.
-  if redis.call('RPUSH', LIST[m.p], id) <= 64 then wake() end
+  if redis.call(push, LIST[m.p], id) <= 64 then wake() end
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, 1)
   if RC then RC = RC + 1 end
 end
@@ -577,12 +582,17 @@ return lost
 `)
 
 // Rescue: now, batch, default max attempts. Jobs whose lease expired go
-// back to their ready list, or to the dead set after their last attempt.
-// Returns {ready, id, outcome, key, target, label, attempt, ...}.
+// back to the head of their ready list (they were claimed before the jobs
+// now in it; the earliest expired goes first), or to the dead set after
+// their last attempt. Every process runs it (Store.rescueLoop): a lease
+// is rescued once, by whichever call finds it expired first. Returns
+// {ready, id, outcome, key, target, label, attempt, ...}.
 var scriptRescue = newScript("rescue", `
 local now, batch, defmax = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
 local out = {0}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)) do
+local ids = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)
+for k = #ids, 1, -1 do
+  local id = ids[k]
   redis.call('ZREM', RUN, id)
   redis.call('HDEL', LEASE, id)
   local m = load(id)
@@ -594,7 +604,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, ba
       outcome = 'dead'
       bury(id, m, now, 'lease expired')
     else
-      push_ready(id, m)
+      push_ready(id, m, true)
       save(id, m)
     end
     for _, v in ipairs({id, outcome, m.k, m.t, m.p, m.a}) do table.insert(out, v) end

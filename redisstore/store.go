@@ -234,8 +234,8 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 }
 
 // Start loads the scripts and starts the background work: per shard a
-// health check and a wake-up listener, and leader election with the
-// janitor. It returns at once.
+// health check and a wake-up listener, the rescue of expired leases, and
+// leader election with the janitor. It returns at once.
 func (s *Store[T]) Start(ctx context.Context) error {
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -254,8 +254,9 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			go s.healthLoop(sh)
 			go s.listen(sh)
 		}
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.leaderLoop()
+		go s.rescueLoop()
 		close(s.started)
 	})
 	return nil
