@@ -93,7 +93,6 @@ func (r *ownRedis) kill(t *testing.T) {
 // as a repeated call, answered "added before", and Enqueue returned nil
 // for a job that was never stored.
 func TestRedisKilledMidAdds(t *testing.T) {
-	needRedis(t) // the tests' Redis is not used; this only honours the skip rules
 	t.Parallel()
 	srv := startOwnRedis(t)
 	c := redis.NewClient(&redis.Options{

@@ -200,8 +200,9 @@ func popN(t *testing.T, c *redis.Client, list string, n int, within time.Duratio
 	return out
 }
 
-// leaderStore opens a store (no workers) and waits until it leads, so that
-// its janitor is the one rescuing expired leases.
+// leaderStore opens a store (no workers) and waits until it leads. It
+// rescues expired leases every 100 ms, as every process does at its
+// janitor interval, leader or not.
 func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Duration) *Store[int] {
 	t.Helper()
 	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
