@@ -40,9 +40,19 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
 	if !job.RunAt.IsZero() && job.RunAt.After(now) {
-		r.state, r.runAt, r.scheduled = stScheduled, job.RunAt, true
+		r.state, r.runAt, r.scheduled = stScheduled, ceilMicro(job.RunAt), true
 	}
 	return r, nil
+}
+
+// ceilMicro rounds t up to PostgreSQL's timestamp precision, the
+// microsecond: pgx truncates, which would make a job due up to a
+// microsecond before its time.
+func ceilMicro(t time.Time) time.Time {
+	if r := t.Truncate(time.Microsecond); r.Before(t) {
+		return r.Add(time.Microsecond)
+	}
+	return t
 }
 
 // Add implements queue.Store. The insert, the dedupe check (a partial
@@ -51,7 +61,14 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 // queue.ErrQueueFull when the queue already has Capacity available jobs in
 // the database (see WithCapacityCheck); concurrent Adds may overshoot by
 // the number of callers.
+//
+// A ctx already done refuses the job with an error matching ctx.Err() (as
+// redisstore does), without a round trip and without marking the store
+// unhealthy.
 func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+	if err := ctx.Err(); err != nil {
+		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
+	}
 	capacity := 0
 	if s.o.checkCapacity {
 		capacity = s.cfg.Capacity

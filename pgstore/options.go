@@ -87,6 +87,10 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // are only ever passed to PostgreSQL as query parameters.
 var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$`)
 
+// queueNameRule says queueNameRE in words, for the error; redisstore
+// applies the same rule with the same words.
+const queueNameRule = "use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
+
 // WithSchema puts the store's tables in schema (default "": the first
 // schema of the connection's search_path, usually public). Migrate creates
 // the schema if it does not exist. name must be an unquoted identifier:

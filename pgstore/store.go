@@ -200,7 +200,7 @@ func (s *Store[T]) WorkerID() string { return s.owner }
 // at most 63 bytes.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 	if !queueNameRE.MatchString(cfg.Name) {
-		return fmt.Errorf("pgstore: queue name %q is not valid ([A-Za-z0-9_][A-Za-z0-9_.:-]{0,62})", cfg.Name)
+		return fmt.Errorf("pgstore: queue name %q is not valid: %s", cfg.Name, queueNameRule)
 	}
 	if len(cfg.Priorities) == 0 {
 		return errors.New("pgstore: no priorities")

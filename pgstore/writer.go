@@ -241,7 +241,7 @@ func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) erro
 // If a coalesced rerun of its key is waiting, the job is cancelled instead,
 // the rerun becomes ready, and Retry returns queue.ErrSuperseded.
 func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
-	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, key: job.Key, at: at, err: errText(cause)})
+	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at), err: errText(cause)})
 }
 
 var _ queue.ClaimCanceller[int] = (*Store[int])(nil)
@@ -255,7 +255,7 @@ func (s *Store[T]) CancelClaimed(ctx context.Context, job queue.Job[T], reason e
 // Defer implements queue.Store: like Retry, but the attempt is given back,
 // and cause (a downstream's "retry in" reason) is recorded only when given.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
-	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, key: job.Key, at: at, err: errText(cause)})
+	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at), err: errText(cause)})
 }
 
 func (s *Store[T]) outcome(ctx context.Context, o *op) error {

@@ -10,15 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Add accepts a job; see queue.Store. The payload is encoded first (an
+// Add accepts a job; see queue.Store. A ctx already done refuses the job
+// with an error matching ctx.Err(), as pgstore does. The payload is encoded first (an
 // error, or ErrPayloadTooLarge, refuses the job). While the job's Redis is
 // unreachable the job goes to the in-memory fallback, whose dedupe and
 // capacity checks see only the fallback; an Add whose reply was lost goes
 // there too and is settled with Redis, by its ID, when Redis answers.
 func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+	if err := ctx.Err(); err != nil {
+		return queue.Added{}, fmt.Errorf("redisstore: add: %w", err)
+	}
 	pi := s.cfg.PriorityIndex(job.Priority)
 	if pi < 0 {
-		return queue.Added{}, fmt.Errorf("%w: %q", queue.ErrUnknownPriority, job.Priority)
+		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
 	}
 	enc, err := s.o.codec.Marshal(job.Payload)
 	if err != nil {
@@ -28,35 +32,48 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		return queue.Added{}, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(enc), s.o.maxPayload)
 	}
 	sh := s.byPrio[pi]
-	now := s.now()
+	nowT := s.cfg.Clock.Now()
+	now := ms(nowT)
 	// fj stays on the stack unless the job goes to the fallback.
 	fj := fbJob[T]{job: job, enc: enc, sh: sh, prio: pi}
 	if !job.RunAt.IsZero() {
-		fj.due = ms(job.RunAt)
+		fj.due = dueMs(job.RunAt, nowT)
 	}
 	fj.job.Attempt = 0
 	if !sh.healthy.Load() {
 		return s.addFallback(fj.clone(), now, nil)
 	}
-	id, seq, err := sh.newID(ctx)
-	if err != nil {
-		if !isOutage(ctx, err) {
-			return queue.Added{}, err
+	var status string
+	for try := 0; ; try++ {
+		id, seq, blk, err := sh.newID(ctx)
+		if err != nil {
+			if !isOutage(ctx, err) {
+				return queue.Added{}, err
+			}
+			s.markDown(sh, err)
+			return s.addFallback(fj.clone(), now, err)
 		}
-		s.markDown(sh, err)
-		return s.addFallback(fj.clone(), now, err)
-	}
-	fj.job.ID, fj.seq = id, seq
-	status, err := s.addOne(sh, &fj, false)
-	if err != nil {
-		if !isOutage(ctx, err) {
-			return queue.Added{}, err
+		fj.job.ID, fj.seq, fj.blk = id, seq, blk
+		status, err = s.addOne(sh, &fj, false)
+		if err != nil {
+			if !isOutage(ctx, err) {
+				return queue.Added{}, err
+			}
+			s.markDown(sh, err)
+			fj.inRedis = true
+			return s.addFallback(fj.clone(), now, err)
 		}
-		s.markDown(sh, err)
-		fj.inRedis = true
-		return s.addFallback(fj.clone(), now, err)
+		if status != "stale" {
+			break
+		}
+		// Redis lost the block (it restarted): nothing was stored.
+		// Take an ID from a new block.
+		sh.dropBlock(blk)
+		if try == 2 {
+			return queue.Added{}, fmt.Errorf("redisstore: redis %s keeps losing the job IDs reserved from it", sh.label)
+		}
 	}
-	added := queue.Added{ID: id}
+	added := queue.Added{ID: fj.job.ID}
 	switch status {
 	case "dup":
 		return queue.Added{}, queue.ErrDuplicate
@@ -83,17 +100,17 @@ func (fj *fbJob[T]) clone() *fbJob[T] {
 
 // addItem is one job for the add script.
 type addItem struct {
-	id, seq, due, attempt int64
-	key, group, target    string
-	label, lastErr        string
-	max                   int
-	enc                   []byte
-	restore               bool
+	id, seq, blk, due, attempt int64
+	key, group, target         string
+	label, lastErr             string
+	max                        int
+	enc                        []byte
+	restore                    bool
 }
 
 func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
 	j := &fj.job
-	return addItem{id: j.ID, seq: fj.seq, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
+	return addItem{id: j.ID, seq: fj.seq, blk: fj.blk, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
 		group: j.Group, target: j.Target, label: s.cfg.Priorities[fj.prio].Name, lastErr: fj.lastErr,
 		max: j.MaxAttempts, enc: fj.enc, restore: restore}
 }
@@ -136,8 +153,8 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 	// The lists (label indexes) and seen bitmaps (seq/seenBits) the batch
 	// uses, in order of first use; usually one of each.
 	var listBuf [4]int
-	var seenBuf [2]int64
-	lists, seens := listBuf[:0], seenBuf[:0]
+	var seenBuf, blockBuf [2]int64
+	lists, seens, blocks := listBuf[:0], seenBuf[:0], blockBuf[:0]
 	n := 0
 	for i := range items {
 		it := &items[i]
@@ -147,10 +164,13 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 		if b := it.seq / seenBits; !slices.Contains(seens, b) {
 			seens = append(seens, b)
 		}
+		if b := blockBucket(it.blk); !slices.Contains(blocks, b) {
+			blocks = append(blocks, b)
+		}
 		n += metaPrefixLen(it) + 3
 	}
-	nkeys := len(sh.readyKeys) + len(lists) + len(seens)
-	argv := make([]any, 0, 3+nkeys+3+len(sh.fields)+len(lists)+addReadyArgs*len(items))
+	nkeys := len(sh.readyKeys) + len(lists) + len(seens) + len(blocks)
+	argv := make([]any, 0, 3+nkeys+5+len(sh.fields)+len(lists)+addReadyArgs*len(items))
 	argv = append(argv, "evalsha", scriptAddReady.hash, nkeys)
 	argv = append(argv, sh.readyKeys...)
 	for _, li := range lists {
@@ -159,7 +179,10 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 	for _, b := range seens {
 		argv = append(argv, sh.seenKeyArg(b))
 	}
-	argv = append(argv, s.capArg, len(lists), len(sh.fields))
+	for _, b := range blocks {
+		argv = append(argv, sh.ks.blocks(b*blocksPerKey*idBlock))
+	}
+	argv = append(argv, s.capArg, len(lists), len(sh.fields), len(seens), sh.token)
 	argv = append(argv, sh.fields...)
 	for _, li := range lists {
 		argv = append(argv, sh.fields[li])
@@ -177,7 +200,8 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 		it := &items[i]
 		list := slices.Index(lists, sh.labelIndex(it.label)) + 1
 		seen := slices.Index(seens, it.seq/seenBits) + 1
-		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc)
+		block := slices.Index(blocks, blockBucket(it.blk)) + 1
+		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc, block, it.blk)
 		start = ends[i]
 	}
 	return sh.addReply(scriptAddReady.runArgv(ctx, sh.client, argv))
@@ -186,24 +210,36 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 // runAddOne adds one plain job with scriptAddOne.
 func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
 	li := sh.labelIndex(it.label)
-	argv := make([]any, 0, 3+6+6+len(sh.fields))
-	argv = append(argv, "evalsha", scriptAddOne.hash, 6)
+	argv := make([]any, 0, 3+7+8+len(sh.fields))
+	argv = append(argv, "evalsha", scriptAddOne.hash, 7)
 	argv = append(argv, sh.readyKeys...)
-	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(it.seq/seenBits))
+	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(it.seq/seenBits), sh.blocksKeyArg(it.blk))
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
-	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc)
+	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, it.blk, sh.token)
 	argv = append(argv, sh.fields...)
 	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
 }
 
 // runAddAll adds any jobs with scriptAdd.
 func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, now int64) ([]string, error) {
-	keys := make([]string, len(sh.ks.fixed), len(sh.ks.fixed)+1)
+	keys := make([]string, len(sh.ks.fixed), len(sh.ks.fixed)+2)
 	copy(keys, sh.ks.fixed)
-	var seenKeys []string // appended after the fixed keys; usually one
-	args := make([]any, len(sh.args), len(sh.args)+3+addArgs*len(items))
+	// The seen bitmaps, then the block registration hashes, go after the
+	// fixed keys; usually one of each.
+	var seenKeys, blockKeys []string
+	for i := range items {
+		key, _ := sh.ks.seen(items[i].seq)
+		if !slices.Contains(seenKeys, key) {
+			seenKeys = append(seenKeys, key)
+		}
+		if bk := sh.ks.blocks(items[i].blk); !slices.Contains(blockKeys, bk) {
+			blockKeys = append(blockKeys, bk)
+		}
+	}
+	keys = append(append(keys, seenKeys...), blockKeys...)
+	args := make([]any, len(sh.args), len(sh.args)+5+addArgs*len(items))
 	copy(args, sh.args)
-	args = append(args, now, s.cfg.Capacity, boolArg(s.cfg.Coalesce))
+	args = append(args, now, s.cfg.Capacity, boolArg(s.cfg.Coalesce), len(seenKeys), sh.token)
 	// The meta prefixes share one buffer, sliced once it is complete.
 	n := 0
 	for i := range items {
@@ -220,13 +256,9 @@ func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, no
 		it := &items[i]
 		key, off := sh.ks.seen(it.seq)
 		idx := slices.Index(seenKeys, key) + 1
-		if idx == 0 {
-			seenKeys = append(seenKeys, key)
-			keys = append(keys, key)
-			idx = len(seenKeys)
-		}
+		bidx := slices.Index(blockKeys, sh.ks.blocks(it.blk)) + 1
 		args = append(args, it.id, it.key, it.group, it.label, it.due, boolArg(it.restore), idx, off,
-			buf[start:ends[i]:ends[i]], it.enc)
+			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk)
 		start = ends[i]
 	}
 	return sh.addReply(scriptAdd.Run(ctx, sh.client, keys, args...))
@@ -248,10 +280,13 @@ func (sh *shard) addReply(cmd *redis.Cmd) ([]string, error) {
 }
 
 // addReadyArgs is the number of add-ready script arguments per job.
-const addReadyArgs = 6
+const addReadyArgs = 8
 
 // addArgs is the number of add script arguments per job.
-const addArgs = 10
+const addArgs = 12
+
+// blockBucket is the index of the registration hash of block blk.
+func blockBucket(blk int64) int64 { return blk / (blocksPerKey * idBlock) }
 
 // appendMetaPrefix appends it's meta record (see luaHeader) up to the
 // value of s: the add script appends the state and closes the object.
@@ -330,8 +365,8 @@ func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (queue.Adde
 		return queue.Added{}, fmt.Errorf("redisstore: %w", cause)
 	}
 	if fj.job.ID == 0 {
-		if id, seq, ok := fj.sh.reservedID(); ok {
-			fj.job.ID, fj.seq = id, seq
+		if id, seq, blk, ok := fj.sh.reservedID(); ok {
+			fj.job.ID, fj.seq, fj.blk = id, seq, blk
 		}
 	}
 	s.fbMu.Lock()
@@ -351,13 +386,13 @@ func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (queue.Adde
 }
 
 // reservedID returns an ID from the block already reserved, without Redis.
-func (sh *shard) reservedID() (id, seq int64, ok bool) {
+func (sh *shard) reservedID() (id, seq, blk int64, ok bool) {
 	sh.idMu.Lock()
 	defer sh.idMu.Unlock()
 	if sh.next >= sh.end {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	seq = sh.next
 	sh.next++
-	return sh.idOf(seq), seq, true
+	return sh.idOf(seq), seq, sh.end - 1, true
 }

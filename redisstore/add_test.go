@@ -22,11 +22,11 @@ func TestAddBatch(t *testing.T) {
 	later := ms(clk.Now().Add(time.Minute))
 	item := func(key, group string, due int64) addItem {
 		t.Helper()
-		id, seq, err := sh.newID(ctx)
+		id, seq, blk, err := sh.newID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return addItem{id: id, seq: seq, key: key, group: group, due: due, label: "normal", enc: []byte("1")}
+		return addItem{id: id, seq: seq, blk: blk, key: key, group: group, due: due, label: "normal", enc: []byte("1")}
 	}
 	a := item("", "", 0)
 	items := []addItem{
@@ -83,11 +83,11 @@ func TestAddReadyBatch(t *testing.T) {
 	sh := s.shards[0]
 	item := func(label string) addItem {
 		t.Helper()
-		id, seq, err := sh.newID(ctx)
+		id, seq, blk, err := sh.newID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return addItem{id: id, seq: seq, label: label, due: ms(clk.Now()), enc: []byte("1")}
+		return addItem{id: id, seq: seq, blk: blk, label: label, due: ms(clk.Now()), enc: []byte("1")}
 	}
 	a := item("normal")
 	items := []addItem{a, item("low"), a, item("high"), item("normal")}
@@ -177,11 +177,11 @@ func TestAddOne(t *testing.T) {
 	sh := s.shards[0]
 	item := func(label string) addItem {
 		t.Helper()
-		id, seq, err := sh.newID(ctx)
+		id, seq, blk, err := sh.newID(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return addItem{id: id, seq: seq, label: label, due: ms(clk.Now()), enc: []byte("1")}
+		return addItem{id: id, seq: seq, blk: blk, label: label, due: ms(clk.Now()), enc: []byte("1")}
 	}
 	wake := sh.ks.fixed[kWake]
 	a, b := item("low"), item("high")

@@ -224,11 +224,11 @@ func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 func (s *Store[T]) deadUndecodable(sh *shard, j queue.Job[T], lease string, cause error, now int64) {
 	st, err := s.settle(sh, settleOp{id: j.ID, lease: lease, mode: "dead", err: cause.Error(), key: j.Key})
 	if err != nil || st != "ok" {
-		s.cfg.Logger.Error("redisstore: dead-lettering undecodable job", "queue", s.cfg.Name, "id", j.ID,
+		s.cfg.Logger.Error("redisstore: dead-lettering undecodable job", "id", j.ID,
 			"status", st, "err", err)
 		return
 	}
-	s.cfg.Logger.Error("redisstore: dead-lettered undecodable job", "queue", s.cfg.Name, "id", j.ID, "err", cause)
+	s.cfg.Logger.Error("redisstore: dead-lettered undecodable job", "id", j.ID, "err", cause)
 	s.cfg.Report(queue.Event{Kind: queue.EventDead, Time: time.UnixMilli(now), JobID: j.ID, Key: j.Key,
 		Target: j.Target, Priority: j.Priority, Attempt: j.Attempt, Err: cause})
 }

@@ -31,17 +31,21 @@
 // the encoded payload), so that a script reaching a job by ID from a list
 // names only declared keys; the pending keys, coalesced reruns and
 // scheduled groups as hashes; the dead jobs in a sorted set; per-priority
-// ready counters; a wake list; the ID sequence; seen bitmaps; the leader
+// ready counters; a wake list; the ID sequence, with the registration of
+// each ID block to the process that reserved it; seen bitmaps; the leader
 // key.
 //
 // Every move is one Lua script with bounded work: Add, Claim (which first
 // promotes a bounded batch of due jobs), Complete, Dead, Retry, Defer,
-// Cancel, Heartbeat, the janitor's rescue and trim, Purge. None scans a
+// Cancel, Heartbeat, the rescue of expired leases, the janitor's trim,
+// Purge. None scans a
 // queue; Stats reads counters and cardinalities. A cancelled ready job is
 // deleted from the records and its ID left in its list as a tombstone that
 // Claim skips, so that no script searches a list. Times are the queue
 // Clock's milliseconds, never Redis's clock, so a fake clock drives
-// schedules and leases in tests.
+// schedules and leases in tests. A due time (RunAt, a retry's or a
+// deferral's time) is rounded up to the millisecond, never down, so that
+// no job runs before its time; Claim returns RunAt so rounded.
 //
 // Concurrent Adds, Claims and finishes (Complete, Retry, Defer, Dead) on a
 // shard are combined: while one script call is in flight, the calls that
@@ -56,9 +60,15 @@
 // listener per process and shard waits on with BLPOP while some Claim
 // waits), until the next scheduled job is due, or at most WithPollInterval.
 // A claimed job holds a lease of WithLeaseTTL that the queue renews with
-// Heartbeat. The leader's janitor returns jobs whose lease expired to their
-// ready list, or dead-letters them after their last attempt; Attempt counts
-// started runs, so a rescued job runs next at attempt + 1. A record whose
+// Heartbeat. Every process, leader or not, returns jobs whose lease
+// expired to the head of their ready list (where they were when claimed),
+// or dead-letters them after their last attempt, once every janitor
+// interval (WithJanitorInterval, at a random point of its second half); a
+// lease is rescued once, by whichever process finds it first. So a dead
+// process's jobs run again within the lease TTL plus the janitor interval
+// and the time a worker takes to claim them, whether or not the leader
+// died with it: with the defaults, within the lease TTL plus 2 s. Attempt
+// counts started runs, so a rescued job runs next at attempt + 1. A record whose
 // payload cannot be decoded is dead-lettered with the error by Claim, which
 // goes on to the next job.
 //
@@ -69,8 +79,10 @@
 // compare-and-extend script every third of the TTL and gives up on Close
 // with a compare-and-delete script. When the leader dies, another process
 // leads within the TTL (WithLeaderTTL, default 10s) plus half a second.
-// The leader runs the janitor: rescuing expired leases, promoting due jobs
-// and trimming the dead set (WithDeadRetention). Every script is atomic, so
+// The leader runs the janitor: promoting due jobs (Claim promotes too, in
+// every process) and trimming the dead set (WithDeadRetention). Rescuing
+// expired leases is every process's (above), so a dead leader delays no
+// job. Every script is atomic, so
 // two leaders for a moment (a paused process) do no harm.
 //
 // # Priority sharding
@@ -94,13 +106,21 @@
 // during the outage are kept and recorded when Redis answers. Once a ping
 // succeeds, the leases of the jobs this process runs from the shard are
 // renewed first (heartbeats skip a shard that is down, and an expired
-// lease would make the leader run the job again), then the jobs the
+// lease would make a process run the job again), then the jobs the
 // fallback has not run are written back to Redis, each exactly once, and
 // the shard switches back. Exactly once holds even
 // when a reply is lost: every job has its Redis ID before its first write
 // (IDs are reserved in blocks) and the add script sets the ID's bit in a
 // seen bitmap, so writing a job twice is a no-op; a job whose Add may have
 // reached Redis is never run from the fallback, only settled with Redis.
+// A job is stored only under an ID of a block that Redis knows as the
+// caller's: Redis restarted without persistence (or from an older
+// snapshot) has lost the ID counter and counts again from where it
+// restarted, and a job of a block reserved before is refused and given an
+// ID of a new block, so that no two jobs share an ID and none is taken for
+// a repeated write of another. Job IDs can so change between Add and the
+// write-back, as they do for jobs the fallback accepted without a Redis
+// ID.
 // Stats reports Healthy and, in Detail, the state of each shard and of the
 // fallback. For a fast switch give the client short dial and read timeouts.
 //
@@ -115,7 +135,10 @@
 // A process that crashes during an outage loses the jobs its fallback held
 // and the completions it kept (those jobs run again). Jobs accepted during
 // an outage are in memory only until written back. Scheduled jobs, the
-// dead set and the per-ID seen bits (24 hours) live in Redis as well.
+// dead set and the per-ID seen bits and block registrations (24 hours)
+// live in Redis as well. Every job whose Add returned nil after Redis lost
+// its data (a restart without persistence) runs: the jobs lost are those
+// that were in Redis at the crash.
 //
 // # Differences from the in-memory store
 //

@@ -28,6 +28,7 @@ type fbJob[T any] struct {
 	enc     []byte // encoded payload
 	sh      *shard
 	seq     int64 // Redis sequence number; 0 while the job has a local ID
+	blk     int64 // the ID block of seq (see shard.reserve)
 	prio    int   // index in the queue's priorities
 	due     int64 // ms; 0 when ready at once
 	state   fbState

@@ -80,7 +80,7 @@ func (s *Store[T]) recover(sh *shard) {
 				s.markDown(sh, err)
 				return
 			}
-			s.cfg.Logger.Warn("redisstore: renewing leases after an outage", "queue", s.cfg.Name, "err", err)
+			s.cfg.Logger.Warn("redisstore: renewing leases after an outage", "err", err)
 		}
 	}
 	if err := s.flushPending(ctx, sh); err != nil {
@@ -94,7 +94,7 @@ func (s *Store[T]) recover(sh *shard) {
 	s.fbMu.Unlock()
 	if back {
 		s.cfg.Logger.Info("redisstore: redis reachable again, fallback written back",
-			"queue", s.cfg.Name, "priorities", sh.label, "fallback_jobs", s.nFallback.Load(),
+			"priorities", sh.label, "fallback_jobs", s.nFallback.Load(),
 			"written_back", s.nWrittenBack.Load(), "finishes_recorded", s.nFlushed.Load())
 	}
 	s.signal()
@@ -125,7 +125,7 @@ func (s *Store[T]) flushPending(ctx context.Context, sh *shard) error {
 				return err
 			}
 			s.cfg.Logger.Error("redisstore: recording finishes kept during an outage",
-				"queue", s.cfg.Name, "jobs", len(batch), "err", err)
+				"jobs", len(batch), "err", err)
 			ops = ops[len(batch):]
 			continue
 		}
@@ -138,7 +138,7 @@ func (s *Store[T]) flushPending(ctx context.Context, sh *shard) error {
 					JobID: op.id, Key: op.key, Err: queue.ErrSuperseded})
 			case "lost":
 				s.cfg.Logger.Warn("redisstore: lease expired during the outage; the job may run again",
-					"queue", s.cfg.Name, "id", op.id)
+					"id", op.id)
 			}
 		}
 		ops = ops[len(batch):]
@@ -171,7 +171,7 @@ func (s *Store[T]) writeBack(ctx context.Context, sh *shard) error {
 			if isOutage(ctx, err) || ctx.Err() != nil {
 				s.markDown(sh, err)
 			} else {
-				s.cfg.Logger.Error("redisstore: writing the fallback back", "queue", s.cfg.Name, "err", err)
+				s.cfg.Logger.Error("redisstore: writing the fallback back", "err", err)
 			}
 			return err
 		}
@@ -185,11 +185,11 @@ func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T])
 	}
 	for _, j := range batch {
 		if j.seq == 0 {
-			id, seq, err := sh.newID(ctx)
+			id, seq, blk, err := sh.newID(ctx)
 			if err != nil {
 				return out, err
 			}
-			j.job.ID, j.seq = id, seq
+			j.job.ID, j.seq, j.blk = id, seq, blk
 		}
 	}
 	items := make([]addItem, len(batch))
@@ -209,11 +209,20 @@ func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T])
 	}
 	now := s.now()
 	for i, j := range batch {
+		if res[i] == "stale" {
+			// Its ID block is unknown to Redis, which restarted since
+			// the block was reserved: the job is not in Redis (an
+			// earlier write of it would have gone with the block) and
+			// is written again under an ID of a new block.
+			sh.dropBlock(j.blk)
+			j.seq, j.blk, j.inRedis = 0, 0, false
+			continue
+		}
 		out[i] = writeDone
 		s.nWrittenBack.Add(1)
 		if res[i] == "dup" {
 			s.cfg.Logger.Warn("redisstore: fallback job dropped on write-back: its key is pending in redis",
-				"queue", s.cfg.Name, "id", j.job.ID, "key", j.job.Key)
+				"id", j.job.ID, "key", j.job.Key)
 			s.cfg.Report(queue.Event{Kind: queue.EventCancelled, Time: time.UnixMilli(now), JobID: j.job.ID,
 				Key: j.job.Key, Target: j.job.Target, Priority: j.job.Priority, Attempt: j.job.Attempt,
 				Err: fmt.Errorf("%w: key pending in redis at write-back", queue.ErrDuplicate)})
@@ -267,7 +276,7 @@ func (s *Store[T]) listen(sh *shard) {
 			// of the wrong type) comes back at once, every time: wait a
 			// health interval before the next try rather than spin. The
 			// wait is on the queue's clock, so a test can hold it.
-			s.cfg.Logger.Warn("redisstore: waiting for wake-ups", "queue", s.cfg.Name,
+			s.cfg.Logger.Warn("redisstore: waiting for wake-ups",
 				"priorities", sh.label, "err", err)
 			t := s.cfg.Clock.NewTimer(s.o.healthInterval)
 			select {

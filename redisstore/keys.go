@@ -2,9 +2,19 @@ package redisstore
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"unicode"
 )
+
+// queueNameRE is what the store accepts as a queue name (queue.WithName),
+// the same rule as pgstore's: a letter, digit or underscore, then up to 62
+// of those or . : -, so that a name that works on one durable store works
+// on the other.
+var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$`)
+
+// queueNameRule says queueNameRE in words, for the error.
+const queueNameRule = "use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
 
 // Positions of the fixed keys in a job script's KEYS (0-based here).
 const (
@@ -64,6 +74,16 @@ func (k keyspace) seen(seq int64) (string, int64) {
 // seenKey is the key of the seen bitmap with index bucket (seq/seenBits).
 func (k keyspace) seenKey(bucket int64) string {
 	return k.tag + ":seen:" + strconv.FormatInt(bucket, 10)
+}
+
+// blocksPerKey is how many ID blocks one registration hash holds: few
+// enough for Redis's compact hash encoding.
+const blocksPerKey = 128
+
+// blocks returns the key of the hash registering the ID block whose last
+// sequence number is blk (see shard.reserve).
+func (k keyspace) blocks(blk int64) string {
+	return k.tag + ":blocks:" + strconv.FormatInt(blk/(blocksPerKey*idBlock), 10)
 }
 
 // validTagPart reports why s cannot be part of the hash tag, or "".

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/queuekit/queue"
@@ -87,7 +88,7 @@ func (s *Store[T]) extendLeases(ctx context.Context, sh *shard, refs []leaseRef)
 // renewLeases extends the leases of every job this process runs from sh.
 // It is the first thing recover does: heartbeats skip a shard while it is
 // down, so after an outage the leases of jobs still running here may be
-// about to expire, and the leader would rescue them, to run again, before
+// about to expire, and a process would rescue them, to run again, before
 // the queue's next heartbeat. A lease already lost is left for that
 // heartbeat to report.
 func (s *Store[T]) renewLeases(ctx context.Context, sh *shard) error {
@@ -103,8 +104,10 @@ func (s *Store[T]) renewLeases(ctx context.Context, sh *shard) error {
 	return err
 }
 
-// RescueExpired returns jobs whose lease expired to their ready list, or
-// dead-letters them after their last attempt; see queue.Leaser. The attempt
+// RescueExpired returns jobs whose lease expired to the head of their
+// ready list, or dead-letters them after their last attempt; see
+// queue.Leaser. Every process of the queue runs it by itself, leader or
+// not, every janitor interval (WithJanitorInterval). The attempt
 // count is kept: it counts started runs, so the rescued job's next Claim
 // makes it attempt + 1. It works through the expired leases a bounded batch
 // per script call and reports EventRescued or EventDead for each job.
@@ -161,18 +164,47 @@ func (s *Store[T]) trimDead(ctx context.Context, sh *shard) error {
 	}
 }
 
-// janitor does the leader's maintenance on every reachable shard.
-func (s *Store[T]) janitor(ctx context.Context) {
-	if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Warn("redisstore: rescuing expired leases", "queue", s.cfg.Name, "err", err)
+// rescueLoop rescues expired leases, in every process, leader or not, so
+// that a dead worker's jobs run again within the lease TTL and a janitor
+// interval whether or not the leader died with it (the rescue script
+// moves each expired lease once, whichever process runs it first). The
+// wait between calls is drawn from [interval/2, interval], so that the
+// processes of a queue spread their calls.
+func (s *Store[T]) rescueLoop() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closing
+		cancel()
+	}()
+	every := s.o.janitorInterval
+	for {
+		wait := every/2 + rand.N(every/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-s.closing:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("redisstore: rescuing expired leases", "err", err)
+		}
 	}
+}
+
+// janitor does the leader's maintenance on every reachable shard: it
+// promotes due jobs (Claim does too, in every process) and trims the dead
+// set.
+func (s *Store[T]) janitor(ctx context.Context) {
 	if _, err := s.PromoteDue(ctx); err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Warn("redisstore: promoting due jobs", "queue", s.cfg.Name, "err", err)
+		s.cfg.Logger.Warn("redisstore: promoting due jobs", "err", err)
 	}
 	for _, sh := range s.shards {
 		if sh.healthy.Load() {
 			if err := s.trimDead(ctx, sh); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("redisstore: trimming dead jobs", "queue", s.cfg.Name, "err", err)
+				s.cfg.Logger.Warn("redisstore: trimming dead jobs", "err", err)
 			}
 		}
 	}
@@ -217,7 +249,7 @@ func (s *Store[T]) leaderLoop() {
 		}
 		if isLeader != wasLeader {
 			s.leader.Store(isLeader)
-			s.cfg.Logger.Info("redisstore: leadership changed", "queue", s.cfg.Name, "leader", isLeader)
+			s.cfg.Logger.Info("redisstore: leadership changed", "leader", isLeader)
 		}
 		wait := standbyPoll
 		if isLeader {

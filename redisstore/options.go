@@ -243,8 +243,12 @@ func WithDeadRetention(d time.Duration, max int) Option {
 	}
 }
 
-// WithJanitorInterval sets how often the leader rescues expired leases,
-// promotes due jobs and trims the dead set (default 1s).
+// WithJanitorInterval sets how often every process rescues expired leases
+// (at a random point of each interval's second half, so that processes
+// spread their calls) and how often the leader promotes due jobs and
+// trims the dead set (default 1s). A job of a process that died runs
+// again within the lease TTL (WithLeaseTTL) plus this interval, and the
+// time a worker takes to claim it, whether or not the leader died too.
 func WithJanitorInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

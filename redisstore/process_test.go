@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -25,9 +26,12 @@ const helperEnv = "REDISSTORE_HELPER"
 // TestHelperProcess is not a test: it is the body of a helper process,
 // selected by REDISSTORE_HELPER=mode. Modes:
 //
-//	work    run jobs: RPUSH "payload:attempt:pid" to the ran list, succeed
+//	work    run jobs: RPUSH "payload:attempt:pid:unixnano" to the ran list
+//	        (the time the run began), then take REDISSTORE_WORK (a
+//	        duration, default none) and succeed
 //	hang    claim jobs: RPUSH the payload to the claimed list, never return
-//	leader  run no jobs, only take part in leader election
+//	leader  run no jobs (a store without a queue), only take part in
+//	        leader election and the janitor
 //
 // It prints "ready <owner>" once started and, in mode leader, "leader"
 // when it leads.
@@ -39,7 +43,13 @@ func TestHelperProcess(t *testing.T) {
 	prefix := os.Getenv("REDISSTORE_PREFIX")
 	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	lease, _ := time.ParseDuration(os.Getenv("REDISSTORE_LEASE"))
-	s, err := New[int](c, WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
+	work, _ := time.ParseDuration(os.Getenv("REDISSTORE_WORK"))
+	// REDISSTORE_JANITOR sets the janitor interval, 100ms unless given.
+	janitor, err := time.ParseDuration(os.Getenv("REDISSTORE_JANITOR"))
+	if err != nil {
+		janitor = 100 * time.Millisecond
+	}
+	s, err := New[int](c, WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(janitor))
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -50,26 +60,49 @@ func TestHelperProcess(t *testing.T) {
 	handler := func(ctx context.Context, j queue.Job[int]) error {
 		switch mode {
 		case "work":
-			return c.RPush(ctx, tag+":test:ran", fmt.Sprintf("%d:%d:%d", j.Payload, j.Attempt, pid)).Err()
+			began := time.Now().UnixNano()
+			if err := c.RPush(ctx, tag+":test:ran", fmt.Sprintf("%d:%d:%d:%d", j.Payload, j.Attempt, pid, began)).Err(); err != nil {
+				return err
+			}
+			if work > 0 {
+				t := time.NewTimer(work) // the job's work
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
 		case "hang":
 			c.RPush(context.Background(), tag+":test:claimed", j.Payload)
 			select {}
 		}
 		return nil
 	}
-	workers := 4
 	if mode == "leader" {
-		workers = 1
-	}
-	q, err := queue.New(handler, queue.WithStore[int](s), queue.WithName("q"),
-		queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(2)
-	}
-	if err := q.Start(ctx); err != nil {
-		fmt.Println("error", err)
-		os.Exit(2)
+		// The store alone, without a queue: it claims no job.
+		cfg := queuetest.StoreConfig("q", 10000, queue.SystemClock{}, func(queue.Event) {})
+		cfg.Logger = quietLogger()
+		if err := s.Init(cfg); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		if err := s.Start(ctx); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+	} else {
+		q, err := queue.New(handler, queue.WithStore[int](s), queue.WithName("q"),
+			queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		if err := q.Start(ctx); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
 	}
 	fmt.Println("ready", s.owner)
 	if mode == "leader" {
@@ -89,11 +122,13 @@ type helper struct {
 }
 
 // startHelper starts a helper process in mode and waits for it to be ready.
-func startHelper(t *testing.T, mode, prefix string, lease time.Duration) *helper {
+// env adds variables (REDISSTORE_WORK, REDISSTORE_JANITOR).
+func startHelper(t *testing.T, mode, prefix string, lease time.Duration, env ...string) *helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "REDISSTORE_PREFIX="+prefix,
 		"REDISSTORE_LEASE="+lease.String(), "QUEUE_REDIS_ADDR="+redisAddr())
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +200,9 @@ func popN(t *testing.T, c *redis.Client, list string, n int, within time.Duratio
 	return out
 }
 
-// leaderStore opens a store (no workers) and waits until it leads, so that
-// its janitor is the one rescuing expired leases.
+// leaderStore opens a store (no workers) and waits until it leads. It
+// rescues expired leases every 100 ms, as every process does at its
+// janitor interval, leader or not.
 func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Duration) *Store[int] {
 	t.Helper()
 	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
@@ -308,5 +344,88 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	if v, _ := c.Get(ctx, key).Result(); v != s.owner {
 		t.Errorf("leader key holds %q after failover, want %q", v, s.owner)
+	}
+}
+
+// TestKilledJobsRunAgainWithinLeasePlus2s: every job of a worker process
+// killed with SIGKILL runs again within the lease TTL plus 2 s, whether
+// the leader lives (case "leader alive": the killed worker alone dies,
+// and a backlog of other jobs waits at the time) or dies with the worker
+// (case "leader killed too"). Every process rescues expired leases, on
+// its own tick, with the default janitor interval; a rescued job goes to
+// the head of its ready list, where it was when it was claimed. Rescue
+// used to be the leader's alone: with the leader killed too, the jobs
+// waited for a new leader (the leader TTL, 10 s, more), and a rescued job
+// went to the tail of its list, behind a backlog.
+func TestKilledJobsRunAgainWithinLeasePlus2s(t *testing.T) {
+	c := needRedis(t)
+	const lease = 2 * time.Second
+	janitor := "REDISSTORE_JANITOR=" + DefaultJanitorInterval.String()
+	for _, killLeader := range []bool{false, true} {
+		name := "leader alive"
+		if killLeader {
+			name = "leader killed too"
+		}
+		t.Run(name, func(t *testing.T) {
+			prefix := testPrefix(t, c)
+			tag := "{" + prefix + ":q}"
+			ctx := context.Background()
+			lead := startHelper(t, "leader", prefix, lease, janitor)
+			lead.expect(t, "leader", 15*time.Second)
+			// The test's store adds jobs; it stands by for leadership.
+			s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
+				WithPrefix(prefix), WithLeaseTTL(lease))
+			const hung = 4
+			for i := range hung {
+				_, err := s.Add(ctx, queue.Job[int]{Payload: i, Key: "k" + strconv.Itoa(i)})
+				require.NoError(t, err)
+			}
+			hang := startHelper(t, "hang", prefix, lease, janitor)
+			popN(t, c, tag+":test:claimed", hung, 30*time.Second)
+			startHelper(t, "work", prefix, lease, janitor, "REDISSTORE_WORK=10ms")
+			hang.kill(t)
+			if killLeader {
+				lead.kill(t)
+			}
+			killed := time.Now()
+			backlog := 0
+			if !killLeader {
+				// 2000 jobs of 10 ms for 4 workers: 5 s of work, more
+				// than the lease.
+				backlog = 2000
+				for i := range backlog {
+					_, err := s.Add(ctx, queue.Job[int]{Payload: 1000 + i})
+					require.NoError(t, err)
+				}
+			}
+			// The runs of the killed worker's jobs, each with the time it
+			// began, from the ran list (BLPOP: no polling).
+			again := map[int]time.Duration{}
+			deadline := time.Now().Add(lease + 30*time.Second)
+			for len(again) < hung {
+				left := time.Until(deadline)
+				require.Positive(t, left, "the killed worker's jobs ran again: %v of %d", again, hung)
+				res, err := c.BLPop(ctx, max(left, time.Second), tag+":test:ran").Result()
+				require.NoError(t, err, "the killed worker's jobs ran again: %v of %d", again, hung)
+				f := strings.Split(res[1], ":")
+				p, _ := strconv.Atoi(f[0])
+				a, _ := strconv.Atoi(f[1])
+				began, _ := strconv.ParseInt(f[3], 10, 64)
+				if p < hung {
+					require.Equal(t, 2, a, "attempt of the killed worker's job %d", p)
+					require.NotContains(t, again, p, "job %d ran twice after the kill", p)
+					again[p] = time.Unix(0, began).Sub(killed)
+				}
+			}
+			var worst time.Duration
+			for _, d := range again {
+				worst = max(worst, d)
+			}
+			t.Logf("%s: the killed worker's %d jobs ran again at most %v after SIGKILL (lease %v, backlog %d jobs): %v",
+				name, hung, worst.Round(time.Millisecond), lease, backlog, again)
+			if worst > lease+2*time.Second {
+				t.Errorf("jobs ran again %v after the kill, want within the lease %v + 2s", worst, lease)
+			}
+		})
 	}
 }

@@ -81,12 +81,17 @@ local function forget(id)
   redis.call('HDEL', META, id)
   redis.call('HDEL', DATA, id)
 end
-local function push_ready(id, m)
+-- push_ready appends a job to its ready list, or puts it first (front):
+-- a rescued job goes back where it was when it was claimed, ahead of the
+-- jobs that came after it.
+local function push_ready(id, m, front)
   if not LIST[m.p] then m.p = DEFLABEL end
   m.s = 'q'
+  local push = 'RPUSH'
+  if front then push = 'LPUSH' end
   -- A Claim waits only after finding nothing ready, so a wake-up token is
   -- needed only while the list is short.
-  if redis.call('RPUSH', LIST[m.p], id) <= 64 then wake() end
+  if redis.call(push, LIST[m.p], id) <= 64 then wake() end
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, 1)
   if RC then RC = RC + 1 end
 end
@@ -178,15 +183,18 @@ local function check_lease(id, tok)
 end
 `
 
-// Add: now, capacity, coalesce (1/0), then per job: id, key, group,
-// label, runAt, restore (1 ignores capacity and the group, for jobs
-// written back from the fallback), index of its seen bitmap among the keys
-// after the ready lists, seen offset, meta prefix, payload. The meta
+// Add: now, capacity, coalesce (1/0), number of seen bitmaps ns, the
+// caller's block token, then per job: id, key, group, label, runAt,
+// restore (1 ignores capacity and the group, for jobs written back from
+// the fallback), index of its seen bitmap among the keys after the ready
+// lists, seen offset, meta prefix, payload, index of its block
+// registration hash among the keys after the seen bitmaps, its block. The meta
 // prefix is the job's meta record as the client encodes it (metaPrefix),
 // up to the value of s, which the script appends with the closing quote
 // and brace: Add needs no cjson.encode. Jobs are added in order. Returns
-// {ready, then per job 'ready', 'sched', 'rerun', 'dup', 'full' or 'seen'
-// (added before)}.
+// {ready, then per job 'ready', 'sched', 'rerun', 'dup', 'full', 'seen'
+// (added before) or 'stale' (its ID block is not registered to the
+// caller: see shard.reserve; nothing was done)}.
 //
 // The seen bit (set first, cleared again when the job is refused) makes
 // Add idempotent per ID: a call repeated after a lost reply, or a
@@ -199,15 +207,25 @@ end
 // 6n; the records written so far are looked up in NEW, so a later job of
 // the same call sees an earlier one's key or group.
 var scriptAdd = newRawScript("add", luaBase+`
-local now, cap, coalesce = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1'
+local now, cap, coalesce, NS, TOK = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1', tonumber(arg(4)), arg(5)
 ready_count()
-local NEW, METAS, DATAS, PUSH = {}, {}, {}, {}
+local NEW, METAS, DATAS, PUSH, BLK = {}, {}, {}, {}, {}
+-- owned reports whether block blk is registered to the caller.
+local function owned(bkey, blk)
+  local ok = BLK[blk]
+  if ok == nil then
+    ok = redis.call('HGET', bkey, blk) == TOK
+    BLK[blk] = ok
+  end
+  return ok
+end
 local function loadm(id)
   local raw = NEW[id]
   if not raw then return load(id) end
   return cjson.decode(raw)
 end
-local function add(id, key, grp, label, at, restore, seen, off, pre, payload)
+local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bkey, blk)
+  if not owned(bkey, blk) then return 'stale' end
   if redis.call('SETBIT', seen, off, 1) == 1 then return 'seen' end
   local state = 'q'
   if tonumber(at) > now then state = 's' end
@@ -278,13 +296,14 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload)
   return status
 end
 local out = {0}
-local A, i = ARGV, 2 + NL + 4
+local A, i = ARGV, 2 + NL + 6
 while A[i] do
   -- Arguments that go back to Redis stay strings: Redis would format a
   -- number back.
   out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
-    KEYS[12 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9])
-  i = i + 10
+    KEYS[12 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
+    KEYS[12 + NL + NS + tonumber(A[i + 10])], A[i + 11])
+  i = i + 12
 end
 if #METAS > 0 then
   redis.call('HSET', META, unpack(METAS))
@@ -305,25 +324,36 @@ return out
 // AddReady adds plain jobs: no key, no group, due now, not written back
 // (Store.runAdd decides). It declares only the keys it touches: KEYS are
 // meta, data, count, wake, the ready lists the jobs go to, then their seen
-// bitmaps. ARGV: capacity, number of those lists m, number of the shard's
-// ready counters nf, the counters' fields, the counter field of each of
-// the m lists, then per job: id, index of its list among the m, index of
-// its seen bitmap, seen offset, meta record (complete: state q), payload.
-// Returns {ready, then per job 'ready', 'full' or 'seen'}, like Add, whose
-// rules for these jobs it applies with about n + 6 commands and no cjson.
+// bitmaps, then their block registration hashes. ARGV: capacity, number of
+// those lists m, number of the shard's ready counters nf, number of seen
+// bitmaps ns, the caller's block token, the counters' fields, the counter
+// field of each of the m lists, then per job: id, index of its list among
+// the m, index of its seen bitmap, seen offset, meta record (complete:
+// state q), payload, index of its block registration hash, its block.
+// Returns {ready, then per job 'ready', 'full', 'seen' or 'stale'}, like
+// Add, whose rules for these jobs it applies with about n + 6 commands and
+// no cjson.
 var scriptAddReady = newRawScript("add-ready", `
 local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local A = ARGV
-local cap, m, nf = tonumber(A[1]), tonumber(A[2]), tonumber(A[3])
+local cap, m, nf, ns, tok = tonumber(A[1]), tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), A[5]
 local fields = {}
-for i = 1, nf do fields[i] = A[3 + i] end
+for i = 1, nf do fields[i] = A[5 + i] end
 local rc = 0
 for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do rc = rc + (tonumber(v) or 0) end
-local out, metas, datas, push = {0}, {}, {}, {}
-local i = 4 + nf + m
+local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
+local i = 6 + nf + m
 while A[i] do
   local id, seen, off = A[i], KEYS[4 + m + tonumber(A[i + 2])], A[i + 3]
-  if redis.call('SETBIT', seen, off, 1) == 1 then
+  local blk = A[i + 7]
+  local owned = blks[blk]
+  if owned == nil then
+    owned = redis.call('HGET', KEYS[4 + m + ns + tonumber(A[i + 6])], blk) == tok
+    blks[blk] = owned
+  end
+  if not owned then
+    out[#out + 1] = 'stale'
+  elseif redis.call('SETBIT', seen, off, 1) == 1 then
     out[#out + 1] = 'seen'
   elseif rc >= cap then
     redis.call('SETBIT', seen, off, 0)
@@ -343,7 +373,7 @@ while A[i] do
     ids[#ids + 1] = id
     out[#out + 1] = 'ready'
   end
-  i = i + 6
+  i = i + 8
 end
 if #metas > 0 then
   redis.call('HSET', META, unpack(metas))
@@ -352,7 +382,7 @@ end
 for li, ids in pairs(push) do
   local n = #ids
   local len = redis.call('RPUSH', KEYS[4 + li], unpack(ids))
-  redis.call('HINCRBY', COUNT, A[3 + nf + li], n)
+  redis.call('HINCRBY', COUNT, A[5 + nf + li], n)
   -- A wake-up token for each job among the first 64 of its list, at
   -- most 64 on the wake list (as Add).
   if len - n < 64 then
@@ -370,16 +400,18 @@ return out
 
 // AddOne is add-ready for one job, the lone producer's case, with the
 // fewest arguments and commands: KEYS are meta, data, count, wake, the
-// job's ready list and its seen bitmap; ARGV: capacity, the list's counter
-// field, id, seen offset, meta record (complete: state q), payload, then
-// the shard's ready counters' fields. Returns {ready, 'ready', 'full' or
-// 'seen'}, as add-ready does. A job among the first 64 of its list pushes
+// job's ready list, its seen bitmap and its block registration hash; ARGV:
+// capacity, the list's counter field, id, seen offset, meta record
+// (complete: state q), payload, its block, the caller's block token, then
+// the shard's ready counters' fields. Returns {ready, 'ready', 'full',
+// 'seen' or 'stale'}, as add-ready does. A job among the first 64 of its list pushes
 // a wake-up token, and the wake list is trimmed back to 64.
 var scriptAddOne = newRawScript("add-one", `
-local META, DATA, COUNT, WAKE, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local META, DATA, COUNT, WAKE, LIST, SEEN, BLOCKS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, off = ARGV[3], ARGV[4]
 local rc = 0
-for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 7))) do rc = rc + (tonumber(v) or 0) end
+for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 9))) do rc = rc + (tonumber(v) or 0) end
+if redis.call('HGET', BLOCKS, ARGV[7]) ~= ARGV[8] then return {rc, 'stale'} end
 if redis.call('SETBIT', SEEN, off, 1) == 1 then return {rc, 'seen'} end
 if rc >= tonumber(ARGV[1]) then
   redis.call('SETBIT', SEEN, off, 0)
@@ -550,12 +582,17 @@ return lost
 `)
 
 // Rescue: now, batch, default max attempts. Jobs whose lease expired go
-// back to their ready list, or to the dead set after their last attempt.
-// Returns {ready, id, outcome, key, target, label, attempt, ...}.
+// back to the head of their ready list (they were claimed before the jobs
+// now in it; the earliest expired goes first), or to the dead set after
+// their last attempt. Every process runs it (Store.rescueLoop): a lease
+// is rescued once, by whichever call finds it expired first. Returns
+// {ready, id, outcome, key, target, label, attempt, ...}.
 var scriptRescue = newScript("rescue", `
 local now, batch, defmax = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
 local out = {0}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)) do
+local ids = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)
+for k = #ids, 1, -1 do
+  local id = ids[k]
   redis.call('ZREM', RUN, id)
   redis.call('HDEL', LEASE, id)
   local m = load(id)
@@ -567,7 +604,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, ba
       outcome = 'dead'
       bury(id, m, now, 'lease expired')
     else
-      push_ready(id, m)
+      push_ready(id, m, true)
       save(id, m)
     end
     for _, v in ipairs({id, outcome, m.k, m.t, m.p, m.a}) do table.insert(out, v) end
@@ -678,7 +715,18 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 	return cmd
 }
 
-// jobScripts lists the job scripts (all but add-ready and add-one use the
+// Reserve: KEYS[1] the ID counter; ARGV: block size, the caller's last
+// block. Raises the counter to the caller's last block if it is below
+// (Redis lost it: see shard.reserve), then reserves a block and returns
+// its last number.
+var scriptReserve = newRawScript("reserve", `
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local last = tonumber(ARGV[2])
+if cur < last then redis.call('SET', KEYS[1], ARGV[2]) end
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+`)
+
+// jobScripts lists the job scripts (all but reserve, add-ready and add-one use the
 // shared key layout), for loading and for TestScriptsDeclareKeys.
-var jobScripts = []script{scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
+var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
 	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge}

@@ -155,9 +155,9 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	sh := s.shards[0]
 	var batch []addItem
 	for range 2 {
-		id, seq, err := sh.newID(ctx)
+		id, seq, blk, err := sh.newID(ctx)
 		must(t, err)
-		batch = append(batch, addItem{id: id, seq: seq, label: "normal", enc: []byte("10")})
+		batch = append(batch, addItem{id: id, seq: seq, blk: blk, label: "normal", enc: []byte("10")})
 	}
 	_, err = s.runAdd(ctx, sh, batch)
 	must(t, err)

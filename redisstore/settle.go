@@ -65,8 +65,8 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	due := ms(at)
+	nowT := s.cfg.Clock.Now()
+	now, due := ms(nowT), dueMs(at, nowT)
 	if c.fb != nil {
 		s.fbMu.Lock()
 		kept := s.fb.again(c.fb, due, now, mode == "retry", cause)

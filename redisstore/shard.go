@@ -37,6 +37,7 @@ type shard struct {
 	// keys; the ready lists' keys, like labels; the last seen bitmap used.
 	readyKeys, listKeys []any
 	lastSeen            atomic.Pointer[seenArg]
+	lastBlocks          atomic.Pointer[seenArg] // the last block registration hash used
 
 	healthy   atomic.Bool
 	hasWaiter chan struct{} // tells the wake listener a Claim waits
@@ -48,12 +49,14 @@ type shard struct {
 	settles combiner[settleOp, string] // concurrent Complete, Retry, Defer, Dead
 
 	idMu      sync.Mutex
-	next, end int64 // reserved sequence numbers [next, end)
+	next, end int64  // reserved sequence numbers [next, end)
+	hwm       int64  // the last block reserved (its last number)
+	token     string // registers this process's blocks; see reserve
 }
 
-func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool) *shard {
+func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool, token string) *shard {
 	sh := &shard{index: index, code: code, top: int(code), client: client, ks: ks, labels: labels, sharded: sharded,
-		hasWaiter: make(chan struct{}, 1)}
+		hasWaiter: make(chan struct{}, 1), token: token}
 	sh.args = append(sh.args, len(labels), def)
 	for _, l := range labels {
 		sh.args = append(sh.args, l)
@@ -91,6 +94,18 @@ func (sh *shard) seenKeyArg(bucket int64) any {
 	return a.key
 }
 
+// blocksKeyArg returns the key of the registration hash of block blk,
+// boxed for a script's arguments.
+func (sh *shard) blocksKeyArg(blk int64) any {
+	b := blockBucket(blk)
+	if a := sh.lastBlocks.Load(); a != nil && a.bucket == b {
+		return a.key
+	}
+	a := &seenArg{bucket: b, key: sh.ks.blocks(blk)}
+	sh.lastBlocks.Store(a)
+	return a.key
+}
+
 // serves reports whether the shard serves the priority label.
 func (sh *shard) serves(label string) bool { return sh.labelIndex(label) >= 0 }
 
@@ -124,41 +139,80 @@ func (sh *shard) loadScripts(ctx context.Context) error {
 	return nil
 }
 
-// newID returns a fresh job ID and its sequence number, reserving a new
-// block from Redis when the current one is used up.
-func (sh *shard) newID(ctx context.Context) (id, seq int64, err error) {
+// newID returns a fresh job ID, its sequence number and the block it
+// belongs to (see reserve), reserving a new block from Redis when the
+// current one is used up.
+func (sh *shard) newID(ctx context.Context) (id, seq, blk int64, err error) {
 	sh.idMu.Lock()
 	defer sh.idMu.Unlock()
 	if sh.next >= sh.end {
-		end, err := sh.client.IncrBy(ctx, sh.ks.ids(), idBlock).Result()
-		if err != nil {
-			return 0, 0, err
+		if err := sh.reserve(ctx); err != nil {
+			return 0, 0, 0, err
 		}
-		sh.next, sh.end = end-idBlock+1, end+1
-		sh.keepSeen(ctx, sh.next, end)
 	}
 	seq = sh.next
 	sh.next++
-	return sh.idOf(seq), seq, nil
+	return sh.idOf(seq), seq, sh.end - 1, nil
 }
 
-// seenTTL is how long a seen bitmap outlives the last ID block reserved
-// in its range: the window in which a lost Add can still be settled.
-const seenTTL = 24 * time.Hour
-
-// keepSeen creates the seen bitmaps of sequence numbers first..last and
-// (re)sets their expiry, so that the add script need not.
-func (sh *shard) keepSeen(ctx context.Context, first, last int64) {
+// reserve reserves the next block of idBlock sequence numbers, with
+// sh.idMu held. A block is named by its last number (blk) and is this
+// process's only while Redis records it so: the reservation registers it
+// under the process's token, and the add scripts refuse, with 'stale', a
+// job whose block is not registered to the caller. Redis loses the ID
+// counter with everything else when it restarts without persistence (or
+// from an older snapshot), and counts again from where it restarted; a
+// process still holding a block reserved before would then add jobs under
+// IDs that the new counter hands out again, and the add script, which
+// takes an ID it has seen for a repeated call, would report a new job with
+// such an ID as added when it was not stored at all. The registration
+// makes that impossible: a block reserved before the restart is unknown to
+// the restarted Redis, or registered to whoever reserved its numbers
+// since. The counter is also raised to the last block this process
+// reserved before it counts on, so that IDs stay unique across a restart
+// as far as this process knows them.
+//
+// The block is registered after the counter moved past it, never before:
+// a snapshot taken in between holds the counter without the registration,
+// which only wastes the block.
+func (sh *shard) reserve(ctx context.Context) error {
+	end, err := scriptReserve.Run(ctx, sh.client, []string{sh.ks.ids()}, idBlock, sh.hwm).Int64()
+	if err != nil {
+		return err
+	}
+	sh.hwm = max(sh.hwm, end)
+	bk := sh.ks.blocks(end)
 	pipe := sh.client.Pipeline()
-	for _, seq := range []int64{first, last} {
+	pipe.HSet(ctx, bk, strconv.FormatInt(end, 10), sh.token)
+	pipe.PExpire(ctx, bk, seenTTL)
+	for _, seq := range []int64{end - idBlock + 1, end} {
 		// Clearing a bit of the new block creates the bitmap without
 		// touching the bits of jobs already added.
 		key, off := sh.ks.seen(seq)
 		pipe.SetBit(ctx, key, off, 0)
 		pipe.PExpire(ctx, key, seenTTL)
 	}
-	_, _ = pipe.Exec(ctx) // best effort: a later block refreshes them
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	sh.next, sh.end = end-idBlock+1, end+1
+	return nil
 }
+
+// dropBlock stops handing out IDs of block blk, which an add script found
+// not registered to this process (stale): the next newID reserves anew.
+func (sh *shard) dropBlock(blk int64) {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	if sh.end-1 == blk {
+		sh.next = sh.end
+	}
+}
+
+// seenTTL is how long a seen bitmap, and the registration of an ID block,
+// outlives the last ID block reserved in its range: the window in which a
+// lost Add can still be settled.
+const seenTTL = 24 * time.Hour
 
 // idOf turns a sequence number into a job ID: the shard's code sits in the
 // low five bits when the queue is sharded (at most 32 priorities), so IDs
@@ -233,3 +287,17 @@ func replySlice(v any) []any {
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// dueMs turns a due time into the milliseconds Redis keeps: rounded up
+// when t is after now, so that a job never becomes due before its time
+// (the store's clock reads are truncated to the millisecond, and a job due
+// at .0005 would otherwise be due at .000, up to a millisecond early); a
+// time not after now is kept as it is (truncated), so that the job is due
+// at once, as the queue's contract says.
+func dueMs(t, now time.Time) int64 {
+	m := t.UnixMilli()
+	if t.After(now) && time.UnixMilli(m).Before(t) {
+		m++
+	}
+	return m
+}

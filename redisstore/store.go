@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"sort"
@@ -46,6 +47,7 @@ type Store[T any] struct {
 	cfg    queue.StoreConfig
 	capArg any    // cfg.Capacity, boxed once for the add scripts
 	owner  string // this process's lease and leader identity
+	token  string // registers this process's ID blocks (shard.reserve)
 	down   bool   // New found Redis unreachable and WithConnect allowed it
 
 	shards []*shard // ordered by their highest priority
@@ -110,7 +112,7 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 		return nil, optErr("WithConnect", true, "starting degraded needs the fallback (WithFallback > 0)")
 	}
 	s := &Store[T]{
-		client: client, o: o, owner: newOwner(),
+		client: client, o: o, owner: newOwner(), token: newToken(),
 		claims:  map[int64]*claimRec[T]{},
 		notify:  make(chan struct{}, 1),
 		started: make(chan struct{}),
@@ -128,6 +130,13 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 	return s, nil
 }
 
+// newToken returns a random token naming this store's ID blocks.
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 func newOwner() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -137,9 +146,22 @@ func newOwner() string {
 
 // Init binds the store to its queue's configuration and lays out the
 // shards. It is called by queue.New.
+//
+// A configuration built by hand may leave Logger, Clock and Report nil:
+// they default, as in queue.New, to a logger that discards, the system
+// clock and no reports.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
-	if why := validTagPart(cfg.Name); why != "" {
-		return fmt.Errorf("redisstore: queue name %q: %s", cfg.Name, why)
+	if !queueNameRE.MatchString(cfg.Name) {
+		return fmt.Errorf("redisstore: queue name %q is not valid: %s", cfg.Name, queueNameRule)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = queue.SystemClock{}
+	}
+	if cfg.Report == nil {
+		cfg.Report = func(queue.Event) {}
 	}
 	for label := range s.o.shardClients {
 		if cfg.PriorityIndex(label) < 0 || label == "" {
@@ -184,7 +206,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 			def = labels[0]
 		}
 		ks := newKeyspace(s.o.prefix, cfg.Name, labels)
-		sh := newShard(j, int64(groups[j][0]), c, ks, labels, def, len(clients) > 1)
+		sh := newShard(j, int64(groups[j][0]), c, ks, labels, def, len(clients) > 1, s.token)
 		s.shards = append(s.shards, sh)
 		for _, i := range groups[j] {
 			s.byPrio[i] = sh
@@ -212,8 +234,8 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 }
 
 // Start loads the scripts and starts the background work: per shard a
-// health check and a wake-up listener, and leader election with the
-// janitor. It returns at once.
+// health check and a wake-up listener, the rescue of expired leases, and
+// leader election with the janitor. It returns at once.
 func (s *Store[T]) Start(ctx context.Context) error {
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -232,8 +254,9 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			go s.healthLoop(sh)
 			go s.listen(sh)
 		}
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.leaderLoop()
+		go s.rescueLoop()
 		close(s.started)
 	})
 	return nil
@@ -276,7 +299,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	s.claimMu.Unlock()
 	if left > 0 || unflushed > 0 {
 		s.cfg.Logger.Error("redisstore: closing with work Redis never received",
-			"queue", s.cfg.Name, "fallback_jobs", left, "unrecorded_finishes", unflushed)
+			"fallback_jobs", left, "unrecorded_finishes", unflushed)
 	}
 	return nil
 }
@@ -449,7 +472,7 @@ func (s *Store[T]) signal() {
 func (s *Store[T]) markDown(sh *shard, err error) {
 	if sh.markDown(err) {
 		s.cfg.Logger.Warn("redisstore: redis unreachable, using the in-memory fallback",
-			"queue", s.cfg.Name, "priorities", sh.label, "err", err)
+			"priorities", sh.label, "err", err)
 		s.signal()
 	}
 }

@@ -1,0 +1,61 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStoresAgreeOnQueueNames: pgstore and redisstore accept the same queue
+// names and refuse the others with the same words (redisstore's test of the
+// same name checks its side).
+func TestStoresAgreeOnQueueNames(t *testing.T) {
+	t.Parallel()
+	requirePG(t)
+	pool := newPool(t, pgURL(), 2)
+	for name, ok := range map[string]bool{
+		"q": true, "mail.outbox:v2-b_1": true, strings.Repeat("a", 63): true,
+		"a b": false, " a": false, "bad{name}": false, "": false, "-a": false, "a\n": false,
+		strings.Repeat("a", 64): false, "päckchen": false,
+	} {
+		s, err := pgstore.New[P](pool)
+		require.NoError(t, err)
+		err = s.Init(queuetest.StoreConfig(name, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {}))
+		if ok {
+			require.NoError(t, err, "name %q", name)
+			continue
+		}
+		require.Error(t, err, "name %q", name)
+		want := `pgstore: queue name "` + strings.ReplaceAll(name, "\n", `\n`) + `" is not valid: ` +
+			"use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
+		require.Equal(t, want, err.Error())
+	}
+}
+
+// TestAddCancelledContext: Add with a context already done refuses the job
+// with an error matching ctx.Err() and stores nothing, as redisstore does.
+func TestAddCancelledContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "agree", queue.SystemClock{})
+	ctx := context.Background()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := s.Add(cctx, queue.Job[P]{})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "pgstore: add: context canceled", err.Error())
+	dctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = s.Add(dctx, queue.Job[P]{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Ready+st.Scheduled, "nothing stored: %+v", st)
+}
