@@ -1,4 +1,4 @@
-package queuetest
+package storetest
 
 import (
 	"context"
@@ -12,16 +12,19 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
-// Payload is the job payload the conformance suite uses. It survives JSON.
+// Payload is the job payload the suite stores. It survives JSON, so a
+// store with a codec passes it through unchanged.
 type Payload struct {
 	N    int    `json:"n"`              // tells the suite's jobs apart
 	Note string `json:"note,omitempty"` // free text, to check strings survive the store
 }
 
-// StoreFeatures tells RunStoreTests which optional behaviours a store has.
-type StoreFeatures struct {
+// Features tells Run which optional behaviours a store has; the subtests
+// of a behaviour the store lacks are skipped.
+type Features struct {
 	// Capacity: Add returns ErrQueueFull beyond StoreConfig.Capacity and
 	// PromoteDue requeues due jobs that do not fit.
 	Capacity bool
@@ -34,14 +37,16 @@ type StoreFeatures struct {
 	LeaseTTL time.Duration
 }
 
-// StoreHarness is a store under test with the fake clock it was given.
-type StoreHarness struct {
+// harness is a store under test with the fake clock it was given.
+type harness struct {
 	Store  queue.Store[Payload] // the store, initialised with Clock and Events
-	Clock  *FakeClock           // the clock the store was given; the suite advances it
+	Clock  *queuetest.FakeClock // the clock the store was given; the suite advances it
 	Events *EventLog            // what the store reported through StoreConfig.Report
 }
 
-// EventLog records the events a store reports through StoreConfig.Report.
+// EventLog records the events a store reports through StoreConfig.Report,
+// for a test to count them. The zero value is ready to use; it is safe
+// for concurrent use.
 type EventLog struct {
 	mu     sync.Mutex
 	events []queue.Event
@@ -67,13 +72,16 @@ func (l *EventLog) Count(kind queue.EventKind) int {
 	return n
 }
 
-// StoreConfig returns the configuration the suite binds stores to:
-// priorities high/normal/low, the given capacity, a 10 s requeue delay,
-// coalescing on, 3 attempts, the given clock.
-func StoreConfig(name string, capacity int, clk queue.Clock, report func(queue.Event)) queue.StoreConfig {
+// Config returns the configuration the suite binds stores to, for a
+// store's own tests to bind the same way: queue name name, priorities
+// high, normal (the default) and low, the given ready capacity, a 10 s
+// requeue delay, coalescing on, 3 attempts, the given clock, a logger that
+// discards, and report as StoreConfig.Report (nil is allowed where the
+// store accepts it).
+func Config(name string, capacity int, clk queue.Clock, report func(queue.Event)) queue.StoreConfig {
 	return queue.StoreConfig{
 		Name:            name,
-		Priorities:      queue.DefaultPriorities,
+		Priorities:      []queue.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}},
 		DefaultPriority: "normal",
 		Capacity:        capacity,
 		RequeueDelay:    10 * time.Second,
@@ -89,15 +97,17 @@ func StoreConfig(name string, capacity int, clk queue.Clock, report func(queue.E
 // stores' timestamp precision out of the way.
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// RunStoreTests runs the Store contract against the stores newStore makes.
-// newStore must return a new, empty, un-initialised store each call,
-// isolated from every other (its own schema or key prefix); the suite
-// calls Init with a FakeClock, Start, and Close at the end of each subtest.
-func RunStoreTests(t *testing.T, f StoreFeatures, newStore func(t *testing.T) queue.Store[Payload]) {
-	open := func(t *testing.T, mutate ...func(*queue.StoreConfig)) *StoreHarness {
+// Run checks the queue.Store contract, one subtest per behaviour, against
+// the stores newStore makes. newStore must return a new, empty,
+// un-initialised store each call, isolated from every other (its own
+// schema or key prefix); each subtest calls Init with Config and a
+// queuetest.FakeClock it advances, then Start, and Close when it ends.
+// Features says which optional behaviours to check.
+func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Payload]) {
+	open := func(t *testing.T, mutate ...func(*queue.StoreConfig)) *harness {
 		t.Helper()
-		h := &StoreHarness{Store: newStore(t), Clock: NewFakeClock(epoch), Events: &EventLog{}}
-		cfg := StoreConfig(fmt.Sprintf("conf_%d", time.Now().UnixNano()%1e9), 100, h.Clock, h.Events.Report)
+		h := &harness{Store: newStore(t), Clock: queuetest.NewFakeClock(epoch), Events: &EventLog{}}
+		cfg := Config(fmt.Sprintf("conf_%d", time.Now().UnixNano()%1e9), 100, h.Clock, h.Events.Report)
 		for _, m := range mutate {
 			m(&cfg)
 		}
@@ -118,7 +128,7 @@ func RunStoreTests(t *testing.T, f StoreFeatures, newStore func(t *testing.T) qu
 	}
 	for _, c := range []struct {
 		name string
-		run  func(t *testing.T, h *StoreHarness)
+		run  func(t *testing.T, h *harness)
 		cfg  []func(*queue.StoreConfig)
 		skip bool
 	}{
@@ -144,22 +154,23 @@ func RunStoreTests(t *testing.T, f StoreFeatures, newStore func(t *testing.T) qu
 		{name: "PromoteFullRequeues", run: testPromoteFull, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 1 }}},
 		{name: "StatsAndScheduled", run: testStats},
 		{name: "Purge", run: testPurge},
-		{name: "Drain", run: func(t *testing.T, h *StoreHarness) { testDrain(t, h, f.DrainsReady) }},
+		{name: "Drain", run: func(t *testing.T, h *harness) { testDrain(t, h, f.DrainsReady) }},
 		{name: "ConcurrentClaims", run: testConcurrent},
-		{name: "Leases", run: func(t *testing.T, h *StoreHarness) { testLeases(t, h, f.LeaseTTL) }},
+		{name: "Leases", run: func(t *testing.T, h *harness) { testLeases(t, h, f.LeaseTTL) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
-				t.Skip("store does not have this feature (StoreFeatures)")
+				t.Skip("store does not have this feature (Features)")
 			}
 			c.run(t, open(t, c.cfg...))
 		})
 	}
 }
 
+// bg is the context of every store call that need not be bounded.
 var bg = context.Background()
 
-func add(t *testing.T, h *StoreHarness, j queue.Job[Payload]) queue.Added {
+func add(t *testing.T, h *harness, j queue.Job[Payload]) queue.Added {
 	t.Helper()
 	a, err := h.Store.Add(bg, j)
 	if err != nil {
@@ -171,7 +182,7 @@ func add(t *testing.T, h *StoreHarness, j queue.Job[Payload]) queue.Added {
 	return a
 }
 
-func addErr(t *testing.T, h *StoreHarness, j queue.Job[Payload], want error) {
+func addErr(t *testing.T, h *harness, j queue.Job[Payload], want error) {
 	t.Helper()
 	if _, err := h.Store.Add(bg, j); !errors.Is(err, want) {
 		t.Fatalf("Add(%+v) = %v, want %v", j, err, want)
@@ -179,7 +190,7 @@ func addErr(t *testing.T, h *StoreHarness, j queue.Job[Payload], want error) {
 }
 
 // claim claims one job, failing the test if none comes within 5 s.
-func claim(t *testing.T, h *StoreHarness) queue.Job[Payload] {
+func claim(t *testing.T, h *harness) queue.Job[Payload] {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
@@ -191,7 +202,7 @@ func claim(t *testing.T, h *StoreHarness) queue.Job[Payload] {
 }
 
 // noClaim checks that no job is ready.
-func noClaim(t *testing.T, h *StoreHarness) {
+func noClaim(t *testing.T, h *harness) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, 150*time.Millisecond)
 	defer cancel()
@@ -205,7 +216,7 @@ func noClaim(t *testing.T, h *StoreHarness) {
 // jobs too, and report what it did just after PromoteDue returned having
 // found nothing left to do: such an event is waited for, by polling, as
 // it comes from another goroutine with nothing to wait on.
-func reported(h *StoreHarness, kind queue.EventKind, n int) bool {
+func reported(h *harness, kind queue.EventKind, n int) bool {
 	deadline := time.Now().Add(5 * time.Second)
 	for h.Events.Count(kind) < n {
 		if time.Now().After(deadline) {
@@ -216,7 +227,7 @@ func reported(h *StoreHarness, kind queue.EventKind, n int) bool {
 	return true
 }
 
-func promote(t *testing.T, h *StoreHarness) int {
+func promote(t *testing.T, h *harness) int {
 	t.Helper()
 	n, err := h.Store.PromoteDue(bg)
 	if err != nil {
@@ -225,7 +236,7 @@ func promote(t *testing.T, h *StoreHarness) int {
 	return n
 }
 
-func stats(t *testing.T, h *StoreHarness) queue.StoreStats {
+func stats(t *testing.T, h *harness) queue.StoreStats {
 	t.Helper()
 	st, err := h.Store.Stats(bg)
 	if err != nil {
@@ -241,7 +252,7 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-func testAddClaim(t *testing.T, h *StoreHarness) {
+func testAddClaim(t *testing.T, h *harness) {
 	var ids []int64
 	for i := range 3 {
 		a := add(t, h, queue.Job[Payload]{Payload: Payload{N: i, Note: "n"}, Target: "t1"})
@@ -263,7 +274,7 @@ func testAddClaim(t *testing.T, h *StoreHarness) {
 	noClaim(t, h)
 }
 
-func testPriority(t *testing.T, h *StoreHarness) {
+func testPriority(t *testing.T, h *harness) {
 	for i, p := range []string{"low", "normal", "high", "low", "", "high"} {
 		add(t, h, queue.Job[Payload]{Priority: p, Payload: Payload{N: i}})
 	}
@@ -279,7 +290,7 @@ func testPriority(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testUnknownPriority(t *testing.T, h *StoreHarness) {
+func testUnknownPriority(t *testing.T, h *harness) {
 	addErr(t, h, queue.Job[Payload]{Priority: "urgent"}, queue.ErrUnknownPriority)
 	// Every store words it alike, naming the label.
 	_, err := h.Store.Add(bg, queue.Job[Payload]{Priority: "urgent"})
@@ -289,7 +300,7 @@ func testUnknownPriority(t *testing.T, h *StoreHarness) {
 	noClaim(t, h)
 }
 
-func testSchedule(t *testing.T, h *StoreHarness) {
+func testSchedule(t *testing.T, h *harness) {
 	at := h.Clock.Now().Add(10 * time.Second)
 	a := add(t, h, queue.Job[Payload]{RunAt: at, Payload: Payload{N: 1}})
 	if !a.Scheduled {
@@ -319,7 +330,7 @@ func testSchedule(t *testing.T, h *StoreHarness) {
 // due time up, never down. Each job is claimable a millisecond after its
 // time. The times are set just past whole units (ns, µs, ms), where a
 // store that truncates makes a job due early.
-func testNeverEarly(t *testing.T, h *StoreHarness) {
+func testNeverEarly(t *testing.T, h *harness) {
 	// step moves the clock to at + d.
 	step := func(at time.Time, d time.Duration) { h.Clock.Advance(at.Add(d).Sub(h.Clock.Now())) }
 	// due checks that nothing is claimable a nanosecond before at and
@@ -368,7 +379,7 @@ func testNeverEarly(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testDuplicate(t *testing.T, h *StoreHarness) {
+func testDuplicate(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	addErr(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 2}}, queue.ErrDuplicate)
 	addErr(t, h, queue.Job[Payload]{Key: "k", RunAt: h.Clock.Now().Add(time.Minute)}, queue.ErrDuplicate)
@@ -383,7 +394,7 @@ func testDuplicate(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testCoalesce(t *testing.T, h *StoreHarness) {
+func testCoalesce(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	j := claim(t, h)
 	a := add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 2}})
@@ -401,7 +412,7 @@ func testCoalesce(t *testing.T, h *StoreHarness) {
 	noClaim(t, h)
 }
 
-func testCoalesceOff(t *testing.T, h *StoreHarness) {
+func testCoalesceOff(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k"})
 	j := claim(t, h)
 	addErr(t, h, queue.Job[Payload]{Key: "k"}, queue.ErrDuplicate)
@@ -409,7 +420,7 @@ func testCoalesceOff(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{Key: "k"})
 }
 
-func testGroup(t *testing.T, h *StoreHarness) {
+func testGroup(t *testing.T, h *harness) {
 	later := h.Clock.Now().Add(time.Minute)
 	add(t, h, queue.Job[Payload]{Key: "h:f:p1", Group: "h:f", RunAt: later})
 	addErr(t, h, queue.Job[Payload]{Key: "h:f:p2", Group: "h:f", RunAt: later}, queue.ErrDuplicate)
@@ -421,7 +432,7 @@ func testGroup(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{Key: "h:f:p4", Group: "h:f", RunAt: later.Add(time.Minute)})
 }
 
-func testRetry(t *testing.T, h *StoreHarness) {
+func testRetry(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 7}})
 	j := claim(t, h)
 	must(t, "Retry", h.Store.Retry(bg, j, h.Clock.Now().Add(5*time.Second), errors.New("boom")))
@@ -437,7 +448,7 @@ func testRetry(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{Key: "k"})
 }
 
-func testSuperseded(t *testing.T, h *StoreHarness) {
+func testSuperseded(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	j := claim(t, h)
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 2}})
@@ -454,7 +465,7 @@ func testSuperseded(t *testing.T, h *StoreHarness) {
 	noClaim(t, h)
 }
 
-func testDefer(t *testing.T, h *StoreHarness) {
+func testDefer(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	j := claim(t, h)
 	must(t, "Defer", h.Store.Defer(bg, j, h.Clock.Now(), nil))
@@ -471,14 +482,14 @@ func testDefer(t *testing.T, h *StoreHarness) {
 	must(t, "Complete", h.Store.Complete(bg, j))
 }
 
-func testDead(t *testing.T, h *StoreHarness) {
+func testDead(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k"})
 	j := claim(t, h)
 	must(t, "Dead", h.Store.Dead(bg, j, errors.New("fatal")))
 	add(t, h, queue.Job[Payload]{Key: "k"}) // the key is free again
 }
 
-func testCancel(t *testing.T, h *StoreHarness) {
+func testCancel(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "ready"})
 	add(t, h, queue.Job[Payload]{Key: "later", Group: "g", RunAt: h.Clock.Now().Add(time.Minute)})
 	for _, k := range []string{"ready", "later"} {
@@ -513,7 +524,7 @@ func testCancel(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testCancelMatch(t *testing.T, h *StoreHarness) {
+func testCancelMatch(t *testing.T, h *harness) {
 	for _, k := range []string{"h1:a:p1", "h1:b:p1", "h1:a:p2", "h2:a:p1"} {
 		add(t, h, queue.Job[Payload]{Key: k})
 	}
@@ -537,7 +548,7 @@ func testCancelMatch(t *testing.T, h *StoreHarness) {
 	noClaim(t, h)
 }
 
-func testFull(t *testing.T, h *StoreHarness) {
+func testFull(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "a"})
 	add(t, h, queue.Job[Payload]{})
 	addErr(t, h, queue.Job[Payload]{Key: "c"}, queue.ErrQueueFull)
@@ -549,7 +560,7 @@ func testFull(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{RunAt: h.Clock.Now().Add(time.Hour)})
 }
 
-func testPromoteFull(t *testing.T, h *StoreHarness) {
+func testPromoteFull(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Payload: Payload{N: 1}})
 	add(t, h, queue.Job[Payload]{Key: "s", Payload: Payload{N: 2}, RunAt: h.Clock.Now().Add(time.Second)})
 	h.Clock.Advance(time.Second)
@@ -569,7 +580,7 @@ func testPromoteFull(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testStats(t *testing.T, h *StoreHarness) {
+func testStats(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "r1", Priority: "high"})
 	add(t, h, queue.Job[Payload]{Key: "r2"})
 	add(t, h, queue.Job[Payload]{Key: "s2", RunAt: h.Clock.Now().Add(2 * time.Minute)})
@@ -592,7 +603,7 @@ func testStats(t *testing.T, h *StoreHarness) {
 	must(t, "Complete", h.Store.Complete(bg, j))
 }
 
-func testPurge(t *testing.T, h *StoreHarness) {
+func testPurge(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "a"})
 	add(t, h, queue.Job[Payload]{})
 	add(t, h, queue.Job[Payload]{Key: "b", RunAt: h.Clock.Now().Add(time.Minute)})
@@ -607,7 +618,7 @@ func testPurge(t *testing.T, h *StoreHarness) {
 	add(t, h, queue.Job[Payload]{Key: "b"})
 }
 
-func testDrain(t *testing.T, h *StoreHarness, drainsReady bool) {
+func testDrain(t *testing.T, h *harness, drainsReady bool) {
 	add(t, h, queue.Job[Payload]{Payload: Payload{N: 1}})
 	h.Store.Drain()
 	h.Store.Drain() // idempotent
@@ -622,7 +633,7 @@ func testDrain(t *testing.T, h *StoreHarness, drainsReady bool) {
 	}
 }
 
-func testConcurrent(t *testing.T, h *StoreHarness) {
+func testConcurrent(t *testing.T, h *harness) {
 	const jobs, claimers = 60, 6
 	for i := range jobs {
 		add(t, h, queue.Job[Payload]{Key: fmt.Sprint("k", i), Payload: Payload{N: i}})
@@ -659,7 +670,7 @@ func testConcurrent(t *testing.T, h *StoreHarness) {
 	}
 }
 
-func testLeases(t *testing.T, h *StoreHarness, ttl time.Duration) {
+func testLeases(t *testing.T, h *harness, ttl time.Duration) {
 	l, ok := h.Store.(queue.Leaser)
 	if !ok || ttl <= 0 {
 		t.Skip("store has no leases")
@@ -727,7 +738,7 @@ func testLeases(t *testing.T, h *StoreHarness, ttl time.Duration) {
 // rerun, the newer job, becomes ready at once. Both a deferral to now (a
 // shutdown putting a job back) and a later one (RetryAfter, a suspended
 // target) are covered.
-func testDeferSuperseded(t *testing.T, h *StoreHarness) {
+func testDeferSuperseded(t *testing.T, h *harness) {
 	ctx := bg
 	for i, delay := range []time.Duration{0, time.Minute} {
 		key := fmt.Sprint("k", i)
@@ -767,7 +778,7 @@ func testDeferSuperseded(t *testing.T, h *StoreHarness) {
 // Enqueue accepted for it, until that job is due; a retried or deferred
 // job, and a coalesced rerun, do not take the group, so a later
 // scheduled job of the group is accepted.
-func testGroupHeldOnlyByAddedJob(t *testing.T, h *StoreHarness) {
+func testGroupHeldOnlyByAddedJob(t *testing.T, h *harness) {
 	ctx := bg
 	later := h.Clock.Now().Add(time.Minute)
 	type job = queue.Job[Payload]
@@ -810,7 +821,7 @@ func testGroupHeldOnlyByAddedJob(t *testing.T, h *StoreHarness) {
 // testGroupFreedWhenDue: a scheduled job gives its group up when it
 // is due, even when it finds the ready jobs at capacity and waits another
 // RequeueDelay.
-func testGroupFreedWhenDue(t *testing.T, h *StoreHarness) {
+func testGroupFreedWhenDue(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Payload: Payload{N: 1}}) // fills the capacity
 	add(t, h, queue.Job[Payload]{Key: "s", Group: "g", RunAt: h.Clock.Now().Add(time.Second)})
 	h.Clock.Advance(time.Second)
