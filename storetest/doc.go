@@ -13,7 +13,12 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: 30 * time.Second},
 //			func(t *testing.T) queue.Store[storetest.Payload] {
-//				return mystore.New[storetest.Payload](mystore.WithPrefix(uniquePrefix(t)))
+//				// A new, empty store for each subtest.
+//				s, err := mystore.New[storetest.Payload](client, mystore.WithPrefix(uniquePrefix(t)))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return s
 //			})
 //	}
 //
