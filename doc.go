@@ -106,7 +106,8 @@
 //
 // Build the queue inside a testing/synctest bubble and time is fake: a
 // job scheduled an hour out runs after time.Sleep(time.Hour) returns,
-// instantly. Package queuetest has helpers (Advance, Start, Drain,
-// CheckCounts), a FakeClock for tests that cannot use a bubble, and
-// RunStoreTests, the contract every Store passes.
+// instantly. Package queuetest has helpers for a program's own tests
+// (Advance, Start, Drain, CheckCounts) and a FakeClock for tests that
+// cannot use a bubble. Package storetest is for store authors: Run checks
+// the contract every Store passes.
 package queue

@@ -14,7 +14,7 @@ import (
 // cancellation and, for durable stores, leases.
 //
 // The in-memory store is the default. The pgstore and redisstore modules
-// implement the same contract, which queuetest.RunStoreTests checks. A
+// implement the same contract, which storetest.Run checks. A
 // Store value belongs to one Queue.
 //
 // All methods are safe for concurrent use. Methods that take a Job accept

@@ -9,6 +9,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func TestStoresAgreeOnQueueNames(t *testing.T) {
 	} {
 		s, err := pgstore.New[P](pool)
 		require.NoError(t, err)
-		err = s.Init(queuetest.StoreConfig(name, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {}))
+		err = s.Init(storetest.Config(name, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {}))
 		if ok {
 			require.NoError(t, err, "name %q", name)
 			continue

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // internalStore returns a bound (not started) store in a migrated schema
@@ -51,7 +51,7 @@ func internalStore(t *testing.T) (*Store[int], *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Init(queuetest.StoreConfig("internal", 100, queue.SystemClock{}, func(queue.Event) {})); err != nil {
+	if err := s.Init(storetest.Config("internal", 100, queue.SystemClock{}, func(queue.Event) {})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // TestConformance runs the Store contract every store passes, unchanged,
@@ -15,9 +15,9 @@ func TestConformance(t *testing.T) {
 	requirePG(t)
 	t.Parallel()
 	pool := newPool(t, pgURL(), 8)
-	queuetest.RunStoreTests(t, queuetest.StoreFeatures{Capacity: true, LeaseTTL: pgstore.DefaultLeaseTTL},
-		func(t *testing.T) queue.Store[queuetest.Payload] {
-			s, err := pgstore.New[queuetest.Payload](pool, pgstore.WithSchema(newSchema(t, pool)),
+	storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: pgstore.DefaultLeaseTTL},
+		func(t *testing.T) queue.Store[storetest.Payload] {
+			s, err := pgstore.New[storetest.Payload](pool, pgstore.WithSchema(newSchema(t, pool)),
 				// The suite steps the fake clock and calls RescueExpired
 				// itself: keep the leader's janitor out of its way.
 				pgstore.WithJanitorInterval(time.Hour))

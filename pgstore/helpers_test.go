@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -145,10 +145,10 @@ func newStore[T any](tb testing.TB, e *env, opts ...pgstore.Option) *pgstore.Sto
 
 // bind initialises s as the suite's stores are, with a fake clock and an
 // event log, starts it, and closes it when the test ends.
-func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Clock, mutate ...func(*queue.StoreConfig)) *queuetest.EventLog {
+func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Clock, mutate ...func(*queue.StoreConfig)) *storetest.EventLog {
 	tb.Helper()
-	log := &queuetest.EventLog{}
-	cfg := queuetest.StoreConfig(name, 100, clk, log.Report)
+	log := &storetest.EventLog{}
+	cfg := storetest.Config(name, 100, clk, log.Report)
 	for _, m := range mutate {
 		m(&cfg)
 	}

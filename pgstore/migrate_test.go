@@ -14,6 +14,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -169,7 +170,7 @@ func TestUnmigratedSchemaFoundLater(t *testing.T) {
 	requirePG(t)
 	pool := newPool(t, pgURL(), 4)
 	schema := bareSchema(t, pool)
-	p := queuetest.NewProxy(t, pgHostPort(t))
+	p := storetest.NewProxy(t, pgHostPort(t))
 	p.Down()
 	s, err := pgstore.New[P](proxiedPool(t, p, 4), pgstore.WithSchema(schema), pgstore.WithPollInterval(50*time.Millisecond))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -382,7 +383,7 @@ func TestConnectionCut(t *testing.T) {
 	createTables(t, e)
 	const n, lease = 400, 2 * time.Second
 	enqueue(t, producer(t, e), n)
-	p := queuetest.NewProxy(t, pgHostPort(t))
+	p := storetest.NewProxy(t, pgHostPort(t))
 	s, err := pgstore.New[int](proxiedPool(t, p, 6), pgstore.WithSchema(e.schema), pgstore.WithLeaseTTL(lease),
 		pgstore.WithLeaderTTL(time.Second), pgstore.WithJanitorInterval(100*time.Millisecond), pgstore.WithPollInterval(100*time.Millisecond))
 	if err != nil {

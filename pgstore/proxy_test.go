@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // proxiedPool returns a pool on the test server that connects through p,
 // so that a test can cut its connections (or refuse new ones) without
 // touching the shared server. It is closed when the test ends.
-func proxiedPool(t *testing.T, p *queuetest.Proxy, maxConns int32) *pgxpool.Pool {
+func proxiedPool(t *testing.T, p *storetest.Proxy, maxConns int32) *pgxpool.Pool {
 	t.Helper()
 	host, port, err := net.SplitHostPort(p.Addr())
 	if err != nil {

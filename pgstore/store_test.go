@@ -18,11 +18,12 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-type P = queuetest.Payload
+type P = storetest.Payload
 
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -132,7 +133,7 @@ func TestBadNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"", "a b", "q'; DROP", strings.Repeat("q", 64)} {
-		cfg := queuetest.StoreConfig(bad, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {})
+		cfg := storetest.Config(bad, 10, queuetest.NewFakeClock(epoch), func(queue.Event) {})
 		if err := s.Init(cfg); err == nil {
 			t.Errorf("Init with queue name %q succeeded", bad)
 		}
@@ -467,7 +468,7 @@ func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	requirePG(t)
 	e := newEnv(t)
-	p := queuetest.NewProxy(t, pgHostPort(t))
+	p := storetest.NewProxy(t, pgHostPort(t))
 	p.Down()
 	pool := proxiedPool(t, p, 4)
 	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(50*time.Millisecond))
@@ -907,7 +908,7 @@ func TestConcurrentRescueOnce(t *testing.T) {
 	const n = 300
 	clk := queuetest.NewFakeClock(epoch)
 	stores := make([]*pgstore.Store[P], 3)
-	logs := make([]*queuetest.EventLog, len(stores))
+	logs := make([]*storetest.EventLog, len(stores))
 	for i := range stores {
 		// The test calls RescueExpired itself: the loop stays out of its way.
 		stores[i] = newStore[P](t, e, pgstore.WithWorkerID(fmt.Sprint("rescuer-", i)), pgstore.WithJanitorInterval(time.Hour))

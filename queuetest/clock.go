@@ -1,9 +1,3 @@
-// Package queuetest helps test code that uses package queue: a fake
-// Clock, helpers for tests that run inside a testing/synctest bubble, and
-// RunStoreTests, the conformance suite every queue.Store must pass. For
-// tests against a real server, where a bubble cannot reach, Counter and
-// Await wait for events instead of sleeping, and Proxy cuts a store's
-// connections or makes its server look unreachable.
 package queuetest
 
 import (

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,7 +22,7 @@ func TestInitWithoutLogger(t *testing.T) {
 	s, err := New[int](c, WithPrefix(testPrefix(t, c)), WithLeaderTTL(300*time.Millisecond),
 		WithLeaseTTL(100*time.Millisecond), WithJanitorInterval(10*time.Millisecond))
 	require.NoError(t, err)
-	cfg := queuetest.StoreConfig("q", 10, queue.SystemClock{}, nil)
+	cfg := storetest.Config("q", 10, queue.SystemClock{}, nil)
 	cfg.Logger, cfg.Clock = nil, nil
 	require.NoError(t, s.Init(cfg))
 	require.NoError(t, s.Start(context.Background()))
@@ -58,7 +58,7 @@ func TestStoresAgreeOnQueueNames(t *testing.T) {
 	} {
 		s, err := New[int](c)
 		require.NoError(t, err)
-		cfg := queuetest.StoreConfig(name, 10, queue.SystemClock{}, func(queue.Event) {})
+		cfg := storetest.Config(name, 10, queue.SystemClock{}, func(queue.Event) {})
 		err = s.Init(cfg)
 		if ok {
 			require.NoError(t, err, "name %q", name)

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	c := needRedis(t)
-	queuetest.RunStoreTests(t, queuetest.StoreFeatures{Capacity: true, LeaseTTL: 30 * time.Second},
-		func(t *testing.T) queue.Store[queuetest.Payload] {
-			s, err := New[queuetest.Payload](c, WithPrefix(testPrefix(t, c)))
+	storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: 30 * time.Second},
+		func(t *testing.T) queue.Store[storetest.Payload] {
+			s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +19,7 @@ import (
 
 // proxiedClient returns a client through p with short timeouts, so that an
 // outage is noticed in well under a second.
-func proxiedClient(t *testing.T, p *queuetest.Proxy) *redis.Client {
+func proxiedClient(t *testing.T, p *storetest.Proxy) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: p.Addr(), DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
@@ -35,7 +36,7 @@ func proxiedClient(t *testing.T, p *queuetest.Proxy) *redis.Client {
 func TestOutageFallback(t *testing.T) {
 	direct := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	c := proxiedClient(t, p)
 	prefix := testPrefix(t, direct)
 	s, err := New[int](c, WithPrefix(prefix), WithHealthCheck(100*time.Millisecond, 300*time.Millisecond),
@@ -182,7 +183,7 @@ func TestOutageFallback(t *testing.T) {
 func TestAddFallbackOff(t *testing.T) {
 	needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	c := proxiedClient(t, p)
 	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)), WithFallback(0))
 	ctx := context.Background()
@@ -204,7 +205,7 @@ func downFromTheStart(t *testing.T) *Store[int] {
 	t.Helper()
 	direct := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	p.Down()
 	c := proxiedClient(t, p)
 	return openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
@@ -212,7 +213,7 @@ func downFromTheStart(t *testing.T) *Store[int] {
 
 // TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
 // supersedes a Defer of the running job, as it does a Retry (see
-// testDeferSuperseded in queuetest.RunStoreTests).
+// testDeferSuperseded in storetest.Run).
 func TestFallbackDeferSuperseded(t *testing.T) {
 	s := downFromTheStart(t)
 	ctx := context.Background()
@@ -246,7 +247,7 @@ func TestFallbackDeferSuperseded(t *testing.T) {
 
 // TestFallbackGroups: the fallback applies the in-memory group rules: a
 // retry, a deferral or a rerun does not take its group (see
-// testGroupHeldOnlyByAddedJob in queuetest.RunStoreTests).
+// testGroupHeldOnlyByAddedJob in storetest.Run).
 func TestFallbackGroups(t *testing.T) {
 	s := downFromTheStart(t)
 	ctx := context.Background()
@@ -283,7 +284,7 @@ func TestFallbackGroups(t *testing.T) {
 func TestRecoveryRenewsLeases(t *testing.T) {
 	direct := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	c := proxiedClient(t, p)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := openStore(t, c, clk, WithPrefix(testPrefix(t, direct)), WithLeaseTTL(30*time.Second),

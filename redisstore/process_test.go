@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -82,7 +82,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	if mode == "leader" {
 		// The store alone, without a queue: it claims no job.
-		cfg := queuetest.StoreConfig("q", 10000, queue.SystemClock{}, func(queue.Event) {})
+		cfg := storetest.Config("q", 10000, queue.SystemClock{}, func(queue.Event) {})
 		cfg.Logger = quietLogger()
 		if err := s.Init(cfg); err != nil {
 			fmt.Println("error", err)

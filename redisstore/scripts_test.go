@@ -13,6 +13,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -298,7 +299,7 @@ func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate
 	if clk == nil {
 		clk = queue.SystemClock{}
 	}
-	cfg := queuetest.StoreConfig("q", 100000, clk, func(queue.Event) {})
+	cfg := storetest.Config("q", 100000, clk, func(queue.Event) {})
 	cfg.Logger = quietLogger()
 	if mutate != nil {
 		mutate(&cfg)

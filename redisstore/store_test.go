@@ -12,6 +12,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,7 +56,7 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})
+	cfg := storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})
 	if err := s.Init(cfg); err == nil || !strings.Contains(err.Error(), "urgent") {
 		t.Fatalf("Init with a shard for an unknown priority = %v", err)
 	}
@@ -81,7 +82,7 @@ func TestUnreachableAtNew(t *testing.T) {
 func TestStartDegraded(t *testing.T) {
 	direct := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	p.Down()
 	c := proxiedClient(t, p)
 	s := openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true),
@@ -167,7 +168,7 @@ func TestPayloadTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, s.Init(queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	must(t, s.Init(storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})))
 	_, err = s.Add(context.Background(), queue.Job[string]{Payload: strings.Repeat("x", 200)})
 	if !errors.Is(err, ErrPayloadTooLarge) {
 		t.Fatalf("Add of a 200-byte payload with a 100-byte limit = %v", err)
@@ -195,7 +196,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, w.Init(queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	must(t, w.Init(storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})))
 	ctx := context.Background()
 	bad, err := w.Add(ctx, queue.Job[string]{Payload: "not a number", Key: "bad"})
 	if err != nil {
@@ -380,7 +381,7 @@ func (c *armClock) NewTimer(d time.Duration) queue.Timer {
 func TestPrioritySharding(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	low := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: 1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	prefix := testPrefix(t, c)
@@ -605,7 +606,7 @@ func (*blpopHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()
-	p := queuetest.NewProxy(t, redisAddr())
+	p := storetest.NewProxy(t, redisAddr())
 	p.Down()
 	low := redis.NewClient(&redis.Options{Addr: p.Addr(), DB: 1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})

@@ -1,4 +1,4 @@
-package queuetest
+package storetest
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("queuetest: proxy: %v", err)
+		tb.Fatalf("storetest: proxy: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{ln: ln, target: target, ctx: ctx, cancel: cancel, links: map[*link]struct{}{}}

@@ -1,4 +1,4 @@
-package queuetest_test
+package jobkinds_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/jobkinds"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -14,7 +15,7 @@ import (
 // every run.
 func TestDefaultCatalog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := queuetest.Handler(queuetest.DefaultCatalog(), func(k string) string { return k })
+		h := jobkinds.Handler(jobkinds.DefaultCatalog(), func(k string) string { return k })
 		q, err := queue.New(h, queue.WithWorkers(4, 4), queue.WithBackoff(time.Second, time.Second))
 		if err != nil {
 			t.Fatal(err)

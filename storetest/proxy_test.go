@@ -1,4 +1,4 @@
-package queuetest_test
+package storetest_test
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // ioTimeout bounds every read and write of these tests: a guard against a
@@ -105,7 +105,7 @@ func (c *client) closed(t *testing.T) {
 }
 
 func TestProxy(t *testing.T) {
-	p := queuetest.NewProxy(t, echoServer(t))
+	p := storetest.NewProxy(t, echoServer(t))
 	a, b := dial(t, p.Addr()), dial(t, p.Addr())
 	a.echo(t, "a1")
 	b.echo(t, "b1")
@@ -146,7 +146,7 @@ func TestProxyUnreachableTarget(t *testing.T) {
 	}
 	target := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	p := queuetest.NewProxy(t, target)
+	p := storetest.NewProxy(t, target)
 	dial(t, p.Addr()).closed(t)
 }
 
@@ -156,7 +156,7 @@ func TestProxyCleanup(t *testing.T) {
 	echo := echoServer(t)
 	var open, cut *client
 	t.Run("proxy", func(st *testing.T) {
-		p := queuetest.NewProxy(st, echo)
+		p := storetest.NewProxy(st, echo)
 		// The clients belong to the parent test: they outlive the proxy.
 		open, cut = dial(t, p.Addr()), dial(t, p.Addr())
 		open.echo(st, "open")
@@ -194,7 +194,7 @@ func proxyStacks() string {
 	}
 	var left []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "queuetest.(*Proxy)") {
+		if strings.Contains(g, "storetest.(*Proxy)") {
 			left = append(left, g)
 		}
 	}

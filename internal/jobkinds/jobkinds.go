@@ -1,17 +1,22 @@
-package queuetest
+// Package jobkinds is a catalog of deterministic job behaviours for this
+// repository's own crash, pressure and soak tests: a handler whose runs
+// take a set time and end a set way, as a function of the attempt only,
+// so that a run replays the same way every time. It is internal: a
+// program tests its own handlers, and a store author runs the contract in
+// package storetest.
+package jobkinds
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/queuekit/queue"
 )
 
-// Kind is a deterministic job behaviour (the work-kind catalog of the
-// original Postgres queue design): how long a run takes and how it ends,
-// as a function of the attempt only, so that crash, pressure and soak
-// tests replay the same way every time.
+// Kind is a deterministic job behaviour: how long a run takes and how it
+// ends, as a function of the attempt only.
 type Kind struct {
 	// Duration is how long each run takes; it returns early with the
 	// context's error if the job's context ends first.
@@ -57,20 +62,20 @@ func DefaultCatalog() Catalog {
 	}
 }
 
-// ErrKindFailed is the retryable error a Kind's failing runs return.
-var ErrKindFailed = fmt.Errorf("queuetest: kind failed (retryable)")
+// ErrFailed is the retryable error a Kind's failing runs return.
+var ErrFailed = fmt.Errorf("jobkinds: kind failed (retryable)")
 
 // Handler returns a handler that runs each job as the Kind kindOf names.
 // An unknown kind is a permanent error naming it. The handler is safe for
 // concurrent use. A RetryAfter kind tells its first run from its rerun by
-// seen, which the handler keeps per job ID.
+// the job IDs it has seen.
 func Handler[T any](c Catalog, kindOf func(T) string) queue.Handler[T] {
-	seen := newIDSet()
+	var seen idSet
 	return func(ctx context.Context, j queue.Job[T]) error {
 		name := kindOf(j.Payload)
 		k, ok := c[name]
 		if !ok {
-			return queue.Permanent(fmt.Errorf("queuetest: unknown kind %q", name))
+			return queue.Permanent(fmt.Errorf("jobkinds: unknown kind %q", name))
 		}
 		if k.Duration > 0 {
 			t := time.NewTimer(k.Duration)
@@ -82,13 +87,13 @@ func Handler[T any](c Catalog, kindOf func(T) string) queue.Handler[T] {
 			}
 		}
 		if j.Attempt <= k.FailAttempts {
-			return fmt.Errorf("attempt %d of kind %q: %w", j.Attempt, name, ErrKindFailed)
+			return fmt.Errorf("attempt %d of kind %q: %w", j.Attempt, name, ErrFailed)
 		}
 		switch k.Outcome {
 		case OutcomePermanent:
 			return queue.Permanent(fmt.Errorf("kind %q fails for good", name))
 		case OutcomeFail:
-			return fmt.Errorf("kind %q: %w", name, ErrKindFailed)
+			return fmt.Errorf("kind %q: %w", name, ErrFailed)
 		case OutcomeRetryAfter:
 			if seen.add(j.ID) {
 				return queue.RetryAfter(k.RetryIn, fmt.Errorf("kind %q asks to come back", name))
@@ -98,4 +103,24 @@ func Handler[T any](c Catalog, kindOf func(T) string) queue.Handler[T] {
 		}
 		return nil
 	}
+}
+
+// idSet is a concurrency-safe set of job IDs. The zero value is empty.
+type idSet struct {
+	mu  sync.Mutex
+	ids map[int64]struct{}
+}
+
+// add adds id and reports whether it was new.
+func (s *idSet) add(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ids[id]; ok {
+		return false
+	}
+	if s.ids == nil {
+		s.ids = map[int64]struct{}{}
+	}
+	s.ids[id] = struct{}{}
+	return true
 }

@@ -1,0 +1,150 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// Adding and claiming: IDs, priority order, capacity, counts, Drain and
+// concurrent claimers.
+
+func testAddClaim(t *testing.T, h *harness) {
+	var ids []int64
+	for i := range 3 {
+		a := add(t, h, queue.Job[Payload]{Payload: Payload{N: i, Note: "n"}, Target: "t1"})
+		if a.Scheduled || a.Coalesced {
+			t.Fatalf("Add: %+v, want ready", a)
+		}
+		ids = append(ids, a.ID)
+	}
+	if ids[0] == ids[1] || ids[1] == ids[2] {
+		t.Fatalf("IDs not distinct: %v", ids)
+	}
+	for i := range 3 {
+		j := claim(t, h)
+		if j.Payload.N != i || j.Payload.Note != "n" || j.ID != ids[i] || j.Attempt != 1 || j.Target != "t1" || j.Priority != "normal" {
+			t.Fatalf("claim %d: got %+v", i, j)
+		}
+		must(t, "Complete", h.Store.Complete(bg, j))
+	}
+	noClaim(t, h)
+}
+
+func testPriority(t *testing.T, h *harness) {
+	for i, p := range []string{"low", "normal", "high", "low", "", "high"} {
+		add(t, h, queue.Job[Payload]{Priority: p, Payload: Payload{N: i}})
+	}
+	var got []int
+	for range 6 {
+		j := claim(t, h)
+		got = append(got, j.Payload.N)
+		must(t, "Complete", h.Store.Complete(bg, j))
+	}
+	want := []int{2, 5, 1, 4, 0, 3}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("claim order %v, want %v (high first, FIFO within a priority)", got, want)
+	}
+}
+
+func testUnknownPriority(t *testing.T, h *harness) {
+	addErr(t, h, queue.Job[Payload]{Priority: "urgent"}, queue.ErrUnknownPriority)
+	// Every store words it alike, naming the label.
+	_, err := h.Store.Add(bg, queue.Job[Payload]{Priority: "urgent"})
+	if want := fmt.Sprintf("%v %q", queue.ErrUnknownPriority, "urgent"); err == nil || err.Error() != want {
+		t.Fatalf("Add with an unknown priority = %v, want the error %q", err, want)
+	}
+	noClaim(t, h)
+}
+
+func testFull(t *testing.T, h *harness) {
+	add(t, h, queue.Job[Payload]{Key: "a"})
+	add(t, h, queue.Job[Payload]{})
+	addErr(t, h, queue.Job[Payload]{Key: "c"}, queue.ErrQueueFull)
+	// A refused job leaves no key behind.
+	j := claim(t, h)
+	must(t, "Complete", h.Store.Complete(bg, j))
+	add(t, h, queue.Job[Payload]{Key: "c"})
+	// Scheduled jobs do not count against the ready capacity.
+	add(t, h, queue.Job[Payload]{RunAt: h.Clock.Now().Add(time.Hour)})
+}
+
+func testStats(t *testing.T, h *harness) {
+	add(t, h, queue.Job[Payload]{Key: "r1", Priority: "high"})
+	add(t, h, queue.Job[Payload]{Key: "r2"})
+	add(t, h, queue.Job[Payload]{Key: "s2", RunAt: h.Clock.Now().Add(2 * time.Minute)})
+	add(t, h, queue.Job[Payload]{Key: "s1", Target: "t", RunAt: h.Clock.Now().Add(time.Minute)})
+	j := claim(t, h)
+	st, err := h.Store.Stats(bg)
+	must(t, "Stats", err)
+	if st.Ready != 1 || st.Scheduled != 2 || st.Running != 1 || st.PendingKeys != 4 || st.Backend == "" {
+		t.Fatalf("Stats = %+v; want ready 1, scheduled 2, running 1, pending keys 4, a backend name", st)
+	}
+	if h.Store.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", h.Store.Len())
+	}
+	next, err := h.Store.Scheduled(bg, 10)
+	must(t, "Scheduled", err)
+	if len(next) != 2 || next[0].Key != "s1" || next[1].Key != "s2" || next[0].Target != "t" ||
+		!next[0].RunAt.Equal(epoch.Add(time.Minute)) {
+		t.Fatalf("Scheduled = %+v; want s1 then s2", next)
+	}
+	must(t, "Complete", h.Store.Complete(bg, j))
+}
+
+func testDrain(t *testing.T, h *harness, drainsReady bool) {
+	add(t, h, queue.Job[Payload]{Payload: Payload{N: 1}})
+	h.Store.Drain()
+	h.Store.Drain() // idempotent
+	if drainsReady {
+		j := claim(t, h)
+		must(t, "Complete", h.Store.Complete(bg, j))
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	if _, err := h.Store.Claim(ctx); !errors.Is(err, queue.ErrDrained) {
+		t.Fatalf("Claim after Drain = %v, want ErrDrained", err)
+	}
+}
+
+func testConcurrent(t *testing.T, h *harness) {
+	const jobs, claimers = 60, 6
+	for i := range jobs {
+		add(t, h, queue.Job[Payload]{Key: fmt.Sprint("k", i), Payload: Payload{N: i}})
+	}
+	var mu sync.Mutex
+	seen := map[int]int{}
+	var wg sync.WaitGroup
+	for range claimers {
+		wg.Go(func() {
+			for {
+				ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+				j, err := h.Store.Claim(ctx)
+				cancel()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				seen[j.Payload.N]++
+				mu.Unlock()
+				if err := h.Store.Complete(bg, j); err != nil {
+					t.Errorf("Complete: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != jobs {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), jobs)
+	}
+	for n, c := range seen {
+		if c != 1 {
+			t.Fatalf("job %d claimed %d times", n, c)
+		}
+	}
+}

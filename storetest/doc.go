@@ -1,0 +1,29 @@
+// Package storetest is the conformance kit for authors of a queue.Store:
+// the contract every store passes, and the tools a store's own tests need.
+// A program that only uses a queue wants package queuetest instead.
+//
+// Run checks the contract, one subtest per behaviour: priority order,
+// schedules that are never early, keys, coalesced reruns and groups,
+// retries, deferrals, cancellation, capacity, Drain, concurrent claimers
+// and, for a store that implements queue.Leaser, lease rescue. The
+// in-memory store, pgstore and redisstore all pass it. A store declares
+// the optional behaviours it has with Features; each subtest binds a new
+// store with Config and a queuetest.FakeClock that it advances.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: 30 * time.Second},
+//			func(t *testing.T) queue.Store[storetest.Payload] {
+//				// A new, empty store for each subtest.
+//				s, err := mystore.New[storetest.Payload](client, mystore.WithPrefix(uniquePrefix(t)))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return s
+//			})
+//	}
+//
+// For the store's own tests, Config binds a store the way the suite does,
+// EventLog records what the store reports, and Proxy stands between the
+// store and its server to cut its connections or make the server look
+// unreachable, without touching a server other tests share.
+package storetest
