@@ -341,23 +341,10 @@ func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (wai
 	return len(s.waiters) > 0
 }
 
-// DecodeError is the cause recorded for a job whose payload could not be
-// decoded into T: the job is dead-lettered, never handed to a worker.
-type DecodeError struct {
-	JobID int64
-	Err   error
-}
-
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("pgstore: job %d: decoding payload: %v", e.JobID, e.Err)
-}
-
-func (e *DecodeError) Unwrap() error { return e.Err }
-
 // deadLetterUndecodable dead-letters a claimed job whose payload does not
 // decode, in the background, and reports it.
 func (s *Store[T]) deadLetterUndecodable(job queue.Job[T], err error) {
-	cause := &DecodeError{JobID: job.ID, Err: err}
+	cause := &queue.DecodeError{JobID: job.ID, Err: err}
 	s.cfg.Logger.Error("pgstore: undecodable payload; job dead-lettered", "job", job.ID, "key", job.Key, "err", err)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)

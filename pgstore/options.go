@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
@@ -28,7 +27,7 @@ const (
 
 type options struct {
 	schema          string
-	codec           Codec
+	codec           queue.Codec
 	maxPayload      int
 	leaseTTL        time.Duration
 	leaderTTL       time.Duration
@@ -45,7 +44,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		codec:           JSONCodec{},
+		codec:           queue.JSONCodec{},
 		maxPayload:      DefaultMaxPayloadBytes,
 		leaseTTL:        DefaultLeaseTTL,
 		leaderTTL:       DefaultLeaderTTL,
@@ -106,8 +105,9 @@ func WithSchema(name string) Option {
 	}
 }
 
-// WithCodec sets how payloads are encoded (default JSONCodec).
-func WithCodec(c Codec) Option {
+// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// process of a queue must use the same codec.
+func WithCodec(c queue.Codec) Option {
 	return func(o *options) error {
 		if c == nil {
 			return optErr("WithCodec", nil, "must not be nil")
@@ -248,18 +248,3 @@ func WithWorkerID(id string) Option {
 		return nil
 	}
 }
-
-// Codec encodes and decodes payloads.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(data []byte, v any) error
-}
-
-// JSONCodec encodes payloads with encoding/json. It is the default Codec.
-type JSONCodec struct{}
-
-// Marshal implements Codec.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal implements Codec.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

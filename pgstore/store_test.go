@@ -176,12 +176,13 @@ func TestBadPayloads(t *testing.T) {
 	// The store reports EventDead once it has dead-lettered the row.
 	dead := make(chan struct{})
 	var deadOnce sync.Once
+	var deadErr error // the cause reported with EventDead, read after dead closes
 	events := bind(t, s, "bad", clk, func(c *queue.StoreConfig) {
 		log := c.Report
 		c.Report = func(ev queue.Event) {
 			log(ev)
 			if ev.Kind == queue.EventDead {
-				deadOnce.Do(func() { close(dead) })
+				deadOnce.Do(func() { deadErr = ev.Err; close(dead) })
 			}
 		}
 	})
@@ -217,6 +218,11 @@ func TestBadPayloads(t *testing.T) {
 		t.Fatalf("Claim = %+v; want the good job", j)
 	}
 	queuetest.Await(t, dead, 10*time.Second, "EventDead for the undecodable job")
+	// The cause is the core's *queue.DecodeError, as on redisstore.
+	var decodeErr *queue.DecodeError
+	if !errors.As(deadErr, &decodeErr) || decodeErr.JobID == 0 || decodeErr.Err == nil {
+		t.Fatalf("EventDead cause %v, want a *queue.DecodeError naming the job", deadErr)
+	}
 	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'"); n != 1 {
 		t.Fatalf("%d undecodable jobs dead-lettered in the table, want 1", n)
 	}

@@ -216,7 +216,7 @@ func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 	}
 	lease := replyString(r[8])
 	if err := s.o.codec.Unmarshal([]byte(replyString(r[9])), &j.Payload); err != nil {
-		return j, lease, fmt.Errorf("redisstore: cannot decode payload of job %d: %w", j.ID, err)
+		return j, lease, &queue.DecodeError{JobID: j.ID, Err: err}
 	}
 	return j, lease, nil
 }

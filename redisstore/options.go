@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -29,24 +28,9 @@ const (
 	DefaultJanitorInterval = time.Second
 )
 
-// Codec encodes job payloads. It must be safe for concurrent use.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(data []byte, v any) error
-}
-
-// JSON is the default Codec: encoding/json.
-type JSON struct{}
-
-// Marshal calls json.Marshal.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal calls json.Unmarshal.
-func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
-
 type options struct {
 	prefix          string
-	codec           Codec
+	codec           queue.Codec
 	maxPayload      int
 	leaseTTL        time.Duration
 	leaderTTL       time.Duration
@@ -65,7 +49,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		prefix:          DefaultPrefix,
-		codec:           JSON{},
+		codec:           queue.JSONCodec{},
 		maxPayload:      DefaultMaxPayload,
 		leaseTTL:        DefaultLeaseTTL,
 		leaderTTL:       DefaultLeaderTTL,
@@ -97,9 +81,9 @@ func WithPrefix(prefix string) Option {
 	}
 }
 
-// WithCodec sets how payloads are encoded (default JSON). Every process of
-// a queue must use the same codec.
-func WithCodec(c Codec) Option {
+// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// process of a queue must use the same codec.
+func WithCodec(c queue.Codec) Option {
 	return func(o *options) error {
 		if c == nil {
 			return optErr("WithCodec", nil, "must not be nil")

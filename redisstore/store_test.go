@@ -213,6 +213,11 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	if len(dead) != 1 || dead[0].Kind != queue.EventDead || dead[0].JobID != bad.ID || dead[0].Err == nil {
 		t.Fatalf("events %+v, want one EventDead for job %d with the decode error", dead, bad.ID)
 	}
+	// The cause is the core's *queue.DecodeError, as on pgstore.
+	var decodeErr *queue.DecodeError
+	if !errors.As(dead[0].Err, &decodeErr) || decodeErr.JobID != bad.ID || decodeErr.Err == nil {
+		t.Fatalf("EventDead cause %v, want a *queue.DecodeError naming job %d", dead[0].Err, bad.ID)
+	}
 	st, _ := s.Stats(ctx)
 	if st.Dead != 1 || st.PendingKeys != 0 {
 		t.Fatalf("Stats = %+v, want one dead job and the key released", st)
