@@ -36,7 +36,7 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 		return row{}, fmt.Errorf("pgstore: encoding payload: %w", err)
 	}
 	if len(payload) > s.o.maxPayload {
-		return row{}, &PayloadTooLargeError{Size: len(payload), Limit: s.o.maxPayload}
+		return row{}, &queue.PayloadTooLargeError{Size: len(payload), Limit: s.o.maxPayload}
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
 	if !job.RunAt.IsZero() && job.RunAt.After(now) {

@@ -14,7 +14,7 @@ type Option func(*options) error
 
 // Defaults.
 const (
-	DefaultMaxPayloadBytes    = 1 << 20
+	DefaultMaxPayload         = 1 << 20
 	DefaultLeaseTTL           = 30 * time.Second
 	DefaultLeaderTTL          = 10 * time.Second
 	DefaultPollInterval       = time.Second
@@ -45,7 +45,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		codec:           queue.JSONCodec{},
-		maxPayload:      DefaultMaxPayloadBytes,
+		maxPayload:      DefaultMaxPayload,
 		leaseTTL:        DefaultLeaseTTL,
 		leaderTTL:       DefaultLeaderTTL,
 		pollInterval:    DefaultPollInterval,
@@ -117,13 +117,14 @@ func WithCodec(c queue.Codec) Option {
 	}
 }
 
-// WithMaxPayloadBytes bounds the encoded size of a payload (default 1 MiB).
-// A job above it is refused with a *PayloadTooLargeError and nothing is
-// inserted.
-func WithMaxPayloadBytes(n int) Option {
+// WithMaxPayload bounds the encoded size of one job's payload in bytes
+// (default 1 MiB). A job above it is refused with a
+// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// nothing is inserted.
+func WithMaxPayload(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
-			return optErr("WithMaxPayloadBytes", n, "must be >= 1")
+			return optErr("WithMaxPayload", n, "must be >= 1")
 		}
 		o.maxPayload = n
 		return nil

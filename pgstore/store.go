@@ -67,16 +67,6 @@ func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrat
 // Unwrap returns the server's error, if any.
 func (e *NotMigratedError) Unwrap() error { return e.Err }
 
-// PayloadTooLargeError is returned when a job's encoded payload is larger
-// than WithMaxPayloadBytes allows. Nothing is inserted.
-type PayloadTooLargeError struct {
-	Size, Limit int // bytes
-}
-
-func (e *PayloadTooLargeError) Error() string {
-	return fmt.Sprintf("pgstore: payload of %d bytes exceeds the limit of %d", e.Size, e.Limit)
-}
-
 // Store is a queue.Store and queue.Leaser that keeps jobs in PostgreSQL, so
 // that several processes share one queue and jobs survive restarts. Create
 // it with New, create its tables with Migrate, and pass it to queue.New with

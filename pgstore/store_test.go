@@ -145,7 +145,7 @@ func TestBadNames(t *testing.T) {
 	if _, err := pgstore.New[P](nil); err == nil {
 		t.Error("New(nil pool) succeeded")
 	}
-	for _, opt := range []pgstore.Option{pgstore.WithMaxPayloadBytes(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
+	for _, opt := range []pgstore.Option{pgstore.WithMaxPayload(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
 		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithRetention(-1, 0), pgstore.WithBatchSizes(0, 1),
 		pgstore.WithCodec(nil), pgstore.WithWorkerID("")} {
 		if _, err := pgstore.New[P](pool, opt); err == nil {
@@ -171,7 +171,7 @@ func (p badPayload) MarshalJSON() ([]byte, error) {
 func TestBadPayloads(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := newStore[badPayload](t, e, pgstore.WithMaxPayloadBytes(64))
+	s := newStore[badPayload](t, e, pgstore.WithMaxPayload(64))
 	clk := queuetest.NewFakeClock(epoch)
 	// The store reports EventDead once it has dead-lettered the row.
 	dead := make(chan struct{})
@@ -194,9 +194,13 @@ func TestBadPayloads(t *testing.T) {
 	}
 	// Too large: typed error, nothing inserted.
 	_, err := s.Add(bg, queue.Job[badPayload]{Key: "big", Payload: badPayload{S: strings.Repeat("x", 100)}})
-	var tooBig *pgstore.PayloadTooLargeError
-	if !errors.As(err, &tooBig) || tooBig.Limit != 64 {
-		t.Fatalf("Add of a large payload: %v, want *PayloadTooLargeError", err)
+	var tooBig *queue.PayloadTooLargeError
+	if !errors.As(err, &tooBig) || tooBig.Limit != 64 || !errors.Is(err, queue.ErrPayloadTooLarge) {
+		t.Fatalf("Add of a large payload: %v, want *queue.PayloadTooLargeError", err)
+	}
+	// The same words as redisstore's (its TestPayloadTooLarge).
+	if want := "queue: payload too large: 108 bytes, limit 64"; err.Error() != want {
+		t.Fatalf("Add of a large payload: %q, want %q", err, want)
 	}
 	if _, err := s.EnqueueMany(bg, []queue.Job[badPayload]{{Payload: badPayload{S: "ok"}}, {Payload: badPayload{S: strings.Repeat("x", 100)}}}); err == nil {
 		t.Fatal("EnqueueMany with a large payload succeeded")

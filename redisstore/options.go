@@ -93,8 +93,10 @@ func WithCodec(c queue.Codec) Option {
 	}
 }
 
-// WithMaxPayload bounds the encoded payload of one job in bytes (default
-// 1 MiB). Add of a larger job returns an error matching ErrPayloadTooLarge.
+// WithMaxPayload bounds the encoded size of one job's payload in bytes
+// (default 1 MiB). A job above it is refused with a
+// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// nothing is stored.
 func WithMaxPayload(n int) Option {
 	return func(o *options) error {
 		if n < 1 {

@@ -21,9 +21,6 @@ import (
 
 // Errors of the Redis store. Match them with errors.Is.
 var (
-	// ErrPayloadTooLarge: the encoded payload is above WithMaxPayload.
-	ErrPayloadTooLarge = errors.New("redisstore: payload too large")
-
 	// ErrLeaseLost: the job's lease expired and the job was rescued (it
 	// may run again, here or elsewhere) before this process finished it.
 	// It matches queue.ErrLeaseLost, so the queue counts no outcome for

@@ -169,8 +169,13 @@ func TestPayloadTooLarge(t *testing.T) {
 	}
 	must(t, s.Init(queuetest.StoreConfig("q", 10, queue.SystemClock{}, func(queue.Event) {})))
 	_, err = s.Add(context.Background(), queue.Job[string]{Payload: strings.Repeat("x", 200)})
-	if !errors.Is(err, ErrPayloadTooLarge) {
+	var tooBig *queue.PayloadTooLargeError
+	if !errors.Is(err, queue.ErrPayloadTooLarge) || !errors.As(err, &tooBig) || tooBig.Size != 202 || tooBig.Limit != 100 {
 		t.Fatalf("Add of a 200-byte payload with a 100-byte limit = %v", err)
+	}
+	// The same words as pgstore's (its TestBadPayloads).
+	if want := "queue: payload too large: 202 bytes, limit 100"; err.Error() != want {
+		t.Fatalf("Add of a large payload: %q, want %q", err, want)
 	}
 	if _, err := s.Add(context.Background(), queue.Job[string]{Payload: "small"}); err != nil {
 		t.Fatal(err)
