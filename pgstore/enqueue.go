@@ -31,12 +31,9 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	if p < 0 {
 		return row{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
 	}
-	payload, err := s.o.codec.Marshal(job.Payload)
+	payload, err := s.o.Encode(job.Payload)
 	if err != nil {
-		return row{}, fmt.Errorf("pgstore: encoding payload: %w", err)
-	}
-	if len(payload) > s.o.maxPayload {
-		return row{}, &queue.PayloadTooLargeError{Size: len(payload), Limit: s.o.maxPayload}
+		return row{}, err
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
 	if !job.RunAt.IsZero() && job.RunAt.After(now) {

@@ -146,7 +146,7 @@ func TestBadNames(t *testing.T) {
 		t.Error("New(nil pool) succeeded")
 	}
 	for _, opt := range []pgstore.Option{pgstore.WithMaxPayload(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
-		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithRetention(-1, 0), pgstore.WithBatchSizes(0, 1),
+		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithCompletedRetention(-1), pgstore.WithDeadRetention(-1), pgstore.WithBatchSizes(0, 1),
 		pgstore.WithCodec(nil), pgstore.WithWorkerID("")} {
 		if _, err := pgstore.New[P](pool, opt); err == nil {
 			t.Errorf("New accepted a bad option %v", opt)
@@ -511,7 +511,7 @@ func TestUnreachable(t *testing.T) {
 func TestRescueAndRetention(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := newStore[P](t, e, pgstore.WithJanitorInterval(time.Hour), pgstore.WithLeaseTTL(time.Minute), pgstore.WithRetention(time.Hour, 2*time.Hour))
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(time.Hour), pgstore.WithLeaseTTL(time.Minute), pgstore.WithCompletedRetention(time.Hour), pgstore.WithDeadRetention(2*time.Hour))
 	clk := queuetest.NewFakeClock(epoch)
 	events := bind(t, s, "rescue", clk)
 	table := jobsTable(e)
@@ -775,7 +775,7 @@ func TestPruneKeepsUp(t *testing.T) {
 	t.Parallel()
 	const rows = 45000 // three passes' worth
 	e := newEnv(t)
-	s := newStore[P](t, e, pgstore.WithJanitorInterval(200*time.Millisecond), pgstore.WithRetention(time.Minute, time.Minute))
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(200*time.Millisecond), pgstore.WithCompletedRetention(time.Minute), pgstore.WithDeadRetention(time.Minute))
 	clk := queuetest.NewFakeClock(epoch)
 	table := jobsTable(e)
 	if _, err := e.pool.Exec(bg, "INSERT INTO "+table+` (queue, state, run_at, payload, finalized_at)

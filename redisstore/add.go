@@ -24,12 +24,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	if pi < 0 {
 		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
 	}
-	enc, err := s.o.codec.Marshal(job.Payload)
+	enc, err := s.o.Encode(job.Payload)
 	if err != nil {
-		return queue.Added{}, fmt.Errorf("redisstore: encoding payload: %w", err)
-	}
-	if len(enc) > s.o.maxPayload {
-		return queue.Added{}, &queue.PayloadTooLargeError{Size: len(enc), Limit: s.o.maxPayload}
+		return queue.Added{}, err
 	}
 	sh := s.byPrio[pi]
 	nowT := s.cfg.Clock.Now()

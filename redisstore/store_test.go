@@ -29,6 +29,11 @@ func TestNewValidates(t *testing.T) {
 		{"empty prefix", WithPrefix(""), "WithPrefix"},
 		{"space", WithPrefix("a b"), "WithPrefix"},
 		{"payload", WithMaxPayload(0), "WithMaxPayload"},
+		{"poll", WithPollInterval(0), "WithPollInterval"},
+		{"janitor", WithJanitorInterval(0), "WithJanitorInterval"},
+		{"dead retention", WithDeadRetention(-1), "WithDeadRetention"},
+		{"dead max", WithDeadMax(-1), "WithDeadMax"},
+		{"worker", WithWorkerID(""), "WithWorkerID"},
 		{"lease", WithLeaseTTL(time.Millisecond), "WithLeaseTTL"},
 		{"leader", WithLeaderTTL(0), "WithLeaderTTL"},
 		{"fallback", WithFallback(-1), "WithFallback"},
@@ -232,7 +237,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 func TestDeadRetention(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithDeadRetention(time.Hour, 2))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithDeadRetention(time.Hour), WithDeadMax(2))
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := s.Add(ctx, queue.Job[int]{Payload: i}); err != nil {
@@ -610,7 +615,7 @@ func (*blpopHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // TestFallbackKeepsPriorityAcrossShards: while the low-priority shard is
 // down, its jobs wait in the fallback, and they must not delay the higher
-// priorities of a shard that is up (seed 002). Claim used to serve every
+// priorities of a shard that is up. Claim used to serve every
 // fallback job before any shard's.
 func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
 	c := needRedis(t)
