@@ -60,3 +60,35 @@ func TestAddCancelledContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.Ready+st.Scheduled, "nothing stored: %+v", st)
 }
+
+// TestStoresAgreeOnOptions: the options every durable store has refuse the
+// same bad values with the same words, the option named with its package
+// (redisstore's test of the same name checks its side).
+func TestStoresAgreeOnOptions(t *testing.T) {
+	t.Parallel()
+	requirePG(t)
+	pool := newPool(t, pgURL(), 2)
+	for _, tc := range []struct {
+		opt  pgstore.Option
+		want string
+	}{
+		{pgstore.WithCodec(nil), "WithCodec(<nil>): must not be nil"},
+		{pgstore.WithMaxPayload(0), "WithMaxPayload(0): must be >= 1"},
+		{pgstore.WithLeaseTTL(99 * time.Millisecond), "WithLeaseTTL(99ms): must be >= 100ms"},
+		{pgstore.WithLeaderTTL(99 * time.Millisecond), "WithLeaderTTL(99ms): must be >= 100ms"},
+		{pgstore.WithPollInterval(time.Microsecond), "WithPollInterval(1µs): must be >= 1ms"},
+		{pgstore.WithJanitorInterval(0), "WithJanitorInterval(0s): must be >= 1ms"},
+		{pgstore.WithDeadRetention(-time.Second), "WithDeadRetention(-1s): must be >= 0s"},
+		{pgstore.WithWorkerID(""), `WithWorkerID(""): must be 1..200 bytes`},
+	} {
+		_, err := pgstore.New[P](pool, tc.opt)
+		var oe *queue.OptionError
+		require.ErrorAs(t, err, &oe)
+		require.Equal(t, "queue: invalid option pgstore."+tc.want, err.Error())
+	}
+	// The bounds themselves are accepted.
+	_, err := pgstore.New[P](pool, pgstore.WithMaxPayload(1), pgstore.WithLeaseTTL(100*time.Millisecond),
+		pgstore.WithLeaderTTL(100*time.Millisecond), pgstore.WithPollInterval(time.Millisecond),
+		pgstore.WithJanitorInterval(time.Millisecond), pgstore.WithDeadRetention(0), pgstore.WithWorkerID("w"))
+	require.NoError(t, err)
+}

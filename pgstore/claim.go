@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
 // Claim implements queue.Store. Claims are batched: the writer claims the
@@ -191,7 +192,7 @@ func (s *Store[T]) heldIDs() []int64 {
 // fetchLoop claims jobs for waiting Claim callers.
 func (s *Store[T]) fetchLoop(ctx context.Context) {
 	failures := 0
-	poll := time.NewTimer(s.o.pollInterval)
+	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
 	for ctx.Err() == nil && !s.drained.Load() {
 		want := s.want(s.o.claimBatch)
@@ -203,7 +204,7 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 				}
 				failures++
 				s.cfg.Logger.Warn("pgstore: claim failed", "err", err, "failures", failures)
-				if !sleep(ctx, backoff(failures, s.o.pollInterval)) {
+				if !durable.Sleep(ctx, backoff(failures, s.o.PollInterval)) {
 					return
 				}
 				continue
@@ -213,7 +214,7 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 				continue // there may be more
 			}
 		}
-		poll.Reset(s.o.pollInterval)
+		poll.Reset(s.o.PollInterval)
 		select {
 		case <-s.wakeFetch:
 		case <-poll.C:
@@ -239,7 +240,7 @@ func backoff(n int, limit time.Duration) time.Duration {
 // unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	now := s.cfg.Clock.Now()
-	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.leaseTTL))
+	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.LeaseTTL))
 	if err != nil {
 		s.unreserve(n)
 		s.noteErr(err)
@@ -313,7 +314,7 @@ func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (wai
 		for i := range got {
 			c := &got[i]
 			c.job.Priority = s.label(c.weight)
-			if err := s.o.codec.Unmarshal(c.payload, &c.job.Payload); err != nil {
+			if err := s.o.Decode(c.job.ID, c.payload, &c.job.Payload); err != nil {
 				s.deadLetterUndecodable(c.job, err)
 				continue
 			}
@@ -341,24 +342,10 @@ func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (wai
 	return len(s.waiters) > 0
 }
 
-// DecodeError is the cause recorded for a job whose payload could not be
-// decoded into T: the job is dead-lettered, never handed to a worker.
-type DecodeError struct {
-	JobID int64
-	Err   error
-}
-
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("pgstore: job %d: decoding payload: %v", e.JobID, e.Err)
-}
-
-func (e *DecodeError) Unwrap() error { return e.Err }
-
 // deadLetterUndecodable dead-letters a claimed job whose payload does not
 // decode, in the background, and reports it.
-func (s *Store[T]) deadLetterUndecodable(job queue.Job[T], err error) {
-	cause := &DecodeError{JobID: job.ID, Err: err}
-	s.cfg.Logger.Error("pgstore: undecodable payload; job dead-lettered", "job", job.ID, "key", job.Key, "err", err)
+func (s *Store[T]) deadLetterUndecodable(job queue.Job[T], cause error) {
+	s.cfg.Logger.Error("pgstore: undecodable payload; job dead-lettered", "job", job.ID, "key", job.Key, "err", cause)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		defer cancel()
@@ -403,20 +390,20 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 	clk := s.cfg.Clock
 	due := clk.NewTimer(time.Hour)
 	defer due.Stop()
-	poll := time.NewTimer(s.o.pollInterval)
+	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
 	failures := 0
 	lastExtend := time.Now()
 	var counted time.Time // Len's last count
 	for ctx.Err() == nil {
-		wait := s.o.pollInterval
+		wait := s.o.PollInterval
 		next, err := s.promoteStep(ctx, &counted)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			failures++
-			wait = backoff(failures, s.o.pollInterval)
+			wait = backoff(failures, s.o.PollInterval)
 		} else {
 			failures = 0
 		}
@@ -432,7 +419,7 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 			if d <= 0 {
 				// Due but not moved: another process holds the rows, or
 				// we are drained. Look again soon, not in a busy loop.
-				d = min(s.o.pollInterval, 50*time.Millisecond)
+				d = min(s.o.PollInterval, 50*time.Millisecond)
 			}
 			due.Reset(d)
 		}
@@ -465,7 +452,7 @@ func (s *Store[T]) promoteStep(ctx context.Context, counted *time.Time) (*time.T
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: next due: %w", err)
 	}
-	if time.Since(*counted) >= s.o.pollInterval {
+	if time.Since(*counted) >= s.o.PollInterval {
 		var ready int64
 		err := s.pool.QueryRow(ctx, s.q.countReady, s.cfg.Name, s.lenLimit()).Scan(&ready)
 		s.noteErr(err)
@@ -495,7 +482,7 @@ func (s *Store[T]) listenLoop(ctx context.Context) {
 		}
 		failures++
 		s.cfg.Logger.Warn("pgstore: listen connection lost; polling meanwhile", "err", err, "failures", failures)
-		if !sleep(ctx, backoff(failures, s.o.pollInterval)) {
+		if !durable.Sleep(ctx, backoff(failures, s.o.PollInterval)) {
 			return
 		}
 	}

@@ -33,8 +33,9 @@
 // waiting for a worker), running (leased to a process), retryable (put back
 // by Retry or Defer, waiting for run_at), pending (a coalesced rerun waiting
 // for the running job with its key to end), and the final completed, dead
-// and cancelled, which are kept for the retention period (WithRetention)
-// and then pruned in bounded batches.
+// and cancelled, which are kept for their retention period
+// (WithCompletedRetention, WithDeadRetention) and then pruned in bounded
+// batches.
 //
 // # Dedupe and coalescing
 //
@@ -99,8 +100,8 @@
 //
 // # Rescue, leader and janitor
 //
-// Every process of a queue, every janitor interval (default 1 s, less up
-// to a random quarter), returns jobs whose lease expired to available —
+// Every process of a queue, every janitor interval (default 1 s; each
+// wait drawn from the interval's second half), returns jobs whose lease expired to available —
 // the lost run used its attempt — or dead-letters them after their last
 // attempt, and notifies, so that a waiting worker anywhere takes them at
 // once. The statement locks the expired rows with FOR UPDATE SKIP
@@ -112,8 +113,9 @@
 //
 // One process per queue leads, holding a row in queuekit_leaders whose
 // expiry (database time) it renews every third of the TTL (default 10 s);
-// the others try every tenth, so a dead leader is replaced within TTL +
-// TTL/10, and at once when it resigns in Close. The leader runs the
+// the others try every tenth of it, at most every 500 ms, so a dead
+// leader is replaced within TTL + min(TTL/10, 500 ms), and at once when it
+// resigns in Close. The leader runs the
 // janitor's retention pruning: every 60 janitor intervals it prunes old
 // final jobs, 20 000 at most per pass, with another pass at the next
 // interval while one finds that many. Stats().Leader tells whether this

@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
 // Leadership is a row per queue in queuekit_leaders with an expiry in
 // database time: the leader renews it every third of the TTL, the others
-// try to take it every tenth, so a leader that dies is replaced within
-// TTL + TTL/10 (and at once when it resigns in Close). A row, rather than
-// a session advisory lock, keeps working behind poolers and survives a
-// network cut the server has not noticed yet. The leader counts its term
-// from before it asked, on its own monotonic clock, so two processes never
-// both believe they lead.
+// try to take it every tenth, at most every 500 ms, so a leader that dies
+// is replaced within TTL + min(TTL/10, 500 ms) (and at once when it
+// resigns in Close). A row, rather than a session advisory lock, keeps
+// working behind poolers and survives a network cut the server has not
+// noticed yet. The leader counts its term from before it asked, on its
+// own monotonic clock, so two processes never both believe they lead.
 //
 // Only retention pruning is the leader's. Lease rescue runs in every
 // process (rescueLoop): a leader that dies with a worker would otherwise
@@ -26,92 +26,59 @@ import (
 // after their leases expired.
 
 // rescueLoop returns jobs whose lease expired, in every process: every
-// janitor interval, less a random quarter of it so that processes started
-// together spread their statements. The first pass too waits an interval
-// (tests that step a fake clock and call RescueExpired themselves keep
-// the loop out of their way with a long one). The rescue statement takes
-// the expired rows with FOR UPDATE SKIP LOCKED and changes them only
-// while they are still running with an expired lease, so processes
-// rescuing at once share the work and rescue each job once
-// (TestConcurrentRescueOnce). When nothing expired it costs one short
-// transaction that finds no expired entry in the lease index.
+// janitor interval, the wait drawn from the interval's second half so
+// that processes started together spread their statements
+// (durable.RescueLoop). The first pass too waits (tests that step a fake
+// clock and call RescueExpired themselves keep the loop out of their way
+// with a long interval). The rescue statement takes the expired rows with
+// FOR UPDATE SKIP LOCKED and changes them only while they are still
+// running with an expired lease, so processes rescuing at once share the
+// work and rescue each job once (TestConcurrentRescueOnce). When nothing
+// expired it costs one short transaction that finds no expired entry in
+// the lease index.
 func (s *Store[T]) rescueLoop(ctx context.Context) {
-	for sleep(ctx, jitter(s.o.janitorInterval)) {
-		if _, err := s.RescueExpired(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("pgstore: rescue of expired leases failed", "err", err)
-		}
-	}
+	durable.RescueLoop(ctx, s.o.JanitorInterval, s.RescueExpired, s.cfg.Logger, "pgstore")
 }
 
-// jitter returns a random duration in (3d/4, d].
-func jitter(d time.Duration) time.Duration {
-	q := d / 4
-	if q <= 0 {
-		return d
-	}
-	return d - rand.N(q)
-}
-
-// leaderLoop elects, renews and, while leading, prunes.
+// leaderLoop elects, renews and, while leading, prunes (durable.Leader:
+// renewal every third of the TTL, a standby's attempt every tenth, at
+// most every 500 ms, the janitor every janitor interval).
 func (s *Store[T]) leaderLoop(ctx context.Context) {
-	tick := min(s.o.leaderTTL/10, s.o.janitorInterval)
-	renewEvery := s.o.leaderTTL / 3
-	pruneEvery := 60 * s.o.janitorInterval
-	var lastRenew, lastJanitor, lastPrune time.Time
-	behind := false // the last pruning pass stopped at its bound
-	for {
-		leading := s.Leader()
-		if !leading || time.Since(lastRenew) >= renewEvery {
-			sent := time.Now()
-			ok, err := s.elect(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			switch {
-			case err != nil:
-				s.cfg.Logger.Warn("pgstore: leader election failed", "err", err)
-			case ok:
-				if !leading {
-					s.cfg.Logger.Info("pgstore: leading", "worker", s.owner)
-				}
-				lastRenew = sent
-				s.setLeader(sent.Add(s.o.leaderTTL))
-			case leading:
-				s.cfg.Logger.Warn("pgstore: leadership lost", "worker", s.owner)
-				s.setLeader(time.Time{})
-			}
-		}
-		if s.Leader() && time.Since(lastJanitor) >= s.o.janitorInterval {
-			lastJanitor = time.Now()
-			// A pass is bounded; one that stopped at its bound is
-			// followed by another at the next tick, so that pruning
-			// keeps up with any rate of finished jobs.
-			if behind || time.Since(lastPrune) >= pruneEvery {
-				lastPrune = time.Now()
-				var err error
-				if _, behind, err = s.prune(ctx); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("pgstore: janitor: prune failed", "err", err)
-				}
-			}
-		}
-		if !sleep(ctx, tick) {
+	s.lead.Run(ctx, durable.Election{
+		TTL:             s.o.LeaderTTL,
+		JanitorInterval: s.o.JanitorInterval,
+		Elect:           func(ctx context.Context, _ bool) (bool, error) { return s.elect(ctx) },
+		Janitor:         s.pruner(),
+		Log:             s.cfg.Logger.With("worker", s.owner),
+		Pkg:             "pgstore",
+	})
+}
+
+// pruner returns the leader's janitor: a pruning pass every 60 janitor
+// intervals, and at the next interval again while a pass stopped at its
+// bound, so that pruning keeps up with any rate of finished jobs.
+func (s *Store[T]) pruner() func(context.Context) {
+	every := 60 * s.o.JanitorInterval
+	var last time.Time
+	behind := false // the last pass stopped at its bound
+	return func(ctx context.Context) {
+		if !behind && time.Since(last) < every {
 			return
 		}
+		last = time.Now()
+		var err error
+		if _, behind, err = s.prune(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("pgstore: janitor: prune failed", "err", err)
+		}
 	}
-}
-
-func (s *Store[T]) setLeader(until time.Time) {
-	s.leaderMu.Lock()
-	s.leaderUntil = until
-	s.leaderMu.Unlock()
 }
 
 // elect takes or renews leadership; true means this process leads.
 func (s *Store[T]) elect(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.leaderTTL/2)
+	ctx, cancel := context.WithTimeout(ctx, s.o.LeaderTTL/2)
 	defer cancel()
 	var id string
-	err := s.pool.QueryRow(ctx, s.q.elect, s.cfg.Name, s.owner, s.o.leaderTTL.Milliseconds()).Scan(&id)
+	err := s.pool.QueryRow(ctx, s.q.elect, s.cfg.Name, s.owner, s.o.LeaderTTL.Milliseconds()).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.noteErr(nil)
 		return false, nil
@@ -125,10 +92,9 @@ func (s *Store[T]) elect(ctx context.Context) (bool, error) {
 
 // resign gives up leadership so that another process takes over at once.
 func (s *Store[T]) resign(ctx context.Context) {
-	if !s.Leader() {
+	if !s.lead.Resign() {
 		return
 	}
-	s.setLeader(time.Time{})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := s.pool.Exec(ctx, s.q.resign, s.cfg.Name, s.owner); err != nil {
@@ -231,9 +197,10 @@ const (
 )
 
 // Prune deletes the queue's completed, cancelled and dead jobs older than
-// their retention (see WithRetention), in bounded batches, and reports how
-// many it deleted. The leader runs it every 60 janitor intervals, and at
-// the next interval again while a pass leaves old jobs behind.
+// their retention (see WithCompletedRetention and WithDeadRetention), in
+// bounded batches, and reports how many it deleted. The leader runs it
+// every 60 janitor intervals, and at the next interval again while a pass
+// leaves old jobs behind.
 func (s *Store[T]) Prune(ctx context.Context) (int, error) {
 	n, _, err := s.prune(ctx)
 	return n, err
@@ -244,7 +211,7 @@ func (s *Store[T]) Prune(ctx context.Context) (int, error) {
 func (s *Store[T]) prune(ctx context.Context) (total int, more bool, err error) {
 	now := s.cfg.Clock.Now()
 	for range pruneBatches {
-		tag, err := s.pool.Exec(ctx, s.q.prune, s.cfg.Name, now.Add(-s.o.keepCompleted), pruneBatch, now.Add(-s.o.keepDead))
+		tag, err := s.pool.Exec(ctx, s.q.prune, s.cfg.Name, now.Add(-s.o.keepCompleted), pruneBatch, now.Add(-s.o.DeadRetention))
 		s.noteErr(err)
 		if err != nil {
 			return total, false, fmt.Errorf("pgstore: prune: %w", err)

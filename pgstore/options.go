@@ -1,95 +1,65 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
 // Option configures a Store (and, for WithSchema, Migrate). New applies the
 // options in order and returns a *queue.OptionError naming the first bad one.
 type Option func(*options) error
 
-// Defaults.
+// Defaults of the options, in the order of the options below.
 const (
-	DefaultMaxPayloadBytes    = 1 << 20
-	DefaultLeaseTTL           = 30 * time.Second
-	DefaultLeaderTTL          = 10 * time.Second
+	DefaultMaxPayload         = durable.DefaultMaxPayload
 	DefaultPollInterval       = time.Second
-	DefaultJanitorInterval    = time.Second
-	DefaultCompletedRetention = 24 * time.Hour
-	DefaultDeadRetention      = 7 * 24 * time.Hour
 	DefaultClaimBatch         = 1000
 	DefaultWriteBatch         = 1000
+	DefaultLeaseTTL           = durable.DefaultLeaseTTL
+	DefaultJanitorInterval    = durable.DefaultJanitorInterval
+	DefaultCompletedRetention = 24 * time.Hour
+	DefaultDeadRetention      = durable.DefaultDeadRetention
+	DefaultLeaderTTL          = durable.DefaultLeaderTTL
 )
 
+// options are the shared durable options (codec, payload limit, lease and
+// leader TTLs, intervals, dead retention, worker ID) and pgstore's own.
 type options struct {
-	schema          string
-	codec           Codec
-	maxPayload      int
-	leaseTTL        time.Duration
-	leaderTTL       time.Duration
-	pollInterval    time.Duration
-	janitorInterval time.Duration
-	keepCompleted   time.Duration
-	keepDead        time.Duration
-	claimBatch      int
-	writeBatch      int
-	listen          bool
-	checkCapacity   bool
-	workerID        string
-}
-
-func defaultOptions() options {
-	return options{
-		codec:           JSONCodec{},
-		maxPayload:      DefaultMaxPayloadBytes,
-		leaseTTL:        DefaultLeaseTTL,
-		leaderTTL:       DefaultLeaderTTL,
-		pollInterval:    DefaultPollInterval,
-		janitorInterval: DefaultJanitorInterval,
-		keepCompleted:   DefaultCompletedRetention,
-		keepDead:        DefaultDeadRetention,
-		claimBatch:      DefaultClaimBatch,
-		writeBatch:      DefaultWriteBatch,
-		listen:          true,
-		checkCapacity:   true,
-	}
+	durable.Options
+	schema        string
+	keepCompleted time.Duration
+	claimBatch    int
+	writeBatch    int
+	listen        bool
+	checkCapacity bool
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+	o := options{
+		Options:       durable.Defaults("pgstore", DefaultPollInterval),
+		keepCompleted: DefaultCompletedRetention,
+		claimBatch:    DefaultClaimBatch,
+		writeBatch:    DefaultWriteBatch,
+		listen:        true,
+		checkCapacity: true,
 	}
-	return o, nil
+	err := durable.Apply(&o, opts)
+	return o, err
 }
 
-func optErr(option string, value any, reason string) error {
-	return &queue.OptionError{Option: "pgstore." + option, Value: value, Reason: reason}
+// shared adapts a setter of the options every durable store has.
+func shared[V any](set func(*durable.Options, V) error, v V) Option {
+	return func(o *options) error { return set(&o.Options, v) }
 }
 
 // identRE is what pgstore accepts as a schema name: an unquoted
 // PostgreSQL identifier of at most 63 bytes. Names are also quoted when
 // they are put into SQL; the check keeps them readable and safe.
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// queueNameRE is what pgstore accepts as a queue name (queue.WithName): a
-// letter, digit or underscore, then up to 62 of those or . : -. Queue names
-// are only ever passed to PostgreSQL as query parameters.
-var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$`)
-
-// queueNameRule says queueNameRE in words, for the error; redisstore
-// applies the same rule with the same words.
-const queueNameRule = "use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
 
 // WithSchema puts the store's tables in schema (default "": the first
 // schema of the connection's search_path, usually public). Migrate creates
@@ -99,107 +69,34 @@ const queueNameRule = "use 1 to 63 letters, digits, '_', '.', ':' or '-', starti
 func WithSchema(name string) Option {
 	return func(o *options) error {
 		if !identRE.MatchString(name) {
-			return optErr("WithSchema", fmt.Sprintf("%q", name), "not a valid identifier ([A-Za-z_][A-Za-z0-9_]{0,62})")
+			return o.Err("WithSchema", fmt.Sprintf("%q", name), "not a valid identifier ([A-Za-z_][A-Za-z0-9_]{0,62})")
 		}
 		o.schema = name
 		return nil
 	}
 }
 
-// WithCodec sets how payloads are encoded (default JSONCodec).
-func WithCodec(c Codec) Option {
-	return func(o *options) error {
-		if c == nil {
-			return optErr("WithCodec", nil, "must not be nil")
-		}
-		o.codec = c
-		return nil
-	}
-}
+// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// process of a queue must use the same codec.
+func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 
-// WithMaxPayloadBytes bounds the encoded size of a payload (default 1 MiB).
-// A job above it is refused with a *PayloadTooLargeError and nothing is
-// inserted.
-func WithMaxPayloadBytes(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return optErr("WithMaxPayloadBytes", n, "must be >= 1")
-		}
-		o.maxPayload = n
-		return nil
-	}
-}
+// WithMaxPayload bounds the encoded size of one job's payload in bytes
+// (default 1 MiB; at least 1). A job above it is refused with a
+// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// nothing is inserted.
+func WithMaxPayload(n int) Option { return shared((*durable.Options).SetMaxPayload, n) }
 
-// WithLeaseTTL sets how long a claim lasts without a heartbeat (default
-// 30s). The queue heartbeats every third of it; a process that dies leaves
-// its jobs to be rescued by any other process of the queue, leader or
-// not, within TTL + the janitor interval, and run at once.
-func WithLeaseTTL(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 100*time.Millisecond {
-			return optErr("WithLeaseTTL", d, "must be >= 100ms")
-		}
-		o.leaseTTL = d
-		return nil
-	}
-}
-
-// WithLeaderTTL sets the leader's lease (default 10s). The leader renews it
-// every third of the TTL; others try to take it every tenth, so a dead
-// leader is replaced within TTL + TTL/10.
-func WithLeaderTTL(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 100*time.Millisecond {
-			return optErr("WithLeaderTTL", d, "must be >= 100ms")
-		}
-		o.leaderTTL = d
-		return nil
-	}
+// WithListen turns LISTEN/NOTIFY wake-ups on or off (default on). Turn it
+// off behind a pooler that cannot hold a session (PgBouncer in transaction
+// mode); polling (WithPollInterval) then does all the work.
+func WithListen(on bool) Option {
+	return func(o *options) error { o.listen = on; return nil }
 }
 
 // WithPollInterval sets how often the store looks for new work when no
-// notification arrives (default 1s). With WithListen(false) it is the only
-// way the store learns of other processes' jobs.
-func WithPollInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d < time.Millisecond {
-			return optErr("WithPollInterval", d, "must be >= 1ms")
-		}
-		o.pollInterval = d
-		return nil
-	}
-}
-
-// WithJanitorInterval sets how often every process rescues jobs whose
-// lease expired (default 1s; each wait is shortened by up to a random
-// quarter, to spread the processes' statements). The leader's retention
-// pruning runs every 60 janitor intervals, and at every interval while it
-// is behind.
-func WithJanitorInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d < time.Millisecond {
-			return optErr("WithJanitorInterval", d, "must be >= 1ms")
-		}
-		o.janitorInterval = d
-		return nil
-	}
-}
-
-// WithRetention sets how long completed and cancelled jobs (completed) and
-// dead jobs (dead) are kept before the leader prunes them (default 24h and
-// 7 days). Zero prunes them at the next pruning pass.
-func WithRetention(completed, dead time.Duration) Option {
-	return func(o *options) error {
-		if completed < 0 {
-			return optErr("WithRetention", completed, "completed retention must be >= 0")
-		}
-		if dead < 0 {
-			return optErr("WithRetention", dead, "dead retention must be >= 0")
-		}
-		o.keepCompleted, o.keepDead = completed, dead
-		return nil
-	}
-}
+// notification arrives (default 1s; at least 1ms). With WithListen(false)
+// it is the only way the store learns of other processes' jobs.
+func WithPollInterval(d time.Duration) Option { return shared((*durable.Options).SetPollInterval, d) }
 
 // WithBatchSizes sets the most jobs one claim statement takes (default
 // 1000) and the most outcomes (completions, retries, dead-letters) one
@@ -210,22 +107,22 @@ func WithRetention(completed, dead time.Duration) Option {
 func WithBatchSizes(claim, write int) Option {
 	return func(o *options) error {
 		if claim < 1 {
-			return optErr("WithBatchSizes", claim, "claim batch must be >= 1")
+			return o.Err("WithBatchSizes", claim, "claim batch must be >= 1")
 		}
 		if write < 1 {
-			return optErr("WithBatchSizes", write, "write batch must be >= 1")
+			return o.Err("WithBatchSizes", write, "write batch must be >= 1")
 		}
 		o.claimBatch, o.writeBatch = claim, write
 		return nil
 	}
 }
 
-// WithListen turns LISTEN/NOTIFY wake-ups on or off (default on). Turn it
-// off behind a pooler that cannot hold a session (PgBouncer in transaction
-// mode); polling (WithPollInterval) then does all the work.
-func WithListen(on bool) Option {
-	return func(o *options) error { o.listen = on; return nil }
-}
+// WithLeaseTTL sets how long a claim lasts without a heartbeat (default
+// 30s; at least 100ms). The queue heartbeats every third of it; a process
+// that dies leaves its jobs to be rescued by any other process of the
+// queue, leader or not, within TTL + the janitor interval, and run at
+// once.
+func WithLeaseTTL(d time.Duration) Option { return shared((*durable.Options).SetLeaseTTL, d) }
 
 // WithCapacityCheck decides whether Add refuses a ready job with
 // queue.ErrQueueFull when the queue's available jobs reach the queue's
@@ -236,30 +133,40 @@ func WithCapacityCheck(on bool) Option {
 	return func(o *options) error { o.checkCapacity = on; return nil }
 }
 
-// WithWorkerID names this process in lease and leader rows (default
-// host-pid-random). It must be unique among the processes sharing the
-// database.
-func WithWorkerID(id string) Option {
+// WithJanitorInterval sets how often every process rescues jobs whose
+// lease expired (default 1s; at least 1ms; each wait is drawn from the
+// interval's second half, to spread the processes' statements). The
+// leader's retention pruning runs every 60 janitor intervals, and at
+// every interval while it is behind.
+func WithJanitorInterval(d time.Duration) Option {
+	return shared((*durable.Options).SetJanitorInterval, d)
+}
+
+// WithCompletedRetention sets how long completed and cancelled jobs are
+// kept before the leader prunes them (default 24h). Zero prunes them at
+// the next pruning pass.
+func WithCompletedRetention(d time.Duration) Option {
 	return func(o *options) error {
-		if id == "" || len(id) > 200 {
-			return optErr("WithWorkerID", fmt.Sprintf("%q", id), "must be 1..200 bytes")
+		if d < 0 {
+			return o.Err("WithCompletedRetention", d, "must be >= 0s")
 		}
-		o.workerID = id
+		o.keepCompleted = d
 		return nil
 	}
 }
 
-// Codec encodes and decodes payloads.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(data []byte, v any) error
-}
+// WithDeadRetention sets how long dead jobs are kept before the leader
+// prunes them (default 7 days). Zero prunes them at the next pruning
+// pass.
+func WithDeadRetention(d time.Duration) Option { return shared((*durable.Options).SetDeadRetention, d) }
 
-// JSONCodec encodes payloads with encoding/json. It is the default Codec.
-type JSONCodec struct{}
+// WithLeaderTTL sets the leader's term (default 10s; at least 100ms). The
+// leader renews it every third of the TTL; the others try to take it
+// every tenth, at most every 500ms, so a dead leader is replaced within
+// TTL + min(TTL/10, 500ms), and at once when it resigns in Close.
+func WithLeaderTTL(d time.Duration) Option { return shared((*durable.Options).SetLeaderTTL, d) }
 
-// Marshal implements Codec.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal implements Codec.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+// WithWorkerID names this process in lease and leader rows (default
+// host-pid-random; 1 to 200 bytes). It must be unique among the processes
+// sharing the database.
+func WithWorkerID(id string) Option { return shared((*durable.Options).SetWorkerID, id) }

@@ -2,13 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
 // ErrLeaseLost is returned by Complete, Retry, Defer and Dead when this
@@ -67,16 +64,6 @@ func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrat
 // Unwrap returns the server's error, if any.
 func (e *NotMigratedError) Unwrap() error { return e.Err }
 
-// PayloadTooLargeError is returned when a job's encoded payload is larger
-// than WithMaxPayloadBytes allows. Nothing is inserted.
-type PayloadTooLargeError struct {
-	Size, Limit int // bytes
-}
-
-func (e *PayloadTooLargeError) Error() string {
-	return fmt.Sprintf("pgstore: payload of %d bytes exceeds the limit of %d", e.Size, e.Limit)
-}
-
 // Store is a queue.Store and queue.Leaser that keeps jobs in PostgreSQL, so
 // that several processes share one queue and jobs survive restarts. Create
 // it with New, create its tables with Migrate, and pass it to queue.New with
@@ -125,13 +112,12 @@ type Store[T any] struct {
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
 
-	ready       atomic.Int64 // recent count of available jobs, for Len
-	leaderMu    sync.Mutex
-	leaderUntil time.Time              // monotonic deadline of this process's leadership
-	schemaName  atomic.Pointer[string] // as Start found it (WithSchema's, or the search_path's)
-	healthy     atomic.Bool
-	lastErr     atomic.Pointer[string]
-	listening   atomic.Bool
+	ready      atomic.Int64 // recent count of available jobs, for Len
+	lead       durable.Leader
+	schemaName atomic.Pointer[string] // as Start found it (WithSchema's, or the search_path's)
+	healthy    atomic.Bool
+	lastErr    atomic.Pointer[string]
+	listening  atomic.Bool
 }
 
 var (
@@ -144,21 +130,18 @@ var (
 // (see Migrate; Start checks that they do), and the connection is first
 // used by Start or Add. The store never closes pool.
 func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
-	if pool == nil {
-		return nil, optErr("New", nil, "pool must not be nil")
-	}
 	o, err := buildOptions(opts)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if o.workerID == "" {
-		o.workerID = defaultWorkerID()
+	case pool == nil:
+		return nil, o.Err("New", nil, "pool must not be nil")
 	}
 	s := &Store[T]{
 		pool:        pool,
 		o:           o,
 		q:           newQueries(o.schema),
-		owner:       o.workerID,
+		owner:       o.WorkerID,
 		channel:     channelName(o.schema),
 		startCh:     make(chan struct{}),
 		closeCh:     make(chan struct{}),
@@ -172,16 +155,6 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	s.nt.init()
 	s.healthy.Store(true)
 	return s, nil
-}
-
-func defaultWorkerID() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // channelName is the NOTIFY channel of a schema's queues; the payload
@@ -199,23 +172,12 @@ func (s *Store[T]) WorkerID() string { return s.owner }
 // acceptable (see WithName in package queue): letters, digits and _ . : -,
 // at most 63 bytes.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
-	if !queueNameRE.MatchString(cfg.Name) {
-		return fmt.Errorf("pgstore: queue name %q is not valid: %s", cfg.Name, queueNameRule)
-	}
-	if len(cfg.Priorities) == 0 {
-		return errors.New("pgstore: no priorities")
+	cfg, err := durable.Bind("pgstore", cfg)
+	if err != nil {
+		return err
 	}
 	if s.bound.Load() {
 		return fmt.Errorf("pgstore: store already bound to queue %q", s.cfg.Name)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = queue.SystemClock{}
-	}
-	if cfg.Report == nil {
-		cfg.Report = func(queue.Event) {}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s.cfg = cfg
 	s.bound.Store(true)
@@ -417,15 +379,11 @@ func (s *Store[T]) Len() int { return int(max(s.ready.Load(), 0)) }
 func (s *Store[T]) lenLimit() int64 { return int64(max(2*s.cfg.Capacity, 10000)) }
 
 // HeartbeatInterval implements queue.Leaser: a third of the lease TTL.
-func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.leaseTTL / 3 }
+func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.HeartbeatInterval() }
 
 // Leader reports whether this process currently leads its queue: it runs
 // retention pruning. (Every process rescues expired leases.)
-func (s *Store[T]) Leader() bool {
-	s.leaderMu.Lock()
-	defer s.leaderMu.Unlock()
-	return time.Now().Before(s.leaderUntil)
-}
+func (s *Store[T]) Leader() bool { return s.lead.Leading() }
 
 // Stats implements queue.Store. It counts the queue's jobs in the whole
 // database. When the database cannot be reached it returns the error with
@@ -565,18 +523,6 @@ func kick(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
-	}
-}
-
-// sleep waits d of real time; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

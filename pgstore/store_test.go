@@ -146,8 +146,8 @@ func TestBadNames(t *testing.T) {
 	if _, err := pgstore.New[P](nil); err == nil {
 		t.Error("New(nil pool) succeeded")
 	}
-	for _, opt := range []pgstore.Option{pgstore.WithMaxPayloadBytes(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
-		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithRetention(-1, 0), pgstore.WithBatchSizes(0, 1),
+	for _, opt := range []pgstore.Option{pgstore.WithMaxPayload(0), pgstore.WithLeaseTTL(0), pgstore.WithLeaderTTL(time.Millisecond),
+		pgstore.WithPollInterval(0), pgstore.WithJanitorInterval(0), pgstore.WithCompletedRetention(-1), pgstore.WithDeadRetention(-1), pgstore.WithBatchSizes(0, 1),
 		pgstore.WithCodec(nil), pgstore.WithWorkerID("")} {
 		if _, err := pgstore.New[P](pool, opt); err == nil {
 			t.Errorf("New accepted a bad option %v", opt)
@@ -172,17 +172,18 @@ func (p badPayload) MarshalJSON() ([]byte, error) {
 func TestBadPayloads(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := newStore[badPayload](t, e, pgstore.WithMaxPayloadBytes(64))
+	s := newStore[badPayload](t, e, pgstore.WithMaxPayload(64))
 	clk := queuetest.NewFakeClock(epoch)
 	// The store reports EventDead once it has dead-lettered the row.
 	dead := make(chan struct{})
 	var deadOnce sync.Once
+	var deadErr error // the cause reported with EventDead, read after dead closes
 	events := bind(t, s, "bad", clk, func(c *queue.StoreConfig) {
 		log := c.Report
 		c.Report = func(ev queue.Event) {
 			log(ev)
 			if ev.Kind == queue.EventDead {
-				deadOnce.Do(func() { close(dead) })
+				deadOnce.Do(func() { deadErr = ev.Err; close(dead) })
 			}
 		}
 	})
@@ -194,9 +195,13 @@ func TestBadPayloads(t *testing.T) {
 	}
 	// Too large: typed error, nothing inserted.
 	_, err := s.Add(bg, queue.Job[badPayload]{Key: "big", Payload: badPayload{S: strings.Repeat("x", 100)}})
-	var tooBig *pgstore.PayloadTooLargeError
-	if !errors.As(err, &tooBig) || tooBig.Limit != 64 {
-		t.Fatalf("Add of a large payload: %v, want *PayloadTooLargeError", err)
+	var tooBig *queue.PayloadTooLargeError
+	if !errors.As(err, &tooBig) || tooBig.Limit != 64 || !errors.Is(err, queue.ErrPayloadTooLarge) {
+		t.Fatalf("Add of a large payload: %v, want *queue.PayloadTooLargeError", err)
+	}
+	// The same words as redisstore's (its TestPayloadTooLarge).
+	if want := "queue: payload too large: 108 bytes, limit 64"; err.Error() != want {
+		t.Fatalf("Add of a large payload: %q, want %q", err, want)
 	}
 	if _, err := s.EnqueueMany(bg, []queue.Job[badPayload]{{Payload: badPayload{S: "ok"}}, {Payload: badPayload{S: strings.Repeat("x", 100)}}}); err == nil {
 		t.Fatal("EnqueueMany with a large payload succeeded")
@@ -218,6 +223,11 @@ func TestBadPayloads(t *testing.T) {
 		t.Fatalf("Claim = %+v; want the good job", j)
 	}
 	queuetest.Await(t, dead, 10*time.Second, "EventDead for the undecodable job")
+	// The cause is the core's *queue.DecodeError, as on redisstore.
+	var decodeErr *queue.DecodeError
+	if !errors.As(deadErr, &decodeErr) || decodeErr.JobID == 0 || decodeErr.Err == nil {
+		t.Fatalf("EventDead cause %v, want a *queue.DecodeError naming the job", deadErr)
+	}
 	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE state = 'dead' AND last_error LIKE '%decoding payload%'"); n != 1 {
 		t.Fatalf("%d undecodable jobs dead-lettered in the table, want 1", n)
 	}
@@ -502,7 +512,7 @@ func TestUnreachable(t *testing.T) {
 func TestRescueAndRetention(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := newStore[P](t, e, pgstore.WithJanitorInterval(time.Hour), pgstore.WithLeaseTTL(time.Minute), pgstore.WithRetention(time.Hour, 2*time.Hour))
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(time.Hour), pgstore.WithLeaseTTL(time.Minute), pgstore.WithCompletedRetention(time.Hour), pgstore.WithDeadRetention(2*time.Hour))
 	clk := queuetest.NewFakeClock(epoch)
 	events := bind(t, s, "rescue", clk)
 	table := jobsTable(e)
@@ -766,7 +776,7 @@ func TestPruneKeepsUp(t *testing.T) {
 	t.Parallel()
 	const rows = 45000 // three passes' worth
 	e := newEnv(t)
-	s := newStore[P](t, e, pgstore.WithJanitorInterval(200*time.Millisecond), pgstore.WithRetention(time.Minute, time.Minute))
+	s := newStore[P](t, e, pgstore.WithJanitorInterval(200*time.Millisecond), pgstore.WithCompletedRetention(time.Minute), pgstore.WithDeadRetention(time.Minute))
 	clk := queuetest.NewFakeClock(epoch)
 	table := jobsTable(e)
 	if _, err := e.pool.Exec(bg, "INSERT INTO "+table+` (queue, state, run_at, payload, finalized_at)

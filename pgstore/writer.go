@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
 // writeTimeout bounds one write batch, retries included.
@@ -231,7 +232,7 @@ func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
 
 // Dead implements queue.Store: the job stays in the table, state dead, with
 // cause as its last error and in its error history, until pruned (see
-// WithRetention).
+// WithDeadRetention).
 func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
 	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, key: job.Key, err: errText(cause)})
 }
@@ -329,7 +330,7 @@ func (s *Store[T]) execBatch(batch []*op) {
 			}
 			break
 		}
-		if try >= 5 || !sleep(ctx, backoff(try+1, time.Second)) {
+		if try >= 5 || !durable.Sleep(ctx, backoff(try+1, time.Second)) {
 			break
 		}
 		s.cfg.Logger.Warn("pgstore: writing outcomes failed; retrying", "err", err, "ops", len(batch), "try", try+1)
@@ -406,7 +407,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		})
 	}
 	if len(hIDs) > 0 {
-		b.Queue(s.q.heartbeat, hIDs, s.owner, now, now.Add(s.o.leaseTTL)).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.heartbeat, hIDs, s.owner, now, now.Add(s.o.LeaseTTL)).Query(func(rows pgx.Rows) error {
 			return collectIDs(rows, kept)
 		})
 	}
@@ -428,7 +429,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	var got []claimed[T]
 	refill, rest := s.refill(ended)
 	if refill > 0 {
-		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, now.Add(s.o.leaseTTL)).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, now.Add(s.o.LeaseTTL)).Query(func(rows pgx.Rows) error {
 			var err error
 			got, err = s.scanClaimed(rows)
 			return err

@@ -38,7 +38,7 @@ func TestInitWithoutLogger(t *testing.T) {
 	// Leadership is the leader key in Redis, taken with SET NX: polled.
 	// The leader logs the change and its janitor rescues the lease the
 	// claim lets expire, reporting it (to the defaulted Report).
-	require.Eventually(t, s.leader.Load, 10*time.Second, pollTick, "leadership")
+	require.Eventually(t, s.lead.Leading, 10*time.Second, pollTick, "leadership")
 	require.Eventually(t, func() bool {
 		st, err := s.Stats(ctx)
 		return err == nil && st.Running == 0 && st.Ready == 1
@@ -69,6 +69,37 @@ func TestStoresAgreeOnQueueNames(t *testing.T) {
 			"use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
 		require.Equal(t, want, err.Error())
 	}
+}
+
+// TestStoresAgreeOnOptions: the options every durable store has refuse the
+// same bad values with the same words, the option named with its package
+// (pgstore's test of the same name checks its side).
+func TestStoresAgreeOnOptions(t *testing.T) {
+	c := needRedis(t)
+	for _, tc := range []struct {
+		opt  Option
+		want string
+	}{
+		{WithCodec(nil), "WithCodec(<nil>): must not be nil"},
+		{WithMaxPayload(0), "WithMaxPayload(0): must be >= 1"},
+		{WithLeaseTTL(99 * time.Millisecond), "WithLeaseTTL(99ms): must be >= 100ms"},
+		{WithLeaderTTL(99 * time.Millisecond), "WithLeaderTTL(99ms): must be >= 100ms"},
+		{WithPollInterval(time.Microsecond), "WithPollInterval(1µs): must be >= 1ms"},
+		{WithJanitorInterval(0), "WithJanitorInterval(0s): must be >= 1ms"},
+		{WithDeadRetention(-time.Second), "WithDeadRetention(-1s): must be >= 0s"},
+		{WithWorkerID(""), `WithWorkerID(""): must be 1..200 bytes`},
+	} {
+		_, err := New[int](c, tc.opt)
+		var oe *queue.OptionError
+		require.ErrorAs(t, err, &oe)
+		require.Equal(t, "queue: invalid option redisstore."+tc.want, err.Error())
+	}
+	// The bounds themselves are accepted.
+	s, err := New[int](c, WithMaxPayload(1), WithLeaseTTL(100*time.Millisecond),
+		WithLeaderTTL(100*time.Millisecond), WithPollInterval(time.Millisecond),
+		WithJanitorInterval(time.Millisecond), WithDeadRetention(0), WithWorkerID("w"))
+	require.NoError(t, err)
+	require.Equal(t, "w", s.WorkerID())
 }
 
 // TestAddCancelledContext: Add with a context already done refuses the
@@ -107,8 +138,8 @@ func TestLogsNameQueueOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	// Leadership is the leader key in Redis, taken with SET NX: polled.
-	// Taking it logs "leadership changed".
-	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "leadership changed") },
+	// Taking it logs "redisstore: leading".
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "redisstore: leading") },
 		10*time.Second, pollTick, "the store's leadership record")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -93,7 +93,7 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 		defer t.Stop()
 		due = t.C()
 	}
-	poll := time.NewTimer(s.o.pollInterval)
+	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
 	select {
 	case <-s.notify:
@@ -172,7 +172,7 @@ const claimFields = 10
 
 // runClaim claims up to n jobs in one script call.
 func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
-	until := now + s.o.leaseTTL.Milliseconds()
+	until := now + s.o.LeaseTTL.Milliseconds()
 	res, err := sh.run(context.Background(), sh.client, scriptClaim, nil, now, until, s.owner,
 		promoteBatch, s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds(), n).Slice()
 	if err != nil {
@@ -215,8 +215,8 @@ func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 		j.RunAt = time.UnixMilli(at)
 	}
 	lease := replyString(r[8])
-	if err := s.o.codec.Unmarshal([]byte(replyString(r[9])), &j.Payload); err != nil {
-		return j, lease, fmt.Errorf("redisstore: cannot decode payload of job %d: %w", j.ID, err)
+	if err := s.o.Decode(j.ID, []byte(replyString(r[9])), &j.Payload); err != nil {
+		return j, lease, err
 	}
 	return j, lease, nil
 }

@@ -63,7 +63,7 @@
 // Heartbeat. Every process, leader or not, returns jobs whose lease
 // expired to the head of their ready list (where they were when claimed),
 // or dead-letters them after their last attempt, once every janitor
-// interval (WithJanitorInterval, at a random point of its second half); a
+// interval (WithJanitorInterval; each wait drawn from its second half); a
 // lease is rescued once, by whichever process finds it first. So a dead
 // process's jobs run again within the lease TTL plus the janitor interval
 // and the time a worker takes to claim them, whether or not the leader
@@ -74,29 +74,31 @@
 //
 // # Leader election
 //
-// As in seed 002: a standby tries SET key owner NX PX ttl every half
-// second (or a quarter of the TTL); the leader renews with a
-// compare-and-extend script every third of the TTL and gives up on Close
-// with a compare-and-delete script. When the leader dies, another process
-// leads within the TTL (WithLeaderTTL, default 10s) plus half a second.
-// The leader runs the janitor: promoting due jobs (Claim promotes too, in
-// every process) and trimming the dead set (WithDeadRetention). Rescuing
-// expired leases is every process's (above), so a dead leader delays no
-// job. Every script is atomic, so
-// two leaders for a moment (a paused process) do no harm.
+// A standby tries SET key owner NX PX ttl every tenth of the TTL, at most
+// every half second; the leader renews with a compare-and-extend script
+// every third of the TTL and gives up on Close with a compare-and-delete
+// script. When the leader dies, another process leads within the TTL
+// (WithLeaderTTL, default 10s) plus min(TTL/10, 500ms). A leader whose
+// renewal fails keeps leading until its term, counted from before it
+// last renewed, ends; pgstore's leader follows the same rules. The leader
+// runs the janitor: promoting due jobs (Claim promotes too, in every
+// process) and trimming the dead set (WithDeadRetention, WithDeadMax).
+// Rescuing expired leases is every process's (above), so a dead leader
+// delays no job. Every script is atomic, so two leaders for a moment (a
+// paused process) do no harm.
 //
 // # Priority sharding
 //
 // WithShard serves a priority from its own Redis, so that a backlog or an
 // outage of the low-priority Redis never delays high-priority work on
-// another (seed 002). Each shard has its own keys, IDs (unique across
-// shards: the shard is in the ID's low bits), health and fallback state.
+// another. Each shard has its own keys, IDs (unique across shards: the
+// shard is in the ID's low bits), health and fallback state.
 // Dedupe by Key and Group and the Capacity bound hold per shard, so jobs
 // sharing a Key should use priorities served by one shard.
 //
 // # Outage fallback
 //
-// As in seed 003, each shard is health-checked (WithHealthCheck), and any
+// Each shard is health-checked (WithHealthCheck), and any
 // command that fails for a connection error switches the shard to a
 // bounded in-memory fallback (WithFallback): Add keeps accepting its jobs
 // and Claim serves them, in priority order with the jobs of the shards
@@ -164,7 +166,8 @@
 //     lease or due time one process sets is compared with another's clock,
 //     so keep the clocks of a queue's processes in step (NTP) to well within
 //     the lease TTL.
-//   - Dead jobs stay in the dead set for the retention (WithDeadRetention).
+//   - Dead jobs stay in the dead set for the retention (WithDeadRetention),
+//     at most WithDeadMax of them.
 //   - During an outage the fallback's dedupe and groups see only the jobs
 //     it holds: a job with the key of one that runs from Redis can run at
 //     the same time, and is dropped at write-back (counted cancelled) if the

@@ -38,9 +38,9 @@ type fbJob[T any] struct {
 }
 
 // fallback is the bounded in-memory queue that takes jobs while their
-// Redis shard is unreachable (seed 003). It keeps the in-memory store's
-// rules within itself: strict priority order and FIFO, pending keys,
-// scheduled groups and coalesced reruns. Its methods must be called with
+// Redis shard is unreachable. It keeps the in-memory store's rules within
+// itself: strict priority order and FIFO, pending keys, scheduled groups
+// and coalesced reruns. Its methods must be called with
 // Store.fbMu held.
 type fallback[T any] struct {
 	size      int // bound on held jobs; 0 = off

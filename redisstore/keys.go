@@ -2,19 +2,9 @@ package redisstore
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"unicode"
 )
-
-// queueNameRE is what the store accepts as a queue name (queue.WithName),
-// the same rule as pgstore's: a letter, digit or underscore, then up to 62
-// of those or . : -, so that a name that works on one durable store works
-// on the other.
-var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$`)
-
-// queueNameRule says queueNameRE in words, for the error.
-const queueNameRule = "use 1 to 63 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'"
 
 // Positions of the fixed keys in a job script's KEYS (0-based here).
 const (

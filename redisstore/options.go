@@ -1,87 +1,70 @@
 package redisstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
 
-// Option configures a Store. New validates every option and returns a
-// *queue.OptionError naming the first bad one.
+// Option configures a Store. New applies the options in order and returns
+// a *queue.OptionError naming the first bad one.
 type Option func(*options) error
 
-// Defaults of the options.
+// Defaults of the options, in the order of the options below.
 const (
 	DefaultPrefix          = "queue"
-	DefaultMaxPayload      = 1 << 20
-	DefaultLeaseTTL        = 30 * time.Second
-	DefaultLeaderTTL       = 10 * time.Second
+	DefaultLeaseTTL        = durable.DefaultLeaseTTL
 	DefaultFallbackSize    = 10000
+	DefaultMaxPayload      = durable.DefaultMaxPayload
 	DefaultHealthInterval  = time.Second
 	DefaultHealthTimeout   = time.Second
+	DefaultLeaderTTL       = durable.DefaultLeaderTTL
 	DefaultConnectTimeout  = 5 * time.Second
 	DefaultPollInterval    = 2 * time.Second
-	DefaultDeadRetention   = 7 * 24 * time.Hour
+	DefaultDeadRetention   = durable.DefaultDeadRetention
 	DefaultDeadMax         = 10000
-	DefaultJanitorInterval = time.Second
+	DefaultJanitorInterval = durable.DefaultJanitorInterval
 )
 
-// Codec encodes job payloads. It must be safe for concurrent use.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(data []byte, v any) error
-}
-
-// JSON is the default Codec: encoding/json.
-type JSON struct{}
-
-// Marshal calls json.Marshal.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal calls json.Unmarshal.
-func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
-
+// options are the shared durable options (codec, payload limit, lease and
+// leader TTLs, intervals, dead retention, worker ID) and redisstore's own.
 type options struct {
-	prefix          string
-	codec           Codec
-	maxPayload      int
-	leaseTTL        time.Duration
-	leaderTTL       time.Duration
-	fallbackSize    int
-	healthInterval  time.Duration
-	healthTimeout   time.Duration
-	connectTimeout  time.Duration
-	startDegraded   bool
-	pollInterval    time.Duration
-	deadRetention   time.Duration
-	deadMax         int
-	janitorInterval time.Duration
-	shardClients    map[string]redis.UniversalClient
+	prefix         string
+	fallbackSize   int
+	healthInterval time.Duration
+	healthTimeout  time.Duration
+	connectTimeout time.Duration
+	startDegraded  bool
+	deadMax        int
+	shardClients   map[string]redis.UniversalClient
+	durable.Options
 }
 
-func defaultOptions() options {
-	return options{
-		prefix:          DefaultPrefix,
-		codec:           JSON{},
-		maxPayload:      DefaultMaxPayload,
-		leaseTTL:        DefaultLeaseTTL,
-		leaderTTL:       DefaultLeaderTTL,
-		fallbackSize:    DefaultFallbackSize,
-		healthInterval:  DefaultHealthInterval,
-		healthTimeout:   DefaultHealthTimeout,
-		connectTimeout:  DefaultConnectTimeout,
-		pollInterval:    DefaultPollInterval,
-		deadRetention:   DefaultDeadRetention,
-		deadMax:         DefaultDeadMax,
-		janitorInterval: DefaultJanitorInterval,
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		prefix:         DefaultPrefix,
+		fallbackSize:   DefaultFallbackSize,
+		healthInterval: DefaultHealthInterval,
+		healthTimeout:  DefaultHealthTimeout,
+		connectTimeout: DefaultConnectTimeout,
+		deadMax:        DefaultDeadMax,
+		Options:        durable.Defaults("redisstore", DefaultPollInterval),
 	}
+	if err := durable.Apply(&o, opts); err != nil {
+		return o, err
+	}
+	if o.startDegraded && o.fallbackSize == 0 {
+		return o, o.Err("WithConnect", true, "starting degraded needs the fallback (WithFallback > 0)")
+	}
+	return o, nil
 }
 
-func optErr(option string, value any, reason string, args ...any) error {
-	return &queue.OptionError{Option: option, Value: value, Reason: fmt.Sprintf(reason, args...)}
+// shared adapts a setter of the options every durable store has.
+func shared[V any](set func(*durable.Options, V) error, v V) Option {
+	return func(o *options) error { return set(&o.Options, v) }
 }
 
 // WithPrefix sets the first part of the hash tag "{prefix:queue-name}" that
@@ -90,62 +73,17 @@ func optErr(option string, value any, reason string, args ...any) error {
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
 		if why := validTagPart(prefix); why != "" {
-			return optErr("WithPrefix", fmt.Sprintf("%q", prefix), "%s", why)
+			return o.Err("WithPrefix", fmt.Sprintf("%q", prefix), "%s", why)
 		}
 		o.prefix = prefix
 		return nil
 	}
 }
 
-// WithCodec sets how payloads are encoded (default JSON). Every process of
-// a queue must use the same codec.
-func WithCodec(c Codec) Option {
-	return func(o *options) error {
-		if c == nil {
-			return optErr("WithCodec", nil, "must not be nil")
-		}
-		o.codec = c
-		return nil
-	}
-}
-
-// WithMaxPayload bounds the encoded payload of one job in bytes (default
-// 1 MiB). Add of a larger job returns an error matching ErrPayloadTooLarge.
-func WithMaxPayload(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return optErr("WithMaxPayload", n, "must be >= 1")
-		}
-		o.maxPayload = n
-		return nil
-	}
-}
-
 // WithLeaseTTL sets how long a claimed job stays leased without a heartbeat
-// (default 30s). The queue heartbeats every third of it; a job whose
-// process stops heartbeating runs again after it expires.
-func WithLeaseTTL(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 100*time.Millisecond {
-			return optErr("WithLeaseTTL", d, "must be >= 100ms")
-		}
-		o.leaseTTL = d
-		return nil
-	}
-}
-
-// WithLeaderTTL sets the TTL of the leader key (default 10s, as in seed
-// 002). The leader renews it every third of the TTL; when the leader dies,
-// another process takes over within the TTL plus half a second.
-func WithLeaderTTL(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 300*time.Millisecond {
-			return optErr("WithLeaderTTL", d, "must be >= 300ms")
-		}
-		o.leaderTTL = d
-		return nil
-	}
-}
+// (default 30s; at least 100ms). The queue heartbeats every third of it; a
+// job whose process stops heartbeating runs again after it expires.
+func WithLeaseTTL(d time.Duration) Option { return shared((*durable.Options).SetLeaseTTL, d) }
 
 // WithShard serves the jobs of the priority label from a separate Redis
 // client (default: every priority on the client given to New), so that a
@@ -157,10 +95,10 @@ func WithLeaderTTL(d time.Duration) Option {
 func WithShard(label string, client redis.UniversalClient) Option {
 	return func(o *options) error {
 		if client == nil {
-			return optErr("WithShard", label, "client must not be nil")
+			return o.Err("WithShard", label, "client must not be nil")
 		}
 		if label == "" {
-			return optErr("WithShard", `""`, "label must not be empty")
+			return o.Err("WithShard", `""`, "label must not be empty")
 		}
 		if o.shardClients == nil {
 			o.shardClients = map[string]redis.UniversalClient{}
@@ -170,18 +108,28 @@ func WithShard(label string, client redis.UniversalClient) Option {
 	}
 }
 
+// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// process of a queue must use the same codec.
+func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
+
 // WithFallback bounds the in-memory fallback queue that takes jobs while
 // Redis is unreachable (default 10000 jobs). 0 turns the fallback off: Add
 // then returns the connection error during an outage.
 func WithFallback(size int) Option {
 	return func(o *options) error {
 		if size < 0 {
-			return optErr("WithFallback", size, "must be >= 0")
+			return o.Err("WithFallback", size, "must be >= 0")
 		}
 		o.fallbackSize = size
 		return nil
 	}
 }
+
+// WithMaxPayload bounds the encoded size of one job's payload in bytes
+// (default 1 MiB; at least 1). A job above it is refused with a
+// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// nothing is stored.
+func WithMaxPayload(n int) Option { return shared((*durable.Options).SetMaxPayload, n) }
 
 // WithHealthCheck sets how often each Redis is pinged and how long a ping
 // may take (default 1s and 1s). A failed ping or command switches the store
@@ -190,15 +138,22 @@ func WithFallback(size int) Option {
 func WithHealthCheck(interval, timeout time.Duration) Option {
 	return func(o *options) error {
 		if interval <= 0 {
-			return optErr("WithHealthCheck", interval, "interval must be > 0")
+			return o.Err("WithHealthCheck", interval, "interval must be > 0")
 		}
 		if timeout <= 0 {
-			return optErr("WithHealthCheck", timeout, "timeout must be > 0")
+			return o.Err("WithHealthCheck", timeout, "timeout must be > 0")
 		}
 		o.healthInterval, o.healthTimeout = interval, timeout
 		return nil
 	}
 }
+
+// WithLeaderTTL sets the TTL of the leader key (default 10s; at least
+// 100ms). The leader renews it every third of the TTL; the others try to
+// take it every tenth, at most every 500ms, so when the leader dies
+// another process leads within TTL + min(TTL/10, 500ms), and at once when
+// it gives the key up in Close.
+func WithLeaderTTL(d time.Duration) Option { return shared((*durable.Options).SetLeaderTTL, d) }
 
 // WithConnect sets how long New waits for Redis to answer (default 5s) and
 // what it does when Redis does not: return the error (degraded false, the
@@ -207,7 +162,7 @@ func WithHealthCheck(interval, timeout time.Duration) Option {
 func WithConnect(timeout time.Duration, degraded bool) Option {
 	return func(o *options) error {
 		if timeout <= 0 {
-			return optErr("WithConnect", timeout, "timeout must be > 0")
+			return o.Err("WithConnect", timeout, "timeout must be > 0")
 		}
 		o.connectTimeout, o.startDegraded = timeout, degraded
 		return nil
@@ -215,46 +170,41 @@ func WithConnect(timeout time.Duration, degraded bool) Option {
 }
 
 // WithPollInterval sets the longest a waiting Claim sleeps without a wake-up
-// before it looks again (default 2s). Wake-ups normally come at once from
-// the wake list and at the next due time; the poll only bounds the delay
-// after a lost wake-up.
-func WithPollInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return optErr("WithPollInterval", d, "must be > 0")
-		}
-		o.pollInterval = d
-		return nil
-	}
-}
+// before it looks again (default 2s; at least 1ms). Wake-ups normally come
+// at once from the wake list and at the next due time; the poll only
+// bounds the delay after a lost wake-up.
+func WithPollInterval(d time.Duration) Option { return shared((*durable.Options).SetPollInterval, d) }
 
-// WithDeadRetention sets how long dead-lettered jobs are kept and how many
-// at most (default 7 days and 10000). The leader deletes older ones.
-func WithDeadRetention(d time.Duration, max int) Option {
+// WithDeadRetention sets how long dead-lettered jobs are kept (default 7
+// days). The leader deletes older ones; zero deletes them at its next
+// janitor pass. WithDeadMax bounds their number too.
+func WithDeadRetention(d time.Duration) Option { return shared((*durable.Options).SetDeadRetention, d) }
+
+// WithDeadMax bounds how many dead-lettered jobs are kept (default 10000;
+// 0 keeps none). The leader deletes the oldest beyond it, so that the dead
+// set's memory is bounded in Redis.
+func WithDeadMax(n int) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return optErr("WithDeadRetention", d, "must be > 0")
+		if n < 0 {
+			return o.Err("WithDeadMax", n, "must be >= 0")
 		}
-		if max < 0 {
-			return optErr("WithDeadRetention", max, "max must be >= 0")
-		}
-		o.deadRetention, o.deadMax = d, max
+		o.deadMax = n
 		return nil
 	}
 }
 
 // WithJanitorInterval sets how often every process rescues expired leases
-// (at a random point of each interval's second half, so that processes
+// (each wait drawn from the interval's second half, so that processes
 // spread their calls) and how often the leader promotes due jobs and
-// trims the dead set (default 1s). A job of a process that died runs
-// again within the lease TTL (WithLeaseTTL) plus this interval, and the
-// time a worker takes to claim it, whether or not the leader died too.
+// trims the dead set (default 1s; at least 1ms). A job of a process that
+// died runs again within the lease TTL (WithLeaseTTL) plus this interval,
+// and the time a worker takes to claim it, whether or not the leader died
+// too.
 func WithJanitorInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return optErr("WithJanitorInterval", d, "must be > 0")
-		}
-		o.janitorInterval = d
-		return nil
-	}
+	return shared((*durable.Options).SetJanitorInterval, d)
 }
+
+// WithWorkerID names this process in its leases and the leader key
+// (default host-pid-random; 1 to 200 bytes). It must be unique among the
+// processes sharing the queue.
+func WithWorkerID(id string) Option { return shared((*durable.Options).SetWorkerID, id) }

@@ -108,7 +108,7 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "leader" {
 		// Leadership is the leader key in Redis, taken with SET NX once
 		// no other process holds it: polled. The parent waits 15s.
-		require.Eventually(t, s.leader.Load, time.Minute, pollTick, "leadership")
+		require.Eventually(t, s.lead.Leading, time.Minute, pollTick, "leadership")
 		fmt.Println("leader")
 	}
 	select {}
@@ -208,7 +208,7 @@ func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Durati
 	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
 		WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
 	// Leadership is the leader key in Redis, taken with SET NX: polled.
-	require.Eventually(t, s.leader.Load, 10*time.Second, pollTick, "the test's store to become leader")
+	require.Eventually(t, s.lead.Leading, 10*time.Second, pollTick, "the test's store to become leader")
 	return s
 }
 
@@ -311,7 +311,7 @@ func TestTwoProcessesEachJobOnce(t *testing.T) {
 }
 
 // TestLeaderFailover: the leader process is killed; a standby takes over
-// within the leader TTL (10 s, as in seed 002) plus one second.
+// within the leader TTL (10 s by default) plus one second.
 func TestLeaderFailover(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()

@@ -661,7 +661,7 @@ if redis.call('ZCARD', SCHED) > 0 then more = 1 end
 return {n, more, ready_count()}
 `)
 
-// Leader election (seed 002): acquisition is a plain SET NX PX; these two
+// Leader election: acquisition is a plain SET NX PX; these two
 // compare the holder before extending or deleting. KEYS[1] is the leader key.
 var (
 	scriptLeaderRenew = redis.NewScript(`

@@ -15,7 +15,8 @@ func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
 }
 
 // Dead ends a claimed job as dead-lettered with cause; see queue.Store.
-// The job stays in the dead set for the retention (WithDeadRetention).
+// The job stays in the dead set for the retention (WithDeadRetention,
+// WithDeadMax).
 func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
 	return s.finish(ctx, job, "dead", errString(cause))
 }

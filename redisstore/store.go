@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -16,14 +14,12 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
 
 // Errors of the Redis store. Match them with errors.Is.
 var (
-	// ErrPayloadTooLarge: the encoded payload is above WithMaxPayload.
-	ErrPayloadTooLarge = errors.New("redisstore: payload too large")
-
 	// ErrLeaseLost: the job's lease expired and the job was rescued (it
 	// may run again, here or elsewhere) before this process finished it.
 	// It matches queue.ErrLeaseLost, so the queue counts no outcome for
@@ -64,7 +60,7 @@ type Store[T any] struct {
 	notify  chan struct{} // wakes one waiting Claim
 	waiting atomic.Int32
 
-	leader atomic.Bool
+	lead durable.Leader
 
 	// Outage accounting, for logs and tests.
 	nFallback, nWrittenBack, nFlushed atomic.Int64
@@ -100,19 +96,14 @@ type claimRec[T any] struct {
 // client.
 func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error) {
 	if client == nil {
-		return nil, errors.New("redisstore: nil client")
+		return nil, &queue.OptionError{Option: "redisstore.New", Value: nil, Reason: "client must not be nil"}
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if o.startDegraded && o.fallbackSize == 0 {
-		return nil, optErr("WithConnect", true, "starting degraded needs the fallback (WithFallback > 0)")
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store[T]{
-		client: client, o: o, owner: newOwner(), token: newToken(),
+		client: client, o: o, owner: o.WorkerID, token: newToken(),
 		claims:  map[int64]*claimRec[T]{},
 		notify:  make(chan struct{}, 1),
 		started: make(chan struct{}),
@@ -137,12 +128,9 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newOwner() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
+// WorkerID returns the name this process uses in its leases and the
+// leader key (WithWorkerID).
+func (s *Store[T]) WorkerID() string { return s.owner }
 
 // Init binds the store to its queue's configuration and lays out the
 // shards. It is called by queue.New.
@@ -151,21 +139,13 @@ func newOwner() string {
 // they default, as in queue.New, to a logger that discards, the system
 // clock and no reports.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
-	if !queueNameRE.MatchString(cfg.Name) {
-		return fmt.Errorf("redisstore: queue name %q is not valid: %s", cfg.Name, queueNameRule)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = queue.SystemClock{}
-	}
-	if cfg.Report == nil {
-		cfg.Report = func(queue.Event) {}
+	cfg, err := durable.Bind("redisstore", cfg)
+	if err != nil {
+		return err
 	}
 	for label := range s.o.shardClients {
 		if cfg.PriorityIndex(label) < 0 || label == "" {
-			return optErr("WithShard", label, "not one of the queue's priorities")
+			return s.o.Err("WithShard", label, "not one of the queue's priorities")
 		}
 	}
 	s.cfg = cfg
@@ -282,7 +262,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if s.leader.Swap(false) {
+	if s.lead.Resign() {
 		sh := s.shards[0]
 		_ = scriptLeaderRelease.Run(ctx, sh.client, []string{sh.ks.leader}, s.owner).Err()
 	}
@@ -315,14 +295,14 @@ func (s *Store[T]) Len() int {
 }
 
 // HeartbeatInterval is a third of the lease TTL.
-func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.leaseTTL / 3 }
+func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.HeartbeatInterval() }
 
 // Stats returns counts kept by the scripts (no scan of any queue), the
 // state of leadership and of the Redis connections, and what the fallback
 // holds.
 func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 	st := queue.StoreStats{
-		Backend: "redis", Healthy: true, Leader: s.leader.Load(),
+		Backend: "redis", Healthy: true, Leader: s.lead.Leading(),
 		ReadyByPriority: map[string]int{},
 	}
 	for _, p := range s.cfg.Priorities {

@@ -30,6 +30,11 @@ func TestNewValidates(t *testing.T) {
 		{"empty prefix", WithPrefix(""), "WithPrefix"},
 		{"space", WithPrefix("a b"), "WithPrefix"},
 		{"payload", WithMaxPayload(0), "WithMaxPayload"},
+		{"poll", WithPollInterval(0), "WithPollInterval"},
+		{"janitor", WithJanitorInterval(0), "WithJanitorInterval"},
+		{"dead retention", WithDeadRetention(-1), "WithDeadRetention"},
+		{"dead max", WithDeadMax(-1), "WithDeadMax"},
+		{"worker", WithWorkerID(""), "WithWorkerID"},
 		{"lease", WithLeaseTTL(time.Millisecond), "WithLeaseTTL"},
 		{"leader", WithLeaderTTL(0), "WithLeaderTTL"},
 		{"fallback", WithFallback(-1), "WithFallback"},
@@ -170,8 +175,13 @@ func TestPayloadTooLarge(t *testing.T) {
 	}
 	must(t, s.Init(storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})))
 	_, err = s.Add(context.Background(), queue.Job[string]{Payload: strings.Repeat("x", 200)})
-	if !errors.Is(err, ErrPayloadTooLarge) {
+	var tooBig *queue.PayloadTooLargeError
+	if !errors.Is(err, queue.ErrPayloadTooLarge) || !errors.As(err, &tooBig) || tooBig.Size != 202 || tooBig.Limit != 100 {
 		t.Fatalf("Add of a 200-byte payload with a 100-byte limit = %v", err)
+	}
+	// The same words as pgstore's (its TestBadPayloads).
+	if want := "queue: payload too large: 202 bytes, limit 100"; err.Error() != want {
+		t.Fatalf("Add of a large payload: %q, want %q", err, want)
 	}
 	if _, err := s.Add(context.Background(), queue.Job[string]{Payload: "small"}); err != nil {
 		t.Fatal(err)
@@ -214,6 +224,11 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	if len(dead) != 1 || dead[0].Kind != queue.EventDead || dead[0].JobID != bad.ID || dead[0].Err == nil {
 		t.Fatalf("events %+v, want one EventDead for job %d with the decode error", dead, bad.ID)
 	}
+	// The cause is the core's *queue.DecodeError, as on pgstore.
+	var decodeErr *queue.DecodeError
+	if !errors.As(dead[0].Err, &decodeErr) || decodeErr.JobID != bad.ID || decodeErr.Err == nil {
+		t.Fatalf("EventDead cause %v, want a *queue.DecodeError naming job %d", dead[0].Err, bad.ID)
+	}
 	st, _ := s.Stats(ctx)
 	if st.Dead != 1 || st.PendingKeys != 0 {
 		t.Fatalf("Stats = %+v, want one dead job and the key released", st)
@@ -223,7 +238,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 func TestDeadRetention(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithDeadRetention(time.Hour, 2))
+	s := openStore(t, c, clk, WithPrefix(testPrefix(t, c)), WithDeadRetention(time.Hour), WithDeadMax(2))
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := s.Add(ctx, queue.Job[int]{Payload: i}); err != nil {
@@ -601,7 +616,7 @@ func (*blpopHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // TestFallbackKeepsPriorityAcrossShards: while the low-priority shard is
 // down, its jobs wait in the fallback, and they must not delay the higher
-// priorities of a shard that is up (seed 002). Claim used to serve every
+// priorities of a shard that is up. Claim used to serve every
 // fallback job before any shard's.
 func TestFallbackKeepsPriorityAcrossShards(t *testing.T) {
 	c := needRedis(t)

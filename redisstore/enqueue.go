@@ -12,7 +12,7 @@ import (
 
 // Add accepts a job; see queue.Store. A ctx already done refuses the job
 // with an error matching ctx.Err(), as pgstore does. The payload is encoded first (an
-// error, or ErrPayloadTooLarge, refuses the job). While the job's Redis is
+// error, or a *queue.PayloadTooLargeError, refuses the job). While the job's Redis is
 // unreachable the job goes to the in-memory fallback, whose dedupe and
 // capacity checks see only the fallback; an Add whose reply was lost goes
 // there too and is settled with Redis, by its ID, when Redis answers.
@@ -24,12 +24,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	if pi < 0 {
 		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
 	}
-	enc, err := s.o.codec.Marshal(job.Payload)
+	enc, err := s.o.Encode(job.Payload)
 	if err != nil {
-		return queue.Added{}, fmt.Errorf("redisstore: encoding payload: %w", err)
-	}
-	if len(enc) > s.o.maxPayload {
-		return queue.Added{}, fmt.Errorf("%w: %d bytes, limit %d", ErrPayloadTooLarge, len(enc), s.o.maxPayload)
+		return queue.Added{}, err
 	}
 	sh := s.byPrio[pi]
 	nowT := s.cfg.Clock.Now()

@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Codec encodes job payloads for a store that keeps them outside the
+// process (pgstore and redisstore take one with their WithCodec option;
+// the in-memory store keeps payloads as they are and needs none). Every
+// process sharing a queue must use the same Codec, and a Codec must be
+// safe for concurrent use.
+type Codec interface {
+	// Marshal encodes v, a job's Payload.
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes data into v, a pointer to a Payload.
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec is the Codec of encoding/json, the default of the durable
+// stores. Its zero value is ready to use: pgstore.WithCodec(queue.JSONCodec{}).
+type JSONCodec struct{}
+
+var _ Codec = JSONCodec{}
+
+// Marshal calls json.Marshal.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal calls json.Unmarshal.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// DecodeError is the cause a durable store records for a job whose
+// payload its Codec cannot decode into the queue's payload type: the job is
+// dead-lettered (reported as EventDead with this error) and never handed
+// to a worker.
+type DecodeError struct {
+	JobID int64 // the job's ID
+	Err   error // the Codec's error
+}
+
+// Error returns "queue: job N: decoding payload: " and the Codec's error.
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("queue: job %d: decoding payload: %v", e.JobID, e.Err)
+}
+
+// Unwrap returns the Codec's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// ErrPayloadTooLarge is matched (with errors.Is) by the
+// *PayloadTooLargeError a durable store returns when a job's encoded
+// payload is larger than its limit (the stores' WithMaxPayload option).
+var ErrPayloadTooLarge = errors.New("queue: payload too large")
+
+// PayloadTooLargeError refuses a job whose encoded payload is larger than
+// the store's limit. Nothing was stored. It matches ErrPayloadTooLarge.
+type PayloadTooLargeError struct {
+	Size  int // the encoded payload's size, in bytes
+	Limit int // the store's limit, in bytes
+}
+
+// Error returns "queue: payload too large: " followed by the size and the
+// limit, the same words on every store.
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("%v: %d bytes, limit %d", ErrPayloadTooLarge, e.Size, e.Limit)
+}
+
+// Is reports whether target is ErrPayloadTooLarge.
+func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }

@@ -1,0 +1,11 @@
+// Package durable holds what the durable stores (pgstore and redisstore)
+// share, so that it is written once and behaves the same on both: the
+// options every durable store has, with their names, defaults and checks
+// (options.go); binding a store to its queue (bind.go); and the
+// background loops' scheduling — the leader election with its janitor
+// and the rescue of expired leases on every process (leader.go,
+// loop.go).
+//
+// The loops use the real clock (time.Now and timers), so that tests run
+// them in a testing/synctest bubble.
+package durable

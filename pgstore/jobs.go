@@ -1,0 +1,156 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/queuekit/queue"
+)
+
+// Cancel implements queue.Store: it cancels the waiting job with key
+// (queued, scheduled or a rerun); a running job is not touched. The row
+// stays, in state cancelled, until pruned.
+func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
+	if key == "" {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.cancel, s.cfg.Name, key, s.cfg.Clock.Now())
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	s.noteErr(err)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	return len(ids), nil
+}
+
+// CancelMatch implements queue.Store. It reads every waiting key of the
+// queue, calls match on each, and cancels the matches that are still
+// waiting in one statement.
+func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
+	rows, err := s.pool.Query(ctx, s.q.waitingKeys, s.cfg.Name)
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	var ids []int64
+	var id int64
+	var key string
+	_, err = pgx.ForEachRow(rows, []any{&id, &key}, func() error {
+		if match(key) {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		s.noteErr(err)
+		return 0, fmt.Errorf("pgstore: cancel: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return s.execCount(ctx, "cancel", s.q.cancelIDs, ids, s.cfg.Clock.Now())
+}
+
+// Purge implements queue.Store: every waiting job of the queue (queued,
+// scheduled, retrying, reruns) is cancelled.
+func (s *Store[T]) Purge(ctx context.Context) (int, error) {
+	n, err := s.execCount(ctx, "purge", s.q.purge, s.cfg.Name, s.cfg.Clock.Now())
+	if err == nil {
+		s.ready.Store(0)
+	}
+	return n, err
+}
+
+func (s *Store[T]) execCount(ctx context.Context, what, sql string, args ...any) (int, error) {
+	var tag pgconn.CommandTag
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	s.noteErr(err)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: %s: %w", what, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// promoteBatch bounds one promotion statement.
+const promoteBatch = 1000
+
+// PromoteDue implements queue.Store: due scheduled and retryable jobs
+// become available, in due order, while the queue has room; the rest are
+// put RequeueDelay later (reported as queue.EventRequeued). Every process
+// runs it by itself when the next job is due and on wake-ups; it is safe
+// to run concurrently (rows are taken with SKIP LOCKED).
+func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
+	// One promotion at a time per process: a caller that finds one running
+	// waits for it (and for the events it reports) instead of skipping
+	// the rows it holds.
+	s.promoteMu.Lock()
+	defer s.promoteMu.Unlock()
+	moved := 0
+	for range 100 {
+		n, full, err := s.promoteOnce(ctx)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+		if !full {
+			break
+		}
+	}
+	if moved > 0 {
+		s.ready.Add(int64(moved))
+		kick(s.wakeFetch)
+	}
+	return moved, nil
+}
+
+// promoteOnce runs one promotion statement; full reports a full batch.
+func (s *Store[T]) promoteOnce(ctx context.Context) (moved int, full bool, err error) {
+	now := s.cfg.Clock.Now()
+	capacity := 0
+	if s.o.checkCapacity {
+		capacity = s.cfg.Capacity
+	}
+	requeueAt := now.Add(s.cfg.RequeueDelay)
+	rows, err := s.pool.Query(ctx, s.q.promote, s.cfg.Name, now, promoteBatch, capacity, requeueAt, s.channel)
+	if err != nil {
+		s.noteErr(err)
+		return 0, false, fmt.Errorf("pgstore: promote: %w", err)
+	}
+	type requeued struct {
+		id              int64
+		key, target     string
+		weight, attempt int
+	}
+	var (
+		id              int64
+		avail           bool
+		key, target     string
+		weight, attempt int
+		notes           int64
+		total           int
+		back            []requeued
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &avail, &key, &target, &weight, &attempt, &notes}, func() error {
+		total++
+		if avail {
+			moved++
+		} else {
+			back = append(back, requeued{id, key, target, weight, attempt})
+		}
+		return nil
+	})
+	s.noteErr(err)
+	if err != nil {
+		return moved, false, fmt.Errorf("pgstore: promote: %w", err)
+	}
+	for _, r := range back {
+		s.report(queue.EventRequeued, r.id, r.key, r.target, r.weight, r.attempt, s.cfg.RequeueDelay, nil)
+	}
+	return moved, total == promoteBatch && len(back) == 0, nil
+}
