@@ -451,13 +451,15 @@ func (q *Queue[T]) begin(cancel bool) {
 		}
 		go func() {
 			if !drained {
-				// A Start inside Store.Start finishes first (it then sees
-				// the stop and starts nothing), and Enqueue calls that
-				// passed the state check reach the store, so the drain
-				// sees every accepted job.
+				// startMu first: a Start inside Store.Start finishes
+				// (it then sees the stop and starts nothing) before the
+				// drain. Then the inflight write lock, taken under
+				// startMu so that no Start can slip between the two:
+				// Enqueue calls that passed the state check reach the
+				// store, so the drain sees every accepted job.
 				q.startMu.Lock()
-				q.startMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 				q.inflight.Lock()
+				q.startMu.Unlock()
 				q.store.Drain()
 			}
 			if prev == stateRunning {
