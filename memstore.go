@@ -41,6 +41,7 @@ type MemoryStore[T any] struct {
 	_        [60]byte
 
 	drained   atomic.Bool
+	drainAt   atomic.Int64 // the instant Drain was called: the drain runs what was due by then
 	drainOnce sync.Once
 	drainCh   chan struct{}
 
@@ -613,11 +614,12 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(&r, false) != pushed {
 		// Not due yet, or no room: it waits in the schedule, never
-		// dropped. A drain runs it once the ring has room (it is due).
+		// dropped. A drain runs it once the ring has room: it is due, and
+		// dated as of the drain's start, as what the drain runs is.
 		if now := s.now(); r.at <= now {
-			r.at = now
-			if !s.drained.Load() {
-				r.at = after(now, s.cfg.RequeueDelay)
+			r.at = after(now, s.cfg.RequeueDelay)
+			if s.drained.Load() {
+				r.at = min(now, s.drainAt.Load())
 			}
 		}
 		e.sched = true
@@ -782,10 +784,14 @@ func (s *MemoryStore[T]) reportAll(evs []Event) {
 }
 
 // promoteDrained is the drain's promotion: workers run it once the ready
-// queues are empty, as the scheduler no longer does.
+// queues are empty, as the scheduler no longer does. It promotes only
+// what was due when the drain began (and coalesced reruns released
+// since, dated then): a retry or a scheduled job that comes due while
+// the drain runs is kept, as scheduled jobs are, or handlers that keep
+// asking to run again would keep the drain going for ever.
 func (s *MemoryStore[T]) promoteDrained() int {
 	s.mu.Lock()
-	n := s.promoteDue()
+	n := s.promoteDue(s.drainAt.Load())
 	evs := s.takeEvents()
 	s.mu.Unlock()
 	s.reportAll(evs)
@@ -798,14 +804,15 @@ func (s *MemoryStore[T]) promoteN() int {
 	if s.drained.Load() {
 		return 0
 	}
-	return s.promoteDue()
+	return s.promoteDue(math.MaxInt64)
 }
 
-// promoteDue moves due items to the ready queues in bounded batches; s.mu is held.
-func (s *MemoryStore[T]) promoteDue() int {
+// promoteDue moves items due by now, and by upTo, to the ready queues in
+// bounded batches; s.mu is held.
+func (s *MemoryStore[T]) promoteDue(upTo int64) int {
 	moved := 0
 	for {
-		now := s.now()
+		now := min(s.now(), upTo)
 		var next int64
 		s.batch, next = s.sched.popDue(now, s.batch[:0], 1024)
 		for _, it := range s.batch {
@@ -999,6 +1006,7 @@ func (s *MemoryStore[T]) Drain() {
 			}
 		}
 		s.ringMu.Unlock()
+		s.drainAt.Store(max(s.now(), 1))
 		s.drained.Store(true)
 		close(s.drainCh)
 		s.sched.poke()

@@ -37,6 +37,7 @@ const (
 	DefaultMaxAttempts     = 3
 	DefaultBackoffBase     = time.Second
 	DefaultBackoffMax      = 5 * time.Minute
+	DefaultRetryFloor      = time.Second
 	DefaultRetryCeiling    = 10 * time.Minute
 	DefaultSuspendDuration = 300 * time.Second
 )
@@ -65,6 +66,7 @@ type config struct {
 	maxAttempts     int
 	backoffBase     time.Duration
 	backoffMax      time.Duration
+	retryFloor      time.Duration
 	retryCeiling    time.Duration
 	jobTimeout      time.Duration
 	clock           Clock
@@ -93,6 +95,7 @@ func defaultConfig() config {
 		maxAttempts:     DefaultMaxAttempts,
 		backoffBase:     DefaultBackoffBase,
 		backoffMax:      DefaultBackoffMax,
+		retryFloor:      DefaultRetryFloor,
 		retryCeiling:    DefaultRetryCeiling,
 		admission:       defaultAdmission(),
 		targets:         defaultTargets(),
@@ -314,15 +317,21 @@ func WithBackoff(base, max time.Duration) Option {
 	}
 }
 
-// WithRetryCeiling sets the longest RetryAfter delay that is honoured
-// (default 10m, BEP 31). A job asking for this delay or more is treated as
-// done.
-func WithRetryCeiling(d time.Duration) Option {
+// WithRetryAfterBounds sets the shortest and the longest RetryAfter delay
+// that are honoured (default 1s and 10m). A shorter delay, zero or
+// negative included, is raised to floor, so that a handler that keeps
+// asking to retry at once runs at most once per floor instead of in a
+// tight loop. A delay at or above ceiling (BEP 31) means done: the job is
+// not retried. floor must be at least 1ms and below ceiling.
+func WithRetryAfterBounds(floor, ceiling time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithRetryCeiling", d, "must be > 0")
+		if floor < minInterval {
+			return optErr("WithRetryAfterBounds", floor, "floor must be >= %s: a shorter one lets a handler spin", minInterval)
 		}
-		c.retryCeiling = d
+		if ceiling <= floor {
+			return optErr("WithRetryAfterBounds", fmt.Sprintf("%s, %s", floor, ceiling), "ceiling must be above floor")
+		}
+		c.retryFloor, c.retryCeiling = floor, ceiling
 		return nil
 	}
 }

@@ -393,7 +393,11 @@ func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Loa
 // (durable stores, whose backlog other processes share), and returns when
 // they are done. Ready jobs include coalesced reruns released while Stop
 // drains. Scheduled jobs are kept, not run, and so is a rerun or due job
-// that found the ready queue full and waits WithRequeueDelay. If ctx ends
+// that found the ready queue full and waits WithRequeueDelay; so are the
+// retries the drain's own runs ask for (a failure's backoff, RetryAfter),
+// and scheduled jobs that come due while it runs: the drain runs what was
+// ready when it began, so that handlers that keep asking to run again
+// cannot keep Stop from returning. If ctx ends
 // first, Stop returns ctx.Err() — a *StuckError listing the running jobs
 // if there are any — and the queue keeps draining; calling Stop or
 // Shutdown again, from any goroutine, waits again, and returns nil once
