@@ -508,3 +508,42 @@ func BenchmarkClassifyHTTP(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueueDuplicate measures the refusal of a duplicate: a key
+// already queued (a forwarder's peer re-announcing before its last
+// announce was forwarded), and a group whose scheduled job waits. Both
+// are as frequent as accepted jobs in a forwarder, so they must not
+// allocate.
+func BenchmarkEnqueueDuplicate(b *testing.B) {
+	for _, byGroup := range []bool{false, true} {
+		name := "key"
+		if byGroup {
+			name = "group"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			held := queue.Job[int]{Key: "infohash00000001:forwarder:peer"}
+			dup := held
+			if byGroup {
+				held.Group = "infohash00000001:forwarder"
+				dup = queue.Job[int]{Key: "infohash00000001:forwarder:other", Group: held.Group}
+			}
+			if err := q.EnqueueIn(ctx, held, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := q.EnqueueIn(ctx, dup, time.Hour); !errors.Is(err, queue.ErrDuplicate) {
+					b.Fatal(err)
+				}
+			}
+			if err := q.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

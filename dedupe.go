@@ -107,7 +107,19 @@ type keyEntry struct {
 	shard uint8    // the entry's shard; fixed when its chunk is made
 	sched bool     // the pending job waits in the schedule, not a ready queue
 	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
-	_     [16]byte
+	dup   *DuplicateError
+	_     [8]byte
+}
+
+// dupErr returns the error for a duplicate of e's key, made once and
+// kept, so that refusing the duplicates of a key allocates nothing; the
+// shard's lock is held. It makes a new one if the entry now holds another
+// key (or a caller changed the one it was given).
+func (e *keyEntry) dupErr() error {
+	if e.dup == nil || e.dup.Key != e.key || e.dup.Group != "" {
+		e.dup = &DuplicateError{Key: e.key}
+	}
+	return e.dup
 }
 
 func packKey(id int64, st keyState) uint64 { return uint64(id)<<3 | uint64(st) }

@@ -132,10 +132,14 @@ func NewMemoryStore[T any]() *MemoryStore[T] {
 		wake: make(chan struct{}, 1)}
 }
 
-// Init implements Store.
+// Init implements Store. It refuses a second call, with an *OptionError
+// naming WithStore: a store holds one queue's jobs, so a store value
+// passed to two queues' New is refused by the second.
 func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
+	s.mu.Lock() // two queues' New may race for the store
+	defer s.mu.Unlock()
 	if s.rings != nil {
-		return fmt.Errorf("queue: MemoryStore already bound to queue %q", s.cfg.Name)
+		return optErr("WithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
 		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
@@ -263,7 +267,7 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
-			return Added{}, ErrDuplicate // pending, or a rerun already waits
+			return Added{}, e.dupErr() // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.ent = e
@@ -303,8 +307,8 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 // between the two steps.
 func (s *MemoryStore[T]) place(it *item[T], scheduled bool) (Added, error) {
 	if scheduled {
-		if !s.sched.push(*it, true) {
-			return Added{}, ErrDuplicate
+		if dup := s.sched.push(*it, true); dup != nil {
+			return Added{}, dup
 		}
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
@@ -730,7 +734,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 		if e.sched {
 			s.sched.mu.Lock()
 			s.sched.cancelled()
-			if g := e.more.grp(); g != "" && s.sched.groups[g] == id {
+			if g := e.more.grp(); g != "" && s.sched.groups[g].id == id {
 				delete(s.sched.groups, g)
 			}
 			s.sched.mu.Unlock()

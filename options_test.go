@@ -114,14 +114,6 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-func TestNilHandler(t *testing.T) {
-	q, err := queue.New[int](nil)
-	assert.Nil(t, q)
-	var oe *queue.OptionError
-	require.ErrorAs(t, err, &oe)
-	assert.Contains(t, err.Error(), "handler")
-}
-
 func TestFirstBadOptionReported(t *testing.T) {
 	_, err := queue.New(nop, queue.WithCapacity(10), queue.WithMaxAttempts(0), queue.WithCapacity(-1))
 	var oe *queue.OptionError

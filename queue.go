@@ -70,7 +70,7 @@ const (
 // until Start; jobs may be enqueued before it.
 func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 	if handler == nil {
-		return nil, optErr("New", nil, "handler must not be nil")
+		return nil, errors.New("queue: New: the handler is nil")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -202,10 +202,18 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // Enqueue adds job without blocking. A job whose RunAt is after now is
 // scheduled; otherwise it joins the ready queue of its priority. It returns
 // ErrQueueFull when the ready queue is at capacity (counted as
-// dropped_full), ErrDuplicate when job.Key is already pending (see
-// WithCoalesce for running keys) or job.Group has a scheduled job, an
-// error wrapping ErrUnknownPriority for an unknown label, and ErrClosed
-// once Stop or Shutdown has begun. On error nothing was stored.
+// dropped_full), a *DuplicateError (matching ErrDuplicate, naming the key
+// or group) when job.Key is already pending (see WithCoalesce for running
+// keys) or job.Group has a scheduled job, an error wrapping
+// ErrUnknownPriority for an unknown label, an error wrapping
+// ErrInvalidJob for a negative MaxAttempts or a caller-set ID or Attempt,
+// and ErrClosed once Stop or Shutdown has begun. On error nothing was
+// stored.
+//
+// ID and Attempt belong to the queue: a handler that enqueues the Job it
+// received as a new job clears them first. (A caller-set ID is refused
+// rather than ignored: it does not deduplicate, as asynq's TaskID does;
+// Key does.)
 //
 // Jobs enqueued before Start run once the queue starts. A job accepted by
 // Enqueue is never dropped without being counted. An Enqueue that races
@@ -246,7 +254,9 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		q.emit(EventDropped, job, nil, 0)
 		return ErrQueueFull
 	}
-	job.ID, job.Attempt = 0, 0
+	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 {
+		return invalidJob(job.ID, job.Attempt, job.MaxAttempts)
+	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
 	}
@@ -263,6 +273,14 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		if errors.Is(err, ErrQueueFull) {
 			q.ctr.dropped.Add(1)
 			q.emit(EventDropped, job, nil, 0)
+		}
+		if err == ErrDuplicate {
+			// A store that does not say what the job collided on (the
+			// in-memory one does, without allocating).
+			err = &DuplicateError{Key: job.Key}
+			if job.Group != "" && !job.RunAt.IsZero() {
+				err = &DuplicateError{Key: job.Key, Group: job.Group}
+			}
 		}
 		return err
 	}

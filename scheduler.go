@@ -17,13 +17,21 @@ import (
 type schedule[T any] struct {
 	mu     sync.Mutex
 	heap   tiers[T]
-	groups map[string]int64 // group -> ID of its scheduled job
-	dead   int              // cancelled items still in heap
-	wake   chan struct{}    // a new earliest item, or drain
+	groups map[string]groupHold // group -> its scheduled job
+	dead   int                  // cancelled items still in heap
+	wake   chan struct{}        // a new earliest item, or drain
+}
+
+// groupHold is a group's scheduled job, and the error for the jobs of
+// the group refused meanwhile, made at the first of them and kept, so
+// that refusing the others allocates nothing.
+type groupHold struct {
+	id  int64
+	dup *DuplicateError
 }
 
 func newSchedule[T any]() *schedule[T] {
-	return &schedule[T]{groups: make(map[string]int64), wake: make(chan struct{}, 1)}
+	return &schedule[T]{groups: make(map[string]groupHold), wake: make(chan struct{}, 1)}
 }
 
 // tiers is the heap's array: a list of blocks, each twice the size of
@@ -111,19 +119,24 @@ func (s *schedule[T]) pushLocked(it item[T]) {
 	}
 }
 
-// push adds it, reserving its group when reserveGroup; it reports false
-// when the group already has a scheduled job.
-func (s *schedule[T]) push(it item[T], reserveGroup bool) bool {
+// push adds it, reserving its group when reserveGroup; it returns a
+// *DuplicateError naming the group, and adds nothing, when the group
+// already has a scheduled job.
+func (s *schedule[T]) push(it item[T], reserveGroup bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := it.more.grp(); reserveGroup && g != "" {
-		if _, taken := s.groups[g]; taken {
-			return false
+		if h, taken := s.groups[g]; taken {
+			if h.dup == nil || h.dup.Group != g || h.dup.Key != "" {
+				h.dup = &DuplicateError{Group: g}
+				s.groups[g] = h
+			}
+			return h.dup
 		}
-		s.groups[g] = it.id
+		s.groups[g] = groupHold{id: it.id}
 	}
 	s.pushLocked(it)
-	return true
+	return nil
 }
 
 // popLocked removes and returns the earliest item; s.mu must be held and
@@ -147,7 +160,7 @@ func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int6
 	defer s.mu.Unlock()
 	for s.heap.len() > 0 && s.heap.at(0).at <= now && len(buf) < max {
 		it := s.popLocked()
-		if g := it.more.grp(); g != "" && s.groups[g] == it.id {
+		if g := it.more.grp(); g != "" && s.groups[g].id == it.id {
 			delete(s.groups, g)
 		}
 		buf = append(buf, it)

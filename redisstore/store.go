@@ -70,6 +70,9 @@ type Store[T any] struct {
 	started, drained, closing     chan struct{}
 	startOnce, drainOnce, closeMu sync.Once
 	wg                            sync.WaitGroup
+
+	initMu sync.Mutex // serialises Init
+	bound  bool       // Init succeeded: the store belongs to a queue; initMu
 }
 
 var (
@@ -136,8 +139,15 @@ func newOwner() string {
 }
 
 // Init binds the store to its queue's configuration and lays out the
-// shards. It is called by queue.New.
+// shards. It is called by queue.New, and refuses a second call: a store
+// belongs to one queue, so a store passed to two queues' New is refused
+// by the second.
 func (s *Store[T]) Init(cfg queue.StoreConfig) error {
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if s.bound {
+		return fmt.Errorf("redisstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
+	}
 	if why := validTagPart(cfg.Name); why != "" {
 		return fmt.Errorf("redisstore: queue name %q: %s", cfg.Name, why)
 	}
@@ -208,6 +218,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		capacity = math.MaxInt
 	}
 	s.fb = newFallback[T](s.o.fallbackSize, capacity, len(cfg.Priorities))
+	s.bound = true
 	return nil
 }
 
