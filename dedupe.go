@@ -28,6 +28,10 @@ import (
 type keySet[T any] struct {
 	seed   maphash.Seed
 	shards [keyShards]keyShard[T]
+	// waiting counts the coalesced reruns in every shard, for readers
+	// without the shards' locks (the pending bound); the in-memory store
+	// keeps it as it sets and takes reruns.
+	waiting atomic.Int64
 }
 
 // keyShards is the number of shards; a key's shard is the top bits of its

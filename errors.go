@@ -13,6 +13,13 @@ var (
 	// accepted and is counted as dropped_full.
 	ErrQueueFull = errors.New("queue: ready queue is full")
 
+	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
+	// scheduled, coalesced reruns and jobs parked for a target's slot);
+	// the job was not accepted and is counted as dropped_limit. It also
+	// matches ErrQueueFull, so that code that backs off on a full queue
+	// backs off on this one; match ErrPendingLimit to tell them apart.
+	ErrPendingLimit error = pendingLimitError{}
+
 	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
 	// that Enqueue returns when a job with the same Key is already
 	// queued, scheduled or running (see WithCoalesce), or a scheduled job
@@ -45,6 +52,16 @@ var (
 	// is down before it sends it anything.
 	ErrUnknownTarget = errors.New("queue: unknown target")
 )
+
+// pendingLimitError is ErrPendingLimit's type: a sentinel that also
+// matches ErrQueueFull.
+type pendingLimitError struct{}
+
+func (pendingLimitError) Error() string {
+	return "queue: pending-job limit reached (WithMaxPending): no room for another job"
+}
+
+func (pendingLimitError) Is(target error) bool { return target == ErrQueueFull }
 
 // DuplicateError is the error Enqueue returns for a duplicate job. It
 // names what the job collided on and matches ErrDuplicate. The in-memory

@@ -1285,7 +1285,7 @@ var (
 // it ("" for a nil Option).
 func foOption(in *fuzzBytes) (queue.Option, string) {
 	dur := func() time.Duration { return pick(in, foDurations...) }
-	switch in.n(33) {
+	switch in.n(34) {
 	case 0:
 		return queue.WithName(pick(in, foLabels...)), "WithName"
 	case 1:
@@ -1376,6 +1376,8 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 		return queue.WithObserver(pick(in, fns...)), "WithObserver"
 	case 31:
 		return queue.WithWarnDepth(pick(in, foInts...)), "WithWarnDepth"
+	case 32:
+		return queue.WithMaxPending(pick(in, foCaps...)), "WithMaxPending"
 	default:
 		return nil, ""
 	}

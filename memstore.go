@@ -236,16 +236,21 @@ func after(now int64, d time.Duration) int64 {
 
 // Add implements Store.
 func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
-	return s.add(&job, false)
+	return s.add(&job, false, 0)
 }
 
 // add is Add without copying the job: the queue's hot path calls it
 // directly. future says job.RunAt was just computed as now plus a
 // positive delay: the job is scheduled without reading the clock again.
-func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
+// parked is how many jobs the queue holds parked for a target's slot,
+// which count against MaxPending.
+func (s *MemoryStore[T]) add(job *Job[T], future bool, parked int) (Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
+	}
+	if s.atLimit(parked) {
+		return Added{}, ErrPendingLimit
 	}
 	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
 	scheduled := false
@@ -272,12 +277,13 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.ent = e
 		sh.setRerun(e, &rerun)
+		s.keys.waiting.Add(1)
 		if e.move(id, keyRunning, keyRerun) {
 			return Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free, and its gone
 		// entry is this job's.
-		sh.takeRerun(e)
+		s.takeRerun(sh, e)
 	}
 	// The entry is the job's before the job goes into a ring, where a
 	// worker may claim it at once; after that, add writes the entry only
@@ -300,6 +306,23 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 		e.sched = true // crowded out of its ring: waits in the schedule
 	}
 	return added, nil
+}
+
+// atLimit reports whether the store, with parked jobs more, holds
+// MaxPending jobs. It reads counters kept without locks: the schedule's
+// live count and the reruns' count; while those leave room for a full
+// ready queue it does not count the ready jobs at all, so that the ready
+// path pays two loads for the bound.
+func (s *MemoryStore[T]) atLimit(parked int) bool {
+	limit := s.cfg.MaxPending
+	if limit <= 0 {
+		return false
+	}
+	held := int(s.sched.live.Load()+s.keys.waiting.Load()) + parked
+	if held < limit-s.cfg.Capacity {
+		return false
+	}
+	return held+s.Len() >= limit
 }
 
 // place puts it into the schedule or its ready queue. The key's shard
@@ -609,10 +632,20 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry) {
 	}
 }
 
+// takeRerun removes and returns e's rerun (sh.takeRerun), keeping the
+// count of reruns; sh is e's shard, and its lock is held.
+func (s *MemoryStore[T]) takeRerun(sh *keyShard[T], e *keyEntry) *item[T] {
+	r := sh.takeRerun(e)
+	if r != nil {
+		s.keys.waiting.Add(-1)
+	}
+	return r
+}
+
 // releaseRerun makes e's rerun the key's pending job; sh is e's shard, and
 // its lock is held.
 func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
-	r := *sh.takeRerun(e)
+	r := *s.takeRerun(sh, e)
 	e.sched, e.prio, e.more = false, r.prio, r.more
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
@@ -722,7 +755,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 			return 0, false
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			s.keys.shardOf(e).takeRerun(e)
+			s.takeRerun(s.keys.shardOf(e), e)
 			e.st.Store(packKey(id, keyRunning))
 			return 1, false
 		}
@@ -851,6 +884,7 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 	if !e.is(it.id, keyPending) {
 		s.sched.mu.Lock()
 		s.sched.dead--
+		s.sched.counted()
 		s.sched.mu.Unlock()
 		return false
 	}
@@ -874,7 +908,7 @@ func (s *MemoryStore[T]) requeue(it item[T], now int64, key string) {
 
 // Stats implements Store.
 func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
-	keys, reruns := s.keys.counts()
+	keys, reruns := s.keys.counts() // reruns: exact, under the shards' locks
 	st := StoreStats{
 		Ready:           s.Len(),
 		ReadyByPriority: make(map[string]int, len(s.rings)),
@@ -972,6 +1006,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	}
 	s.sched.heap = tiers[T]{}
 	clear(s.sched.groups)
+	s.sched.counted()
 	s.sched.mu.Unlock()
 	s.keys.entries(func(e *keyEntry) bool {
 		id, st := e.load()
@@ -980,7 +1015,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 			return true
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			s.keys.shardOf(e).takeRerun(e)
+			s.takeRerun(s.keys.shardOf(e), e)
 			e.st.Store(packKey(id, keyRunning))
 			n++
 		}

@@ -65,6 +65,8 @@ func TestInvalidOptions(t *testing.T) {
 		{"retry floor under 1ms", queue.WithRetryAfterBounds(time.Microsecond, time.Minute), "WithRetryAfterBounds", "1µs"},
 		{"zero retry floor", queue.WithRetryAfterBounds(0, time.Minute), "WithRetryAfterBounds", "0s"},
 		{"retry ceiling at the floor", queue.WithRetryAfterBounds(time.Second, time.Second), "WithRetryAfterBounds", "1s, 1s"},
+		{"zero max pending", queue.WithMaxPending(0), "WithMaxPending", "0"},
+		{"max pending below capacity", queue.WithMaxPending(5), "WithMaxPending", "5"},
 		{"negative job timeout", queue.WithJobTimeout(-time.Second), "WithJobTimeout", "-1s"},
 		{"nil clock", queue.WithClock(nil), "WithClock", "nil"},
 		{"nil logger", queue.WithLogger(nil), "WithLogger", "nil"},
@@ -138,7 +140,7 @@ func TestValidOptions(t *testing.T) {
 		{"zero job timeout", []queue.Option{queue.WithJobTimeout(0)}},
 		{"disable-after and concurrency off", []queue.Option{queue.WithDisableAfter(0), queue.WithTargetConcurrency(0)}},
 		{"everything", []queue.Option{
-			queue.WithName("x"), queue.WithCapacity(5), queue.WithWorkers(1, 2), queue.WithScaleThresholds(70, 30),
+			queue.WithName("x"), queue.WithCapacity(5), queue.WithMaxPending(5), queue.WithWorkers(1, 2), queue.WithScaleThresholds(70, 30),
 			queue.WithScaleInterval(time.Millisecond), queue.WithScalePolicy(queue.ScaleByDepth),
 			queue.WithRequeueDelay(time.Second), queue.WithCoalesce(false), queue.WithMaxAttempts(1),
 			queue.WithBackoff(time.Second, time.Second), queue.WithRetryAfterBounds(time.Millisecond, time.Minute),

@@ -129,6 +129,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		Priorities:      cfg.priorities,
 		DefaultPriority: cfg.defaultPriority,
 		Capacity:        cfg.capacity,
+		MaxPending:      cfg.maxPending,
 		RequeueDelay:    cfg.requeueDelay,
 		Coalesce:        cfg.coalesce,
 		MaxAttempts:     cfg.maxAttempts,
@@ -202,7 +203,9 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // Enqueue adds job without blocking. A job whose RunAt is after now is
 // scheduled; otherwise it joins the ready queue of its priority. It returns
 // ErrQueueFull when the ready queue is at capacity (counted as
-// dropped_full), a *DuplicateError (matching ErrDuplicate, naming the key
+// dropped_full), ErrPendingLimit when the queue holds WithMaxPending jobs
+// (counted as dropped_limit; it matches ErrQueueFull too), a
+// *DuplicateError (matching ErrDuplicate, naming the key
 // or group) when job.Key is already pending (see WithCoalesce for running
 // keys) or job.Group has a scheduled job, an error wrapping
 // ErrUnknownPriority for an unknown label, an error wrapping
@@ -265,12 +268,15 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		err   error
 	)
 	if q.mem != nil {
-		added, err = q.mem.add(job, future)
+		added, err = q.mem.add(job, future, int(q.targets.parked.Load()))
 	} else {
 		added, err = q.store.Add(ctx, *job)
 	}
 	if err != nil {
-		if errors.Is(err, ErrQueueFull) {
+		if err == ErrPendingLimit {
+			q.ctr.droppedLimit.Add(1)
+			q.emit(EventDropped, job, err, 0)
+		} else if errors.Is(err, ErrQueueFull) {
 			q.ctr.dropped.Add(1)
 			q.emit(EventDropped, job, nil, 0)
 		}

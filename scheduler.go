@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,11 @@ type schedule[T any] struct {
 	groups map[string]groupHold // group -> its scheduled job
 	dead   int                  // cancelled items still in heap
 	wake   chan struct{}        // a new earliest item, or drain
+	live   atomic.Int64         // heap.len() - dead, for readers without mu (the pending bound)
 }
+
+// counted updates live after a change to the heap or dead; s.mu is held.
+func (s *schedule[T]) counted() { s.live.Store(int64(s.heap.len() - s.dead)) }
 
 // groupHold is a group's scheduled job, and the error for the jobs of
 // the group refused meanwhile, made at the first of them and kept, so
@@ -117,6 +122,7 @@ func (s *schedule[T]) pushLocked(it item[T]) {
 	if i == 0 {
 		s.poke()
 	}
+	s.counted()
 }
 
 // push adds it, reserving its group when reserveGroup; it returns a
@@ -165,6 +171,7 @@ func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int6
 		}
 		buf = append(buf, it)
 	}
+	s.counted()
 	if s.heap.len() == 0 {
 		return buf, 0
 	}
@@ -196,6 +203,7 @@ func (s *schedule[T]) cancelled() {
 	if s.dead >= compactMin && 2*s.dead > s.heap.len() {
 		s.compactLocked()
 	}
+	s.counted()
 }
 
 // compactLocked removes the cancelled items from the heap and restores

@@ -30,7 +30,7 @@ type worker[T any] struct {
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memClaim
 	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
-	_      [71]byte // 256 bytes in all: workers on other cores share no cache line
+	_      [63]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
