@@ -319,6 +319,12 @@ func (s *schedule[T]) run(ctx context.Context, clk Clock, now func() int64, prom
 				d = 0
 			}
 			timer.Reset(d)
+			if d > 0 && now() >= next {
+				// The clock passed next while the timer was being armed
+				// (a fake clock's Advance in between): the timer, armed
+				// for d from the later now, would fire late; promote now.
+				continue
+			}
 		} else {
 			timer.Stop()
 		}
