@@ -305,6 +305,29 @@ func (f *frontier[T]) Pop() any {
 	return x
 }
 
+// rearmSlack is how far the clock may move while arm arms the timer
+// before arm arms it again.
+const rearmSlack = 100 * time.Microsecond
+
+// arm sets timer to fire at the instant next. A timer takes a duration,
+// computed from a reading of the clock; if the clock moves on before the
+// timer is armed (a fake clock's Advance from a test's goroutine moves it
+// a whole step), the timer fires that much late, and a test that waits
+// for the due job before it moves the clock again waits for ever. So arm
+// reads the clock again, and arms the timer again while it moved more
+// than rearmSlack: a real clock moves that much only if this goroutine
+// was preempted, and then arming again is right too.
+func arm(timer Timer, next int64, now func() int64) {
+	for {
+		t0 := now()
+		d := max(time.Duration(next-t0), 0)
+		timer.Reset(d)
+		if d == 0 || time.Duration(now()-t0) < rearmSlack {
+			return
+		}
+	}
+}
+
 // run promotes due items with promote until ctx ends, sleeping until the
 // earliest due instant or a wake-up. promote returns the next due instant
 // (0 if none).
@@ -314,17 +337,7 @@ func (s *schedule[T]) run(ctx context.Context, clk Clock, now func() int64, prom
 	for {
 		next := promote()
 		if next > 0 {
-			d := time.Duration(next - now())
-			if d < 0 {
-				d = 0
-			}
-			timer.Reset(d)
-			if d > 0 && now() >= next {
-				// The clock passed next while the timer was being armed
-				// (a fake clock's Advance in between): the timer, armed
-				// for d from the later now, would fire late; promote now.
-				continue
-			}
+			arm(timer, next, now)
 		} else {
 			timer.Stop()
 		}

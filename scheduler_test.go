@@ -343,10 +343,22 @@ func TestScheduleClockMovesWhileTimerIsArmed(t *testing.T) {
 		var ran atomic.Int64
 		q := startQueue(t, func(context.Context, queue.Job[int]) error { ran.Add(1); return nil }, queue.WithClock(clk))
 		synctest.Wait()
+		// The clock moves to the job's time while the timer is armed.
 		clk.slip.Store(int64(time.Millisecond))
 		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{}, time.Millisecond))
 		synctest.Wait()
 		require.Zero(t, clk.slip.Load(), "the scheduler reset its timer")
 		assert.EqualValues(t, 1, ran.Load(), "the job is due at the clock's now, and ran")
+
+		// The clock moves a step, short of the job's time, while the timer
+		// is armed; the next step passes the job's time.
+		clk.slip.Store(int64(time.Millisecond))
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{}, 1500*time.Microsecond))
+		synctest.Wait()
+		require.Zero(t, clk.slip.Load(), "the scheduler reset its timer")
+		assert.EqualValues(t, 1, ran.Load(), "not due yet")
+		clk.Advance(time.Millisecond)
+		synctest.Wait()
+		assert.EqualValues(t, 2, ran.Load(), "the job is due, and ran at the first step past its time")
 	})
 }
