@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -152,7 +153,9 @@ func BenchmarkSchedule(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { return nil }))
+			// No pending bound: b.N passes the default's million.
+			q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { return nil },
+				queue.WithMaxPending(math.MaxInt)))
 			ctx := context.Background()
 			delays := make([]time.Duration, b.N)
 			var keys []string
@@ -216,7 +219,7 @@ func BenchmarkScheduleRun(b *testing.B) {
 		}
 		ran.Add(1)
 		return nil
-	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers)))
+	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers), queue.WithMaxPending(math.MaxInt)))
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -326,7 +329,8 @@ func BenchmarkScheduledHeld(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1))
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1),
+				queue.WithMaxPending(math.MaxInt))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -363,7 +367,8 @@ func BenchmarkScheduledHeld(b *testing.B) {
 // goroutine calls Stats in a loop, and reports the slowest pair too.
 func BenchmarkStatsHeldKeys(b *testing.B) {
 	const held = 1_000_000
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1))
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1),
+		queue.WithMaxPending(2*held))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -504,6 +509,45 @@ func BenchmarkClassifyHTTP(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = queue.ClassifyHTTP(tc.status, tc.err)
+			}
+		})
+	}
+}
+
+// BenchmarkEnqueueDuplicate measures the refusal of a duplicate: a key
+// already queued (a forwarder's peer re-announcing before its last
+// announce was forwarded), and a group whose scheduled job waits. Both
+// are as frequent as accepted jobs in a forwarder, so they must not
+// allocate.
+func BenchmarkEnqueueDuplicate(b *testing.B) {
+	for _, byGroup := range []bool{false, true} {
+		name := "key"
+		if byGroup {
+			name = "group"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			held := queue.Job[int]{Key: "infohash00000001:forwarder:peer"}
+			dup := held
+			if byGroup {
+				held.Group = "infohash00000001:forwarder"
+				dup = queue.Job[int]{Key: "infohash00000001:forwarder:other", Group: held.Group}
+			}
+			if err := q.EnqueueIn(ctx, held, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := q.EnqueueIn(ctx, dup, time.Hour); !errors.Is(err, queue.ErrDuplicate) {
+					b.Fatal(err)
+				}
+			}
+			if err := q.Shutdown(ctx); err != nil {
+				b.Fatal(err)
 			}
 		})
 	}

@@ -28,6 +28,10 @@ import (
 type keySet[T any] struct {
 	seed   maphash.Seed
 	shards [keyShards]keyShard[T]
+	// waiting counts the coalesced reruns in every shard, for readers
+	// without the shards' locks (the pending bound); the in-memory store
+	// keeps it as it sets and takes reruns.
+	waiting atomic.Int64
 }
 
 // keyShards is the number of shards; a key's shard is the top bits of its
@@ -107,7 +111,19 @@ type keyEntry struct {
 	shard uint8    // the entry's shard; fixed when its chunk is made
 	sched bool     // the pending job waits in the schedule, not a ready queue
 	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
-	_     [16]byte
+	dup   *DuplicateError
+	_     [8]byte
+}
+
+// dupErr returns the error for a duplicate of e's key, made once and
+// kept, so that refusing the duplicates of a key allocates nothing; the
+// shard's lock is held. It makes a new one if the entry now holds another
+// key (or a caller changed the one it was given).
+func (e *keyEntry) dupErr() error {
+	if e.dup == nil || e.dup.Key != e.key || e.dup.Group != "" {
+		e.dup = &DuplicateError{Key: e.key}
+	}
+	return e.dup
 }
 
 func packKey(id int64, st keyState) uint64 { return uint64(id)<<3 | uint64(st) }

@@ -78,11 +78,11 @@
 // # Outcomes and retries
 //
 // A handler's return value decides what happens next: nil is done,
-// RetryAfter(d, err) runs again after d (at or beyond WithRetryCeiling,
-// default 10 min, it counts as done), Permanent(err) dead-letters at once,
-// Overloaded(err) suspends the job's target and waits for it (using an
-// attempt), Disable(err)
-// disables the target, and any other error is retried with exponential
+// RetryAfter(d, err) runs again after d (never sooner than 1 s; at or
+// beyond 10 min it counts as done: see WithRetryAfterBounds),
+// Permanent(err) dead-letters at once, Overloaded(err) suspends the job's
+// target and waits for it (using an attempt), Disable(err) disables the
+// target, and any other error is retried with exponential
 // backoff and jitter until WithMaxAttempts, then dead-lettered
 // (WithOnDead). A panic is recovered and counted as a failure.
 //

@@ -13,9 +13,24 @@ var (
 	// accepted and is counted as dropped_full.
 	ErrQueueFull = errors.New("queue: ready queue is full")
 
-	// ErrDuplicate: a job with the same Key is already queued or
-	// scheduled, or a scheduled job of the same Group is waiting.
+	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
+	// scheduled, coalesced reruns and jobs parked for a target's slot);
+	// the job was not accepted and is counted as dropped_limit. It also
+	// matches ErrQueueFull, so that code that backs off on a full queue
+	// backs off on this one; match ErrPendingLimit to tell them apart.
+	ErrPendingLimit error = pendingLimitError{}
+
+	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
+	// that Enqueue returns when a job with the same Key is already
+	// queued, scheduled or running (see WithCoalesce), or a scheduled job
+	// of the same Group is waiting.
 	ErrDuplicate = errors.New("queue: duplicate job")
+
+	// ErrInvalidJob is wrapped by the error Enqueue returns for a job it
+	// refuses as malformed: a negative MaxAttempts, or an ID or Attempt
+	// set by the caller (the queue assigns IDs and counts attempts). The
+	// error names the field and its value.
+	ErrInvalidJob = errors.New("queue: invalid job")
 
 	// ErrClosed: the queue is stopping or stopped.
 	ErrClosed = errors.New("queue: closed")
@@ -37,6 +52,58 @@ var (
 	// is down before it sends it anything.
 	ErrUnknownTarget = errors.New("queue: unknown target")
 )
+
+// pendingLimitError is ErrPendingLimit's type: a sentinel that also
+// matches ErrQueueFull.
+type pendingLimitError struct{}
+
+func (pendingLimitError) Error() string {
+	return "queue: pending-job limit reached (WithMaxPending): no room for another job"
+}
+
+func (pendingLimitError) Is(target error) bool { return target == ErrQueueFull }
+
+// DuplicateError is the error Enqueue returns for a duplicate job. It
+// names what the job collided on and matches ErrDuplicate. The in-memory
+// store returns the same *DuplicateError for repeated duplicates of one
+// key, so that refusing them allocates nothing: treat it as read-only.
+type DuplicateError struct {
+	// Key is the job's Key when a job holding it is queued, scheduled or
+	// running; "" when the collision was on Group alone.
+	Key string
+	// Group is the job's Group when a scheduled job of the group is
+	// waiting; "" when the collision was on Key alone.
+	Group string
+}
+
+// Error names the key or group; e.g. `queue: duplicate job: key "k" is
+// held by a queued, scheduled or running job`.
+func (e *DuplicateError) Error() string {
+	switch {
+	case e.Group == "":
+		return fmt.Sprintf("queue: duplicate job: key %q is held by a queued, scheduled or running job", e.Key)
+	case e.Key == "":
+		return fmt.Sprintf("queue: duplicate job: group %q already has a scheduled job", e.Group)
+	}
+	return fmt.Sprintf("queue: duplicate job: key %q is held by another job, or group %q already has a scheduled job", e.Key, e.Group)
+}
+
+// Is reports whether target is ErrDuplicate.
+func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+
+// invalidJob returns the error for a job Enqueue refuses as malformed, or
+// nil.
+func invalidJob(id int64, attempt, maxAttempts int) error {
+	switch {
+	case maxAttempts < 0:
+		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithMaxAttempts)", ErrInvalidJob, maxAttempts)
+	case id != 0:
+		return fmt.Errorf("%w: ID is %d; the queue assigns IDs, leave it zero (use Key to deduplicate)", ErrInvalidJob, id)
+	case attempt != 0:
+		return fmt.Errorf("%w: Attempt is %d; the queue counts attempts, leave it zero (use MaxAttempts to limit them)", ErrInvalidJob, attempt)
+	}
+	return nil
+}
 
 // OptionError reports an invalid option passed to New.
 type OptionError struct {

@@ -112,5 +112,5 @@ func ExampleQueue_StatsHandler() {
 	// ready by priority: high=0 low=0 normal=0
 	// workers 4 active (base 4, max 8)
 	// enqueued 2  done 2  retried 0  failed 0  dead 0  cancelled 0
-	// dropped_full 0  rate_limited 0  throttled 0  coalesced 0  requeued 0  deferred 0  rescued 0  panics 0
+	// dropped_full 0  dropped_limit 0  rate_limited 0  throttled 0  coalesced 0  requeued 0  deferred 0  rescued 0  panics 0
 }

@@ -43,7 +43,9 @@ func ExampleWithOnDead() {
 
 // RetryAfter is BEP 31's "retry in": the job runs again after the delay
 // the downstream asked for, without using up an attempt. A delay at or
-// above WithRetryCeiling (default 10 minutes) means "done, don't retry".
+// above the ceiling of WithRetryAfterBounds (default 10 minutes) means
+// "done, don't retry"; one below its floor (default 1 second) is raised
+// to it.
 func ExampleRetryAfter() {
 	ctx := context.Background()
 	done := make(chan struct{})

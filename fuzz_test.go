@@ -160,7 +160,7 @@ func (c fuzzConfig) options(m *fuzzModel) []queue.Option {
 		queue.WithBackoff(fzBackoffBase, fzBackoffMax),
 		queue.WithSuspendDuration(fzSuspend),
 		queue.WithRequeueDelay(fzRequeueDelay),
-		queue.WithRetryCeiling(fzCeiling),
+		queue.WithRetryAfterBounds(queue.DefaultRetryFloor, fzCeiling),
 		queue.WithRateLimit(c.admitPct, 1, 1),
 		queue.WithFanoutMax(c.fanoutMax),
 		queue.WithThrottle(c.throttlePct, 1),
@@ -1285,7 +1285,7 @@ var (
 // it ("" for a nil Option).
 func foOption(in *fuzzBytes) (queue.Option, string) {
 	dur := func() time.Duration { return pick(in, foDurations...) }
-	switch in.n(33) {
+	switch in.n(34) {
 	case 0:
 		return queue.WithName(pick(in, foLabels...)), "WithName"
 	case 1:
@@ -1315,7 +1315,7 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 	case 11:
 		return queue.WithBackoff(dur(), dur()), "WithBackoff"
 	case 12:
-		return queue.WithRetryCeiling(dur()), "WithRetryCeiling"
+		return queue.WithRetryAfterBounds(dur(), dur()), "WithRetryAfterBounds"
 	case 13:
 		return queue.WithJobTimeout(dur()), "WithJobTimeout"
 	case 14:
@@ -1376,6 +1376,8 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 		return queue.WithObserver(pick(in, fns...)), "WithObserver"
 	case 31:
 		return queue.WithWarnDepth(pick(in, foInts...)), "WithWarnDepth"
+	case 32:
+		return queue.WithMaxPending(pick(in, foCaps...)), "WithMaxPending"
 	default:
 		return nil, ""
 	}

@@ -25,8 +25,9 @@ type Handler[T any] func(ctx context.Context, job Job[T]) error
 // Job is one unit of work and its routing information. Only Payload is
 // required; every other field has a useful zero value.
 type Job[T any] struct {
-	// ID is assigned by the store when the job is accepted; it is zero in a
-	// Job passed to Enqueue and set in the Job a Handler receives.
+	// ID is assigned by the store when the job is accepted; it is set in
+	// the Job a Handler receives. Enqueue refuses a Job whose ID is not
+	// zero (ErrInvalidJob): to enqueue a received Job again, clear it.
 	ID int64
 
 	// Key is the pending key: while a job with this key is queued or
@@ -57,11 +58,12 @@ type Job[T any] struct {
 	// Attempt is the number of the current attempt, starting at 1. Runs
 	// that end in [RetryAfter], and claims put back because the job's
 	// target was suspended or busy, do not use up an attempt, so the next
-	// run has the same number. It is zero in a Job passed to Enqueue.
+	// run has the same number. Enqueue refuses a Job whose Attempt is not
+	// zero (ErrInvalidJob).
 	Attempt int
 
 	// MaxAttempts overrides [WithMaxAttempts] for this job; 0 means the
-	// queue's default.
+	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
 	MaxAttempts int
 
 	// Payload is the job's data. The queue never inspects, logs or

@@ -41,6 +41,7 @@ type MemoryStore[T any] struct {
 	_        [60]byte
 
 	drained   atomic.Bool
+	drainAt   atomic.Int64 // the instant Drain was called: the drain runs what was due by then
 	drainOnce sync.Once
 	drainCh   chan struct{}
 
@@ -131,10 +132,14 @@ func NewMemoryStore[T any]() *MemoryStore[T] {
 		wake: make(chan struct{}, 1)}
 }
 
-// Init implements Store.
+// Init implements Store. It refuses a second call, with an *OptionError
+// naming WithStore: a store holds one queue's jobs, so a store value
+// passed to two queues' New is refused by the second.
 func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
+	s.mu.Lock() // two queues' New may race for the store
+	defer s.mu.Unlock()
 	if s.rings != nil {
-		return fmt.Errorf("queue: MemoryStore already bound to queue %q", s.cfg.Name)
+		return optErr("WithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
 		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
@@ -231,16 +236,21 @@ func after(now int64, d time.Duration) int64 {
 
 // Add implements Store.
 func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
-	return s.add(&job, false)
+	return s.add(&job, false, 0)
 }
 
 // add is Add without copying the job: the queue's hot path calls it
 // directly. future says job.RunAt was just computed as now plus a
 // positive delay: the job is scheduled without reading the clock again.
-func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
+// parked is how many jobs the queue holds parked for a target's slot,
+// which count against MaxPending.
+func (s *MemoryStore[T]) add(job *Job[T], future bool, parked int) (Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
+	}
+	if s.atLimit(parked) {
+		return Added{}, ErrPendingLimit
 	}
 	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
 	scheduled := false
@@ -262,17 +272,18 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
-			return Added{}, ErrDuplicate // pending, or a rerun already waits
+			return Added{}, e.dupErr() // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.ent = e
 		sh.setRerun(e, &rerun)
+		s.keys.waiting.Add(1)
 		if e.move(id, keyRunning, keyRerun) {
 			return Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free, and its gone
 		// entry is this job's.
-		sh.takeRerun(e)
+		s.takeRerun(sh, e)
 	}
 	// The entry is the job's before the job goes into a ring, where a
 	// worker may claim it at once; after that, add writes the entry only
@@ -297,13 +308,30 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool) (Added, error) {
 	return added, nil
 }
 
+// atLimit reports whether the store, with parked jobs more, holds
+// MaxPending jobs. It reads counters kept without locks: the schedule's
+// live count and the reruns' count; while those leave room for a full
+// ready queue it does not count the ready jobs at all, so that the ready
+// path pays two loads for the bound.
+func (s *MemoryStore[T]) atLimit(parked int) bool {
+	limit := s.cfg.MaxPending
+	if limit <= 0 {
+		return false
+	}
+	held := int(s.sched.live.Load()+s.keys.waiting.Load()) + parked
+	if held < limit-s.cfg.Capacity {
+		return false
+	}
+	return held+s.Len() >= limit
+}
+
 // place puts it into the schedule or its ready queue. The key's shard
 // lock, if any, is held by the caller, so a concurrent Cancel cannot slip
 // between the two steps.
 func (s *MemoryStore[T]) place(it *item[T], scheduled bool) (Added, error) {
 	if scheduled {
-		if !s.sched.push(*it, true) {
-			return Added{}, ErrDuplicate
+		if dup := s.sched.push(*it, true); dup != nil {
+			return Added{}, dup
 		}
 		return Added{ID: it.id, Scheduled: true}, nil
 	}
@@ -604,20 +632,31 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry) {
 	}
 }
 
+// takeRerun removes and returns e's rerun (sh.takeRerun), keeping the
+// count of reruns; sh is e's shard, and its lock is held.
+func (s *MemoryStore[T]) takeRerun(sh *keyShard[T], e *keyEntry) *item[T] {
+	r := sh.takeRerun(e)
+	if r != nil {
+		s.keys.waiting.Add(-1)
+	}
+	return r
+}
+
 // releaseRerun makes e's rerun the key's pending job; sh is e's shard, and
 // its lock is held.
 func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
-	r := *sh.takeRerun(e)
+	r := *s.takeRerun(sh, e)
 	e.sched, e.prio, e.more = false, r.prio, r.more
 	// Pending before the push: a worker may claim r at once.
 	e.st.Store(packKey(r.id, keyPending))
 	if (r.at != 0 && r.at > s.now()) || s.push(&r, false) != pushed {
 		// Not due yet, or no room: it waits in the schedule, never
-		// dropped. A drain runs it once the ring has room (it is due).
+		// dropped. A drain runs it once the ring has room: it is due, and
+		// dated as of the drain's start, as what the drain runs is.
 		if now := s.now(); r.at <= now {
-			r.at = now
-			if !s.drained.Load() {
-				r.at = after(now, s.cfg.RequeueDelay)
+			r.at = after(now, s.cfg.RequeueDelay)
+			if s.drained.Load() {
+				r.at = min(now, s.drainAt.Load())
 			}
 		}
 		e.sched = true
@@ -716,7 +755,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 			return 0, false
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			s.keys.shardOf(e).takeRerun(e)
+			s.takeRerun(s.keys.shardOf(e), e)
 			e.st.Store(packKey(id, keyRunning))
 			return 1, false
 		}
@@ -728,7 +767,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 		if e.sched {
 			s.sched.mu.Lock()
 			s.sched.cancelled()
-			if g := e.more.grp(); g != "" && s.sched.groups[g] == id {
+			if g := e.more.grp(); g != "" && s.sched.groups[g].id == id {
 				delete(s.sched.groups, g)
 			}
 			s.sched.mu.Unlock()
@@ -782,10 +821,14 @@ func (s *MemoryStore[T]) reportAll(evs []Event) {
 }
 
 // promoteDrained is the drain's promotion: workers run it once the ready
-// queues are empty, as the scheduler no longer does.
+// queues are empty, as the scheduler no longer does. It promotes only
+// what was due when the drain began (and coalesced reruns released
+// since, dated then): a retry or a scheduled job that comes due while
+// the drain runs is kept, as scheduled jobs are, or handlers that keep
+// asking to run again would keep the drain going for ever.
 func (s *MemoryStore[T]) promoteDrained() int {
 	s.mu.Lock()
-	n := s.promoteDue()
+	n := s.promoteDue(s.drainAt.Load())
 	evs := s.takeEvents()
 	s.mu.Unlock()
 	s.reportAll(evs)
@@ -798,14 +841,15 @@ func (s *MemoryStore[T]) promoteN() int {
 	if s.drained.Load() {
 		return 0
 	}
-	return s.promoteDue()
+	return s.promoteDue(math.MaxInt64)
 }
 
-// promoteDue moves due items to the ready queues in bounded batches; s.mu is held.
-func (s *MemoryStore[T]) promoteDue() int {
+// promoteDue moves items due by now, and by upTo, to the ready queues in
+// bounded batches; s.mu is held.
+func (s *MemoryStore[T]) promoteDue(upTo int64) int {
 	moved := 0
 	for {
-		now := s.now()
+		now := min(s.now(), upTo)
 		var next int64
 		s.batch, next = s.sched.popDue(now, s.batch[:0], 1024)
 		for _, it := range s.batch {
@@ -840,6 +884,7 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 	if !e.is(it.id, keyPending) {
 		s.sched.mu.Lock()
 		s.sched.dead--
+		s.sched.counted()
 		s.sched.mu.Unlock()
 		return false
 	}
@@ -863,7 +908,7 @@ func (s *MemoryStore[T]) requeue(it item[T], now int64, key string) {
 
 // Stats implements Store.
 func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
-	keys, reruns := s.keys.counts()
+	keys, reruns := s.keys.counts() // reruns: exact, under the shards' locks
 	st := StoreStats{
 		Ready:           s.Len(),
 		ReadyByPriority: make(map[string]int, len(s.rings)),
@@ -961,6 +1006,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 	}
 	s.sched.heap = tiers[T]{}
 	clear(s.sched.groups)
+	s.sched.counted()
 	s.sched.mu.Unlock()
 	s.keys.entries(func(e *keyEntry) bool {
 		id, st := e.load()
@@ -969,7 +1015,7 @@ func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
 			return true
 		case keyRerun:
 			// Only finish's slow path, under this lock, moves a rerun entry.
-			s.keys.shardOf(e).takeRerun(e)
+			s.takeRerun(s.keys.shardOf(e), e)
 			e.st.Store(packKey(id, keyRunning))
 			n++
 		}
@@ -999,6 +1045,7 @@ func (s *MemoryStore[T]) Drain() {
 			}
 		}
 		s.ringMu.Unlock()
+		s.drainAt.Store(max(s.now(), 1))
 		s.drained.Store(true)
 		close(s.drainCh)
 		s.sched.poke()

@@ -145,6 +145,9 @@ type observers struct {
 	dropSeen  uint64 // drops counted at the previous tick
 	dropping  bool   // drops happened during the previous interval
 	dropStart uint64 // drops counted when the episode began
+	limSeen   uint64 // the same three for refusals at WithMaxPending
+	limiting  bool
+	limStart  uint64
 
 	depth func() int
 	ctr   *counters // the queue's producer-side counters
@@ -367,6 +370,16 @@ func (o *observers) tick() {
 		o.log.InfoContext(ctx, "ready queue accepting jobs again", "dropped", n-o.dropStart, "dropped_full_total", n)
 	}
 	o.dropSeen = n
+	n = o.ctr.droppedLimit.Load()
+	switch {
+	case n > o.limSeen && !o.limiting:
+		o.limiting, o.limStart = true, o.limSeen
+		o.log.WarnContext(ctx, "pending-job limit reached (WithMaxPending): refusing jobs", "dropped", n-o.limSeen, "dropped_limit_total", n)
+	case n == o.limSeen && o.limiting:
+		o.limiting = false
+		o.log.InfoContext(ctx, "below the pending-job limit: accepting jobs again", "dropped", n-o.limStart, "dropped_limit_total", n)
+	}
+	o.limSeen = n
 }
 
 // collector exports a queue's state. Gauges and counters are read at
@@ -424,7 +437,7 @@ func newCollector[T any](q *Queue[T]) *collector {
 	// Counters.
 	d("queue_jobs_enqueued_total", "Jobs accepted by Enqueue, coalesced reruns included.")
 	d("queue_jobs_coalesced_total", "Jobs accepted as the single rerun of a running key.")
-	d("queue_jobs_dropped_total", "Jobs refused by Enqueue because the ready queue was full.")
+	d("queue_jobs_dropped_total", "Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).", "reason")
 	d("queue_jobs_finished_total", "Accepted jobs that ended, by outcome: done, dead or cancelled.", "outcome")
 	d("queue_job_failures_total", "Handler runs that returned an error or panicked.")
 	d("queue_job_retries_total", "Jobs scheduled to run again after a failed run or RetryAfter.")
@@ -494,7 +507,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	n("queue_jobs_enqueued_total", st.Enqueued)
 	n("queue_jobs_coalesced_total", st.Coalesced)
-	n("queue_jobs_dropped_total", st.DroppedFull)
+	n("queue_jobs_dropped_total", st.DroppedFull, "full")
+	n("queue_jobs_dropped_total", st.DroppedLimit, "limit")
 	n("queue_jobs_finished_total", st.Done, "done")
 	n("queue_jobs_finished_total", st.Dead, "dead")
 	n("queue_jobs_finished_total", st.Cancelled, "cancelled")

@@ -143,9 +143,10 @@ queue_jobs_coalesced_total 0
 # HELP queue_jobs_deferred_total Claimed jobs put back without using an attempt (target suspended or busy, shutdown).
 # TYPE queue_jobs_deferred_total counter
 queue_jobs_deferred_total 0
-# HELP queue_jobs_dropped_total Jobs refused by Enqueue because the ready queue was full.
+# HELP queue_jobs_dropped_total Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).
 # TYPE queue_jobs_dropped_total counter
-queue_jobs_dropped_total 1
+queue_jobs_dropped_total{reason="full"} 1
+queue_jobs_dropped_total{reason="limit"} 0
 # HELP queue_jobs_enqueued_total Jobs accepted by Enqueue, coalesced reruns included.
 # TYPE queue_jobs_enqueued_total counter
 queue_jobs_enqueued_total 9

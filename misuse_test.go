@@ -649,3 +649,118 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestMisuseBadJobFieldsRefused(t *testing.T) {
+	// A negative MaxAttempts, and an ID or Attempt the caller set, are
+	// refused rather than silently replaced: the queue assigns IDs and
+	// counts attempts (deduplicate with Key; limit with MaxAttempts).
+	cases := []struct {
+		name string
+		job  queue.Job[int]
+		want []string // in the error's text
+	}{
+		{"negative max attempts", queue.Job[int]{MaxAttempts: -1}, []string{"MaxAttempts", "-1"}},
+		{"caller-set ID", queue.Job[int]{ID: 42}, []string{"ID", "42", "Key"}},
+		{"caller-set attempt", queue.Job[int]{Attempt: 3}, []string{"Attempt", "3", "MaxAttempts"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue(t, nop)
+			for name, enqueue := range map[string]func(queue.Job[int]) error{
+				"Enqueue":   func(j queue.Job[int]) error { return q.Enqueue(bg, j) },
+				"EnqueueIn": func(j queue.Job[int]) error { return q.EnqueueIn(bg, j, time.Hour) },
+				"EnqueueAt": func(j queue.Job[int]) error { return q.EnqueueAt(bg, j, time.Now()) },
+			} {
+				err := enqueue(tc.job)
+				require.ErrorIs(t, err, queue.ErrInvalidJob, name)
+				for _, w := range tc.want {
+					assert.Contains(t, err.Error(), w, name)
+				}
+			}
+			st := q.Stats()
+			assert.Zero(t, st.Enqueued, "nothing was accepted")
+			assert.Zero(t, st.Depth+st.Scheduled)
+		})
+	}
+	t.Run("a received job enqueued again, cleared", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var again atomic.Int64
+			var first atomic.Bool
+			var q *queue.Queue[int]
+			q = startQueue(t, func(ctx context.Context, j queue.Job[int]) error {
+				if j.Payload == 1 && first.CompareAndSwap(false, true) {
+					err := q.Enqueue(ctx, j)
+					assert.ErrorIs(t, err, queue.ErrInvalidJob, "ID and Attempt are set")
+					j.ID, j.Attempt, j.Payload = 0, 0, 2
+					assert.NoError(t, q.Enqueue(ctx, j))
+					return nil
+				}
+				again.Add(1)
+				return nil
+			})
+			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, MaxAttempts: 2}))
+			synctest.Wait()
+			assert.EqualValues(t, 1, again.Load())
+		})
+	})
+}
+
+func TestMisuseNewNilHandler(t *testing.T) {
+	q, err := queue.New[int](nil)
+	assert.Nil(t, q)
+	require.Error(t, err)
+	assert.Equal(t, "queue: New: the handler is nil", err.Error())
+	var oe *queue.OptionError
+	assert.False(t, errors.As(err, &oe), "a handler is not an option")
+}
+
+func TestMisuseStoreSharedByTwoQueues(t *testing.T) {
+	store := queue.NewMemoryStore[int]()
+	q1, err := queue.New(nop, queue.WithStore[int](store), queue.WithName("first"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q1.Shutdown(bg) })
+	q2, err := queue.New(nop, queue.WithStore[int](store), queue.WithName("second"))
+	assert.Nil(t, q2)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `already belongs to queue "first"`)
+	assert.NotContains(t, err.Error(), "queue: store: queue:", "one prefix")
+	var oe *queue.OptionError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "WithStore", oe.Option)
+
+	// Two queues racing to bind one store: exactly one wins.
+	store = queue.NewMemoryStore[int]()
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for i := range 8 {
+		wg.Go(func() {
+			q, err := queue.New(nop, queue.WithStore[int](store), queue.WithName(fmt.Sprint("q", i)))
+			if err == nil {
+				won.Add(1)
+				_ = q.Shutdown(bg)
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1, won.Load())
+}
+
+func TestMisuseDuplicateNamesItsKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t, nop)
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "infohash:peer"}))
+		err := q.Enqueue(bg, queue.Job[int]{Key: "infohash:peer"})
+		require.ErrorIs(t, err, queue.ErrDuplicate)
+		var de *queue.DuplicateError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "infohash:peer", de.Key)
+		assert.Contains(t, err.Error(), `"infohash:peer"`)
+
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Key: "a", Group: "infohash:upstream"}, time.Hour))
+		err = q.EnqueueIn(bg, queue.Job[int]{Key: "b", Group: "infohash:upstream"}, time.Hour)
+		require.ErrorIs(t, err, queue.ErrDuplicate)
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "infohash:upstream", de.Group)
+		assert.Contains(t, err.Error(), `group "infohash:upstream"`)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -28,6 +29,7 @@ const (
 // Defaults, as in the systems this library reproduces.
 const (
 	DefaultCapacity        = 10000
+	PendingPerCapacity     = 100 // WithMaxPending's default, per unit of capacity
 	DefaultWorkers         = 10
 	DefaultMaxWorkers      = 20
 	DefaultScaleUpPct      = 60
@@ -37,6 +39,7 @@ const (
 	DefaultMaxAttempts     = 3
 	DefaultBackoffBase     = time.Second
 	DefaultBackoffMax      = 5 * time.Minute
+	DefaultRetryFloor      = time.Second // WithRetryAfterBounds: the shortest RetryAfter delay
 	DefaultRetryCeiling    = 10 * time.Minute
 	DefaultSuspendDuration = 300 * time.Second
 )
@@ -52,6 +55,7 @@ var DefaultPriorities = []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
 type config struct {
 	name            string
 	capacity        int
+	maxPending      int // 0: not set, PendingPerCapacity × capacity
 	baseWorkers     int
 	maxWorkers      int
 	scaleUp         int
@@ -65,6 +69,7 @@ type config struct {
 	maxAttempts     int
 	backoffBase     time.Duration
 	backoffMax      time.Duration
+	retryFloor      time.Duration
 	retryCeiling    time.Duration
 	jobTimeout      time.Duration
 	clock           Clock
@@ -93,6 +98,7 @@ func defaultConfig() config {
 		maxAttempts:     DefaultMaxAttempts,
 		backoffBase:     DefaultBackoffBase,
 		backoffMax:      DefaultBackoffMax,
+		retryFloor:      DefaultRetryFloor,
 		retryCeiling:    DefaultRetryCeiling,
 		admission:       defaultAdmission(),
 		targets:         defaultTargets(),
@@ -101,6 +107,15 @@ func defaultConfig() config {
 
 // validate checks what single options cannot: relations between values.
 func (c *config) validate() error {
+	if c.maxPending == 0 {
+		c.maxPending = PendingPerCapacity * c.capacity
+		if c.capacity > math.MaxInt/PendingPerCapacity {
+			c.maxPending = math.MaxInt
+		}
+	}
+	if c.maxPending < c.capacity {
+		return optErr("WithMaxPending", c.maxPending, "must be >= WithCapacity (%d): the ready jobs are pending jobs too", c.capacity)
+	}
 	if c.maxWorkers < c.baseWorkers {
 		return optErr("WithWorkers", fmt.Sprintf("%d, %d", c.baseWorkers, c.maxWorkers), "max workers must be >= base workers")
 	}
@@ -137,7 +152,8 @@ func WithName(name string) Option {
 }
 
 // WithCapacity bounds the ready queue (default 10000). Enqueue of a ready
-// job beyond it returns ErrQueueFull. The bound is exact within each
+// job beyond it returns ErrQueueFull. WithMaxPending bounds the ready jobs
+// and every other job the queue holds together. The bound is exact within each
 // priority; across priorities concurrent Enqueue calls may overshoot it by
 // at most the number of concurrent callers. The in-memory store reserves
 // capacity slots per priority level up front and accepts at most
@@ -148,6 +164,38 @@ func WithCapacity(n int) Option {
 			return optErr("WithCapacity", n, "must be >= 1")
 		}
 		c.capacity = n
+		return nil
+	}
+}
+
+// WithMaxPending bounds the jobs the queue holds in memory, waiting to
+// run: ready, scheduled (retries and RetryAfter reruns included),
+// coalesced reruns and jobs parked for a busy target's slot. Enqueue
+// beyond it returns ErrPendingLimit (which matches ErrQueueFull too),
+// counted as dropped_limit. The default is PendingPerCapacity (100)
+// times WithCapacity: 1 000 000 jobs at the default capacity, about
+// 150 MB of small keyed jobs, where an unbounded schedule would grow
+// until the host runs out of memory. n must be at least WithCapacity;
+// math.MaxInt turns the bound off.
+//
+// The bound refuses new jobs only: a retry, a RetryAfter rerun, a rerun
+// released when its key's job ends, or a due job requeued for lack of
+// room is a job already accepted, and is kept even past the bound. Like
+// the capacity, it is exact for one producer and may be overshot by the
+// number of concurrent Enqueue callers.
+//
+// It applies to the in-memory store. A durable store keeps its ready and
+// scheduled jobs in the database, not in this process, and shares them
+// between processes: their size is the database's to bound (disk, or
+// Redis's maxmemory), and counting them at every Enqueue would cost a
+// round trip. Durable stores ignore it; WithCapacity still bounds their
+// ready jobs.
+func WithMaxPending(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithMaxPending", n, "must be >= 1 (math.MaxInt for no bound)")
+		}
+		c.maxPending = n
 		return nil
 	}
 }
@@ -314,15 +362,21 @@ func WithBackoff(base, max time.Duration) Option {
 	}
 }
 
-// WithRetryCeiling sets the longest RetryAfter delay that is honoured
-// (default 10m, BEP 31). A job asking for this delay or more is treated as
-// done.
-func WithRetryCeiling(d time.Duration) Option {
+// WithRetryAfterBounds sets the shortest and the longest RetryAfter delay
+// that are honoured (default 1s and 10m). A shorter delay, zero or
+// negative included, is raised to floor, so that a handler that keeps
+// asking to retry at once runs at most once per floor instead of in a
+// tight loop. A delay at or above ceiling (BEP 31) means done: the job is
+// not retried. floor must be at least 1ms and below ceiling.
+func WithRetryAfterBounds(floor, ceiling time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithRetryCeiling", d, "must be > 0")
+		if floor < minInterval {
+			return optErr("WithRetryAfterBounds", floor, "floor must be >= %s: a shorter one lets a handler spin", minInterval)
 		}
-		c.retryCeiling = d
+		if ceiling <= floor {
+			return optErr("WithRetryAfterBounds", fmt.Sprintf("%s, %s", floor, ceiling), "ceiling must be above floor")
+		}
+		c.retryFloor, c.retryCeiling = floor, ceiling
 		return nil
 	}
 }

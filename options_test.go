@@ -62,7 +62,11 @@ func TestInvalidOptions(t *testing.T) {
 		{"zero backoff base", queue.WithBackoff(0, time.Second), "WithBackoff", "0s"},
 		{"zero backoff max", queue.WithBackoff(time.Second, 0), "WithBackoff", "0s"},
 		{"backoff max below base", queue.WithBackoff(2*time.Second, time.Second), "WithBackoff", "2s, 1s"},
-		{"zero retry ceiling", queue.WithRetryCeiling(0), "WithRetryCeiling", "0s"},
+		{"retry floor under 1ms", queue.WithRetryAfterBounds(time.Microsecond, time.Minute), "WithRetryAfterBounds", "1µs"},
+		{"zero retry floor", queue.WithRetryAfterBounds(0, time.Minute), "WithRetryAfterBounds", "0s"},
+		{"retry ceiling at the floor", queue.WithRetryAfterBounds(time.Second, time.Second), "WithRetryAfterBounds", "1s, 1s"},
+		{"zero max pending", queue.WithMaxPending(0), "WithMaxPending", "0"},
+		{"max pending below capacity", queue.WithMaxPending(5), "WithMaxPending", "5"},
 		{"negative job timeout", queue.WithJobTimeout(-time.Second), "WithJobTimeout", "-1s"},
 		{"nil clock", queue.WithClock(nil), "WithClock", "nil"},
 		{"nil logger", queue.WithLogger(nil), "WithLogger", "nil"},
@@ -112,14 +116,6 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-func TestNilHandler(t *testing.T) {
-	q, err := queue.New[int](nil)
-	assert.Nil(t, q)
-	var oe *queue.OptionError
-	require.ErrorAs(t, err, &oe)
-	assert.Contains(t, err.Error(), "handler")
-}
-
 func TestFirstBadOptionReported(t *testing.T) {
 	_, err := queue.New(nop, queue.WithCapacity(10), queue.WithMaxAttempts(0), queue.WithCapacity(-1))
 	var oe *queue.OptionError
@@ -144,10 +140,10 @@ func TestValidOptions(t *testing.T) {
 		{"zero job timeout", []queue.Option{queue.WithJobTimeout(0)}},
 		{"disable-after and concurrency off", []queue.Option{queue.WithDisableAfter(0), queue.WithTargetConcurrency(0)}},
 		{"everything", []queue.Option{
-			queue.WithName("x"), queue.WithCapacity(5), queue.WithWorkers(1, 2), queue.WithScaleThresholds(70, 30),
+			queue.WithName("x"), queue.WithCapacity(5), queue.WithMaxPending(5), queue.WithWorkers(1, 2), queue.WithScaleThresholds(70, 30),
 			queue.WithScaleInterval(time.Millisecond), queue.WithScalePolicy(queue.ScaleByDepth),
 			queue.WithRequeueDelay(time.Second), queue.WithCoalesce(false), queue.WithMaxAttempts(1),
-			queue.WithBackoff(time.Second, time.Second), queue.WithRetryCeiling(time.Minute),
+			queue.WithBackoff(time.Second, time.Second), queue.WithRetryAfterBounds(time.Millisecond, time.Minute),
 			queue.WithJobTimeout(time.Second), queue.WithClock(queue.SystemClock{}),
 			queue.WithStore[int](queue.NewMemoryStore[int]()),
 			queue.WithOnDead(func(context.Context, queue.Job[int], error) {}),

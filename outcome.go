@@ -7,10 +7,15 @@ import (
 )
 
 // RetryAfter tells the queue to run the job again after d (BEP 31 "retry
-// in"). A delay at or above [WithRetryCeiling] (default 10 minutes) is
-// treated as done: the job is not retried. err, which may be nil, is
-// recorded as the reason. A retry requested this way does not count
-// against [WithMaxAttempts].
+// in"). A delay at or above the ceiling of [WithRetryAfterBounds] (default
+// 10 minutes) is treated as done: the job is not retried. A delay below
+// its floor (default 1 second), zero and negative delays included, is
+// raised to the floor: a downstream that keeps answering "retry now" gets
+// one run per floor, not a busy loop. err, which may be nil, is recorded
+// as the reason. A retry requested this way does not count against
+// [WithMaxAttempts], so a job may be retried this way without end, as
+// river's JobSnooze allows; its rerun waits in the schedule, and is kept
+// by Stop as scheduled jobs are.
 func RetryAfter(d time.Duration, err error) error {
 	if d < 0 {
 		d = 0

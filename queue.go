@@ -70,7 +70,7 @@ const (
 // until Start; jobs may be enqueued before it.
 func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 	if handler == nil {
-		return nil, optErr("New", nil, "handler must not be nil")
+		return nil, errors.New("queue: New: the handler is nil")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -129,6 +129,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		Priorities:      cfg.priorities,
 		DefaultPriority: cfg.defaultPriority,
 		Capacity:        cfg.capacity,
+		MaxPending:      cfg.maxPending,
 		RequeueDelay:    cfg.requeueDelay,
 		Coalesce:        cfg.coalesce,
 		MaxAttempts:     cfg.maxAttempts,
@@ -215,10 +216,20 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // Enqueue adds job without blocking. A job whose RunAt is after now is
 // scheduled; otherwise it joins the ready queue of its priority. It returns
 // ErrQueueFull when the ready queue is at capacity (counted as
-// dropped_full), ErrDuplicate when job.Key is already pending (see
-// WithCoalesce for running keys) or job.Group has a scheduled job, an
-// error wrapping ErrUnknownPriority for an unknown label, and ErrClosed
-// once Stop or Shutdown has begun. On error nothing was stored.
+// dropped_full), ErrPendingLimit when the queue holds WithMaxPending jobs
+// (counted as dropped_limit; it matches ErrQueueFull too), a
+// *DuplicateError (matching ErrDuplicate, naming the key
+// or group) when job.Key is already pending (see WithCoalesce for running
+// keys) or job.Group has a scheduled job, an error wrapping
+// ErrUnknownPriority for an unknown label, an error wrapping
+// ErrInvalidJob for a negative MaxAttempts or a caller-set ID or Attempt,
+// and ErrClosed once Stop or Shutdown has begun. On error nothing was
+// stored.
+//
+// ID and Attempt belong to the queue: a handler that enqueues the Job it
+// received as a new job clears them first. (A caller-set ID is refused
+// rather than ignored: it does not deduplicate, as asynq's TaskID does;
+// Key does.)
 //
 // Jobs enqueued before Start run once the queue starts. A job accepted by
 // Enqueue is never dropped without being counted. An Enqueue that races
@@ -259,7 +270,9 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		q.emit(EventDropped, job, nil, 0)
 		return ErrQueueFull
 	}
-	job.ID, job.Attempt = 0, 0
+	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 {
+		return invalidJob(job.ID, job.Attempt, job.MaxAttempts)
+	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
 	}
@@ -268,14 +281,25 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		err   error
 	)
 	if q.mem != nil {
-		added, err = q.mem.add(job, future)
+		added, err = q.mem.add(job, future, int(q.targets.parked.Load()))
 	} else {
 		added, err = q.store.Add(ctx, *job)
 	}
 	if err != nil {
-		if errors.Is(err, ErrQueueFull) {
+		if err == ErrPendingLimit {
+			q.ctr.droppedLimit.Add(1)
+			q.emit(EventDropped, job, err, 0)
+		} else if errors.Is(err, ErrQueueFull) {
 			q.ctr.dropped.Add(1)
 			q.emit(EventDropped, job, nil, 0)
+		}
+		if err == ErrDuplicate {
+			// A store that does not say what the job collided on (the
+			// in-memory one does, without allocating).
+			err = &DuplicateError{Key: job.Key}
+			if job.Group != "" && !job.RunAt.IsZero() {
+				err = &DuplicateError{Key: job.Key, Group: job.Group}
+			}
 		}
 		return err
 	}
@@ -406,7 +430,11 @@ func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Loa
 // (durable stores, whose backlog other processes share), and returns when
 // they are done. Ready jobs include coalesced reruns released while Stop
 // drains. Scheduled jobs are kept, not run, and so is a rerun or due job
-// that found the ready queue full and waits WithRequeueDelay. If ctx ends
+// that found the ready queue full and waits WithRequeueDelay; so are the
+// retries the drain's own runs ask for (a failure's backoff, RetryAfter),
+// and scheduled jobs that come due while it runs: the drain runs what was
+// ready when it began, so that handlers that keep asking to run again
+// cannot keep Stop from returning. If ctx ends
 // first, Stop returns ctx.Err() — a *StuckError listing the running jobs
 // if there are any — and the queue keeps draining; calling Stop or
 // Shutdown again, from any goroutine, waits again, and returns nil once
@@ -464,13 +492,15 @@ func (q *Queue[T]) begin(cancel bool) {
 		}
 		go func() {
 			if !drained {
-				// A Start inside Store.Start finishes first (it then sees
-				// the stop and starts nothing), and Enqueue calls that
-				// passed the state check reach the store, so the drain
-				// sees every accepted job.
+				// startMu first: a Start inside Store.Start finishes
+				// (it then sees the stop and starts nothing) before the
+				// drain. Then the inflight write lock, taken under
+				// startMu so that no Start can slip between the two:
+				// Enqueue calls that passed the state check reach the
+				// store, so the drain sees every accepted job.
 				q.startMu.Lock()
-				q.startMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 				q.inflight.Lock()
+				q.startMu.Unlock()
 				q.store.Drain()
 			}
 			if prev == stateRunning {

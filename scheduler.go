@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,13 +18,25 @@ import (
 type schedule[T any] struct {
 	mu     sync.Mutex
 	heap   tiers[T]
-	groups map[string]int64 // group -> ID of its scheduled job
-	dead   int              // cancelled items still in heap
-	wake   chan struct{}    // a new earliest item, or drain
+	groups map[string]groupHold // group -> its scheduled job
+	dead   int                  // cancelled items still in heap
+	wake   chan struct{}        // a new earliest item, or drain
+	live   atomic.Int64         // heap.len() - dead, for readers without mu (the pending bound)
+}
+
+// counted updates live after a change to the heap or dead; s.mu is held.
+func (s *schedule[T]) counted() { s.live.Store(int64(s.heap.len() - s.dead)) }
+
+// groupHold is a group's scheduled job, and the error for the jobs of
+// the group refused meanwhile, made at the first of them and kept, so
+// that refusing the others allocates nothing.
+type groupHold struct {
+	id  int64
+	dup *DuplicateError
 }
 
 func newSchedule[T any]() *schedule[T] {
-	return &schedule[T]{groups: make(map[string]int64), wake: make(chan struct{}, 1)}
+	return &schedule[T]{groups: make(map[string]groupHold), wake: make(chan struct{}, 1)}
 }
 
 // tiers is the heap's array: a list of blocks, each twice the size of
@@ -109,21 +122,27 @@ func (s *schedule[T]) pushLocked(it item[T]) {
 	if i == 0 {
 		s.poke()
 	}
+	s.counted()
 }
 
-// push adds it, reserving its group when reserveGroup; it reports false
-// when the group already has a scheduled job.
-func (s *schedule[T]) push(it item[T], reserveGroup bool) bool {
+// push adds it, reserving its group when reserveGroup; it returns a
+// *DuplicateError naming the group, and adds nothing, when the group
+// already has a scheduled job.
+func (s *schedule[T]) push(it item[T], reserveGroup bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := it.more.grp(); reserveGroup && g != "" {
-		if _, taken := s.groups[g]; taken {
-			return false
+		if h, taken := s.groups[g]; taken {
+			if h.dup == nil || h.dup.Group != g || h.dup.Key != "" {
+				h.dup = &DuplicateError{Group: g}
+				s.groups[g] = h
+			}
+			return h.dup
 		}
-		s.groups[g] = it.id
+		s.groups[g] = groupHold{id: it.id}
 	}
 	s.pushLocked(it)
-	return true
+	return nil
 }
 
 // popLocked removes and returns the earliest item; s.mu must be held and
@@ -147,11 +166,12 @@ func (s *schedule[T]) popDue(now int64, buf []item[T], max int) ([]item[T], int6
 	defer s.mu.Unlock()
 	for s.heap.len() > 0 && s.heap.at(0).at <= now && len(buf) < max {
 		it := s.popLocked()
-		if g := it.more.grp(); g != "" && s.groups[g] == it.id {
+		if g := it.more.grp(); g != "" && s.groups[g].id == it.id {
 			delete(s.groups, g)
 		}
 		buf = append(buf, it)
 	}
+	s.counted()
 	if s.heap.len() == 0 {
 		return buf, 0
 	}
@@ -183,6 +203,7 @@ func (s *schedule[T]) cancelled() {
 	if s.dead >= compactMin && 2*s.dead > s.heap.len() {
 		s.compactLocked()
 	}
+	s.counted()
 }
 
 // compactLocked removes the cancelled items from the heap and restores
@@ -284,6 +305,29 @@ func (f *frontier[T]) Pop() any {
 	return x
 }
 
+// rearmSlack is how far the clock may move while arm arms the timer
+// before arm arms it again.
+const rearmSlack = 100 * time.Microsecond
+
+// arm sets timer to fire at the instant next. A timer takes a duration,
+// computed from a reading of the clock; if the clock moves on before the
+// timer is armed (a fake clock's Advance from a test's goroutine moves it
+// a whole step), the timer fires that much late, and a test that waits
+// for the due job before it moves the clock again waits for ever. So arm
+// reads the clock again, and arms the timer again while it moved more
+// than rearmSlack: a real clock moves that much only if this goroutine
+// was preempted, and then arming again is right too.
+func arm(timer Timer, next int64, now func() int64) {
+	for {
+		t0 := now()
+		d := max(time.Duration(next-t0), 0)
+		timer.Reset(d)
+		if d == 0 || time.Duration(now()-t0) < rearmSlack {
+			return
+		}
+	}
+}
+
 // run promotes due items with promote until ctx ends, sleeping until the
 // earliest due instant or a wake-up. promote returns the next due instant
 // (0 if none).
@@ -293,11 +337,7 @@ func (s *schedule[T]) run(ctx context.Context, clk Clock, now func() int64, prom
 	for {
 		next := promote()
 		if next > 0 {
-			d := time.Duration(next - now())
-			if d < 0 {
-				d = 0
-			}
-			timer.Reset(d)
+			arm(timer, next, now)
 		} else {
 			timer.Stop()
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 func TestScheduledJobRunsAtItsTime(t *testing.T) {
@@ -305,5 +306,59 @@ func TestCoalescedRerunWithFullQueueNotLost(t *testing.T) {
 		require.Equal(t, []string{"first", "filler", "rerun"}, rec.payloads())
 		assert.Equal(t, 10*time.Second, rec.all()[2].at.Sub(start))
 		balance(t, q.Stats())
+	})
+}
+
+// slipClock is a fake clock that, once armed, moves forward by slip just
+// before a timer is reset: as a test's Advance does when it runs between
+// the scheduler computing its wait and arming its timer.
+type slipClock struct {
+	*queuetest.FakeClock
+	slip atomic.Int64
+}
+
+func (c *slipClock) NewTimer(d time.Duration) queue.Timer {
+	return &slipTimer{Timer: c.FakeClock.NewTimer(d), c: c}
+}
+
+type slipTimer struct {
+	queue.Timer
+	c *slipClock
+}
+
+func (t *slipTimer) Reset(d time.Duration) bool {
+	if s := t.c.slip.Swap(0); s > 0 {
+		t.c.Advance(time.Duration(s))
+	}
+	return t.Timer.Reset(d)
+}
+
+func TestScheduleClockMovesWhileTimerIsArmed(t *testing.T) {
+	// The scheduler computes its wait from now, then arms a timer for it;
+	// a fake clock that moves in between used to make the timer fire one
+	// step late, and a test (BenchmarkScheduleRun) that waits for the due
+	// job before it moves the clock again waited for ever.
+	synctest.Test(t, func(t *testing.T) {
+		clk := &slipClock{FakeClock: queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+		var ran atomic.Int64
+		q := startQueue(t, func(context.Context, queue.Job[int]) error { ran.Add(1); return nil }, queue.WithClock(clk))
+		synctest.Wait()
+		// The clock moves to the job's time while the timer is armed.
+		clk.slip.Store(int64(time.Millisecond))
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{}, time.Millisecond))
+		synctest.Wait()
+		require.Zero(t, clk.slip.Load(), "the scheduler reset its timer")
+		assert.EqualValues(t, 1, ran.Load(), "the job is due at the clock's now, and ran")
+
+		// The clock moves a step, short of the job's time, while the timer
+		// is armed; the next step passes the job's time.
+		clk.slip.Store(int64(time.Millisecond))
+		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{}, 1500*time.Microsecond))
+		synctest.Wait()
+		require.Zero(t, clk.slip.Load(), "the scheduler reset its timer")
+		assert.EqualValues(t, 1, ran.Load(), "not due yet")
+		clk.Advance(time.Millisecond)
+		synctest.Wait()
+		assert.EqualValues(t, 2, ran.Load(), "the job is due, and ran at the first step past its time")
 	})
 }

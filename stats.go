@@ -10,13 +10,15 @@ import (
 // producer-side events and one per worker for outcomes, so that no two
 // cores fight over one counter on the hot path; Stats adds them up.
 type counters struct {
-	enqueued, dropped, coalesced, cancelled, rateLimited, throttled  atomic.Uint64
+	enqueued, dropped, droppedLimit, coalesced, cancelled            atomic.Uint64
+	rateLimited, throttled                                           atomic.Uint64
 	done, retried, failed, dead, deferred, panics, requeued, rescued atomic.Uint64
 }
 
 func (c *counters) add(o *counters) {
 	c.enqueued.Add(o.enqueued.Load())
 	c.dropped.Add(o.dropped.Load())
+	c.droppedLimit.Add(o.droppedLimit.Load())
 	c.coalesced.Add(o.coalesced.Load())
 	c.cancelled.Add(o.cancelled.Load())
 	c.rateLimited.Add(o.rateLimited.Load())
@@ -44,13 +46,16 @@ type Counts struct {
 	Dead        uint64 `json:"dead"`         // dead-lettered
 	Cancelled   uint64 `json:"cancelled"`    // cancelled before running (Cancel, Purge, disabled target, superseded)
 	DroppedFull uint64 `json:"dropped_full"` // refused by Enqueue: ready queue full
-	Coalesced   uint64 `json:"coalesced"`    // accepted as the rerun of a running key
-	Requeued    uint64 `json:"requeued"`     // due but the ready queue was full: rescheduled
-	Deferred    uint64 `json:"deferred"`     // put back without an attempt (target suspended or busy, shutdown)
-	Rescued     uint64 `json:"rescued"`      // returned to the queue after a lost lease
-	Panics      uint64 `json:"panics"`       // handler panics recovered
-	RateLimited uint64 `json:"rate_limited"` // Admit refusals
-	Throttled   uint64 `json:"throttled"`    // targets left out of a Fanout by throttling
+	// DroppedLimit counts jobs refused by Enqueue with ErrPendingLimit:
+	// the queue held WithMaxPending jobs.
+	DroppedLimit uint64 `json:"dropped_limit"`
+	Coalesced    uint64 `json:"coalesced"`    // accepted as the rerun of a running key
+	Requeued     uint64 `json:"requeued"`     // due but the ready queue was full: rescheduled
+	Deferred     uint64 `json:"deferred"`     // put back without an attempt (target suspended or busy, shutdown)
+	Rescued      uint64 `json:"rescued"`      // returned to the queue after a lost lease
+	Panics       uint64 `json:"panics"`       // handler panics recovered
+	RateLimited  uint64 `json:"rate_limited"` // Admit refusals
+	Throttled    uint64 `json:"throttled"`    // targets left out of a Fanout by throttling
 }
 
 // Stats is a snapshot of a queue.
@@ -59,6 +64,7 @@ type Stats struct {
 	State           string         `json:"state"`             // new, running, stopping, stopped
 	Depth           int            `json:"depth"`             // ready jobs, and jobs parked for a busy target's slot
 	Capacity        int            `json:"capacity"`          // the most ready jobs the queue holds (WithCapacity)
+	MaxPending      int            `json:"max_pending"`       // the bound on ready, scheduled, waiting and parked jobs (WithMaxPending; in-memory store)
 	FillPct         float64        `json:"fill_pct"`          // Depth as a percentage of Capacity
 	ReadyByPriority map[string]int `json:"ready_by_priority"` // ready jobs per priority label
 	Scheduled       int            `json:"scheduled"`         // jobs waiting for their RunAt (retries included)
@@ -100,6 +106,7 @@ func (q *Queue[T]) Stats() Stats {
 		Name:        q.cfg.name,
 		State:       stateNames[q.state.Load()],
 		Capacity:    q.cfg.capacity,
+		MaxPending:  q.cfg.maxPending,
 		BaseWorkers: q.cfg.baseWorkers,
 		MaxWorkers:  q.cfg.maxWorkers,
 	}
@@ -146,7 +153,7 @@ func (q *Queue[T]) counts() Counts {
 	return Counts{
 		Enqueued: c.enqueued.Load(), Done: c.done.Load(), Retried: c.retried.Load(),
 		Failed: c.failed.Load(), Dead: c.dead.Load(), Cancelled: c.cancelled.Load(),
-		DroppedFull: c.dropped.Load(), Coalesced: c.coalesced.Load(), Requeued: c.requeued.Load(),
+		DroppedFull: c.dropped.Load(), DroppedLimit: c.droppedLimit.Load(), Coalesced: c.coalesced.Load(), Requeued: c.requeued.Load(),
 		Deferred: c.deferred.Load(), Rescued: c.rescued.Load(), Panics: c.panics.Load(),
 		RateLimited: c.rateLimited.Load(), Throttled: c.throttled.Load(),
 	}

@@ -99,8 +99,8 @@ func WriteStats(w io.Writer, st Stats) {
 	p("workers %d active (base %d, max %d)", st.Workers, st.BaseWorkers, st.MaxWorkers)
 	c := st.Counts
 	p("enqueued %d  done %d  retried %d  failed %d  dead %d  cancelled %d", c.Enqueued, c.Done, c.Retried, c.Failed, c.Dead, c.Cancelled)
-	p("dropped_full %d  rate_limited %d  throttled %d  coalesced %d  requeued %d  deferred %d  rescued %d  panics %d",
-		c.DroppedFull, c.RateLimited, c.Throttled, c.Coalesced, c.Requeued, c.Deferred, c.Rescued, c.Panics)
+	p("dropped_full %d  dropped_limit %d  rate_limited %d  throttled %d  coalesced %d  requeued %d  deferred %d  rescued %d  panics %d",
+		c.DroppedFull, c.DroppedLimit, c.RateLimited, c.Throttled, c.Coalesced, c.Requeued, c.Deferred, c.Rescued, c.Panics)
 	if st.Store.Backend != "memory" {
 		p("store: healthy %t, leader %t %s", st.Store.Healthy, st.Store.Leader, oneLine(st.Store.Detail))
 	}

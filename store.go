@@ -182,6 +182,12 @@ type StoreConfig struct {
 	DefaultPriority string
 	// Capacity bounds the ready jobs.
 	Capacity int
+	// MaxPending bounds the jobs the in-memory store holds (ready,
+	// scheduled, coalesced reruns): Add of a new job beyond it returns
+	// ErrPendingLimit; jobs put back (Retry, Defer, reruns) are never
+	// refused. 0 means no bound. Durable stores ignore it: their jobs live
+	// in the database (see WithMaxPending).
+	MaxPending int
 	// RequeueDelay is how long a due job waits when its ready queue is
 	// full at promotion.
 	RequeueDelay time.Duration

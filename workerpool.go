@@ -30,7 +30,7 @@ type worker[T any] struct {
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memClaim
 	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
-	_      [71]byte // 256 bytes in all: workers on other cores share no cache line
+	_      [63]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -331,8 +331,10 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 			return
 		}
 		// The downstream asked us to come back later: not a failure of
-		// the job's, so the rerun does not use up an attempt.
-		q.retry(w, bg, job, now.Add(ra.delay), err, true)
+		// the job's, so the rerun does not use up an attempt. Never
+		// sooner than the floor: a handler that keeps answering
+		// RetryAfter(0) must not turn a worker into a busy loop.
+		q.retry(w, bg, job, now.Add(max(ra.delay, q.cfg.retryFloor)), err, true)
 	default:
 		if q.targets.failure(job.Target, err) {
 			q.kill(w, bg, job, err, took) // the target was disabled by this failure

@@ -299,7 +299,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 	}{
 		{name: "under the ceiling", delay: 30 * time.Second, rerunsAt: 30 * time.Second},
 		{name: "just under the ceiling", delay: 10*time.Minute - time.Second, rerunsAt: 10*time.Minute - time.Second},
-		{name: "zero", delay: 0, rerunsAt: 0 + 1}, // runs again at once
+		{name: "zero", delay: 0, rerunsAt: time.Second}, // raised to the floor
 		{name: "at the ceiling", delay: 10 * time.Minute},
 		{name: "above the ceiling", delay: time.Hour},
 		{name: "custom ceiling", ceiling: time.Minute, delay: time.Minute},
@@ -311,7 +311,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 				var rec recorder[int]
 				opts := []queue.Option{}
 				if tc.ceiling > 0 {
-					opts = append(opts, queue.WithRetryCeiling(tc.ceiling))
+					opts = append(opts, queue.WithRetryAfterBounds(queue.DefaultRetryFloor, tc.ceiling))
 				}
 				q := startQueue(t, rec.handler(func(_ context.Context, job queue.Job[int]) error {
 					assert.Equal(t, 1, job.Attempt, "RetryAfter does not use up an attempt")
@@ -421,4 +421,122 @@ func TestScaleHugeCapacity(t *testing.T) {
 		queuetest.Advance(10 * queue.DefaultScaleInterval)
 		assert.Equal(t, 1, q.Stats().Workers, "an empty queue needs no more workers")
 	})
+}
+
+// spinGuard is how many runs a RetryAfter test allows before its handler
+// gives up and returns nil: a queue that reruns a RetryAfter(0) at once
+// would otherwise spin forever in the bubble, where no time passes, and
+// the test would hang instead of failing.
+const spinGuard = 1000
+
+func TestRetryAfterZeroDoesNotSpin(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		floor time.Duration // 0: the default, 1 s
+	}{
+		{name: "zero", delay: 0},
+		{name: "negative", delay: -time.Minute},
+		{name: "under the floor", delay: 10 * time.Millisecond},
+		{name: "custom floor", delay: 0, floor: 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var runs atomic.Int64
+				var opts []queue.Option
+				floor := queue.DefaultRetryFloor
+				if tc.floor > 0 {
+					floor = tc.floor
+					opts = append(opts, queue.WithRetryAfterBounds(tc.floor, queue.DefaultRetryCeiling))
+				}
+				q := startQueue(t, func(context.Context, queue.Job[int]) error {
+					if runs.Add(1) > spinGuard {
+						return nil
+					}
+					return queue.RetryAfter(tc.delay, errors.New("tracker busy"))
+				}, opts...)
+				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
+				advance(floor - time.Millisecond)
+				assert.EqualValues(t, 1, runs.Load(), "no rerun before the floor")
+				// One run per floor: at 0, floor, 2·floor, ..., 10·floor.
+				advance(10 * floor)
+				assert.EqualValues(t, 11, runs.Load(), "one rerun per %s", floor)
+				st := q.Stats()
+				assert.Equal(t, 1, st.Scheduled, "the rerun waits in the schedule")
+				assert.EqualValues(t, 11, st.Retried, "every run asked to retry")
+			})
+		})
+	}
+}
+
+func TestStopReturnsWhileHandlerKeepsAskingToRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		q := startQueue(t, func(context.Context, queue.Job[int]) error {
+			if runs.Add(1) > spinGuard {
+				return nil
+			}
+			return queue.RetryAfter(0, errors.New("tracker busy"))
+		})
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
+		synctest.Wait()
+		require.EqualValues(t, 1, runs.Load())
+
+		ctx, cancel := context.WithTimeout(bg, 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, q.Stop(ctx))
+		assert.Zero(t, time.Since(start), "Stop returns at once: nothing is ready")
+		assert.EqualValues(t, 1, runs.Load(), "the drain does not run the rerun")
+		st := q.Stats()
+		assert.Equal(t, 1, st.Scheduled, "the rerun is kept, as scheduled jobs are")
+		assert.Equal(t, 1, st.PendingKeys, "and keeps its key")
+		assert.Zero(t, st.Done)
+		balance(t, st)
+	})
+}
+
+func TestStopDrainKeepsRetriesThatComeDueDuringIt(t *testing.T) {
+	// Two workers drain six ready jobs of 2 s each: the drain lasts 6 s,
+	// and the first jobs' reruns (RetryAfter, and a failure's backoff)
+	// come due during it. They were put back after the drain began, so
+	// they are kept for the next start, not run: otherwise handlers that
+	// keep asking to retry would keep the drain, and Stop, going forever.
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{name: "retry after", err: queue.RetryAfter(0, errors.New("tracker busy"))},
+		{name: "failure", err: errors.New("upstream down")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var runs atomic.Int64
+				q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error {
+					if runs.Add(1) > spinGuard {
+						return nil
+					}
+					select {
+					case <-time.After(2 * time.Second):
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					return tc.err
+				}, queue.WithWorkers(2, 2), queue.WithMaxAttempts(100), queue.WithBackoff(time.Second, time.Second))
+				for i := range 6 {
+					require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
+				}
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(bg, time.Minute)
+				defer cancel()
+				start := time.Now()
+				require.NoError(t, q.Stop(ctx))
+				assert.Equal(t, 6*time.Second, time.Since(start), "the drain ran the six ready jobs, two at a time")
+				assert.EqualValues(t, 6, runs.Load(), "each job ran once")
+				st := q.Stats()
+				assert.Equal(t, 6, st.Scheduled, "every rerun is kept")
+				balance(t, st)
+			})
+		})
+	}
 }

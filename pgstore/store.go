@@ -80,7 +80,7 @@ type Store[T any] struct {
 	cfg   queue.StoreConfig
 	bound atomic.Bool
 
-	mu       sync.Mutex // guards started, closed, stop
+	mu       sync.Mutex // guards started, closed, stop, and Init
 	started  bool
 	closed   bool
 	stop     context.CancelFunc
@@ -176,8 +176,10 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock() // two queues' New may race for the store
+	defer s.mu.Unlock()
 	if s.bound.Load() {
-		return fmt.Errorf("pgstore: store already bound to queue %q", s.cfg.Name)
+		return fmt.Errorf("pgstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	s.cfg = cfg
 	s.bound.Store(true)

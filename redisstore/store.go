@@ -68,6 +68,9 @@ type Store[T any] struct {
 	started, drained, closing     chan struct{}
 	startOnce, drainOnce, closeMu sync.Once
 	wg                            sync.WaitGroup
+
+	initMu sync.Mutex // serialises Init
+	bound  bool       // Init succeeded: the store belongs to a queue; initMu
 }
 
 var (
@@ -133,7 +136,9 @@ func newToken() string {
 func (s *Store[T]) WorkerID() string { return s.owner }
 
 // Init binds the store to its queue's configuration and lays out the
-// shards. It is called by queue.New.
+// shards. It is called by queue.New, and refuses a second call: a store
+// belongs to one queue, so a store passed to two queues' New is refused
+// by the second.
 //
 // A configuration built by hand may leave Logger, Clock and Report nil:
 // they default, as in queue.New, to a logger that discards, the system
@@ -142,6 +147,11 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 	cfg, err := durable.Bind("redisstore", cfg)
 	if err != nil {
 		return err
+	}
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if s.bound {
+		return fmt.Errorf("redisstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	for label := range s.o.shardClients {
 		if cfg.PriorityIndex(label) < 0 || label == "" {
@@ -210,6 +220,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		capacity = math.MaxInt
 	}
 	s.fb = newFallback[T](s.o.fallbackSize, capacity, len(cfg.Priorities))
+	s.bound = true
 	return nil
 }
 

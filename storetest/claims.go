@@ -148,3 +148,24 @@ func testConcurrent(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// testInitTwice checks that a store bound to a queue refuses a second
+// Init (a store value passed to two queue.New calls) and is unchanged by
+// it: the refused configuration's capacity of 1 and other name must not
+// take effect.
+func testInitTwice(t *testing.T, h *harness) {
+	cfg := Config("conf_other", 1, h.Clock, h.Events.Report)
+	if err := h.Store.Init(cfg); err == nil {
+		t.Fatal("a second Init succeeded: a store value passed to two queues must be refused by the second")
+	}
+	for i := range 2 {
+		add(t, h, queue.Job[Payload]{Payload: Payload{N: i}})
+	}
+	for i := range 2 {
+		j := claim(t, h)
+		if j.Payload.N != i {
+			t.Fatalf("claim %d after the refused Init: got %+v", i, j)
+		}
+		must(t, "Complete", h.Store.Complete(bg, j))
+	}
+}

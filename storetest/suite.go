@@ -102,6 +102,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		skip bool
 	}{
 		{name: "AddClaimComplete", run: testAddClaim},
+		{name: "InitTwiceRefused", run: testInitTwice},
 		{name: "PriorityOrder", run: testPriority},
 		{name: "UnknownPriority", run: testUnknownPriority},
 		{name: "Schedule", run: testSchedule},
