@@ -45,9 +45,14 @@ const (
 // the loops they pace would spin.
 const minInterval = time.Millisecond
 
-// DefaultPriorities are the priority levels used unless WithPriorities is
-// given; "normal" is the default label.
-var DefaultPriorities = []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+// DefaultPriorities returns the priority levels used unless WithPriorities
+// is given: high (weight 0), normal (5) and low (10); "normal" is the
+// default label. Each call returns a new slice, so a caller may change it
+// (to pass to WithPriorities or a store's StoreConfig) without changing
+// the defaults of any later New.
+func DefaultPriorities() []Priority {
+	return []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+}
 
 type config struct {
 	name            string
@@ -87,7 +92,7 @@ func defaultConfig() config {
 		scaleDown:       DefaultScaleDownPct,
 		scaleInterval:   DefaultScaleInterval,
 		requeueDelay:    DefaultRequeueDelay,
-		priorities:      DefaultPriorities,
+		priorities:      DefaultPriorities(),
 		defaultPriority: "normal",
 		coalesce:        true,
 		maxAttempts:     DefaultMaxAttempts,

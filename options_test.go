@@ -221,6 +221,21 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, map[string]int{"high": 0, "normal": 0, "low": 0}, st.ReadyByPriority)
 }
 
+// DefaultPriorities hands out a copy: changing what it returned (here, the
+// default label's name and a weight) reaches neither a later call nor a
+// later New, which once failed with "not one of the configured priorities".
+func TestDefaultPrioritiesIsACopy(t *testing.T) {
+	p := queue.DefaultPriorities()
+	p[1].Name, p[2].Weight = "changed", 0
+	assert.Equal(t, []queue.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}},
+		queue.DefaultPriorities())
+	q, err := queue.New(nop)
+	require.NoError(t, err, "a caller's change to the defaults must not reach a later New")
+	defer func() { require.NoError(t, q.Stop(bg)) }()
+	require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}))
+	assert.Equal(t, map[string]int{"high": 0, "normal": 1, "low": 0}, q.Stats().ReadyByPriority)
+}
+
 func TestStoreBoundToOneQueue(t *testing.T) {
 	s := queue.NewMemoryStore[int]()
 	q, err := queue.New(nop, queue.WithStore[int](s))
