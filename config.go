@@ -57,7 +57,7 @@ type Config struct {
 	// RateLimitBurst is the token bucket's size. Default 200.
 	RateLimitBurst int `json:"rate_limit_burst" toml:"rate_limit_burst"`
 	// RateLimitRetrySeconds is the retry hint a refused client gets
-	// ([WithRateLimitRetryAfter]). Default 10.
+	// ([WithRateLimitRefusal]). Default 10.
 	RateLimitRetrySeconds int `json:"rate_limit_retry_seconds" toml:"rate_limit_retry_seconds"`
 	// SuspendSeconds is how long an overloaded target (HTTP 429) is
 	// suspended ([WithSuspendDuration]). Default 300.
@@ -189,7 +189,9 @@ func (c Config) Options() []Option {
 		WithThrottle(c.ThrottleThresholdPct, c.ThrottleTopN),
 		WithFanoutMax(c.FanoutMax),
 		WithRateLimit(c.RateLimitThresholdPct, c.RateLimitPerSec, c.RateLimitBurst),
-		durationOption("RateLimitRetrySeconds", c.RateLimitRetrySeconds, time.Second, WithRateLimitRetryAfter),
+		durationOption("RateLimitRetrySeconds", c.RateLimitRetrySeconds, time.Second, func(d time.Duration) Option {
+			return WithRateLimitRefusal(d, "tracker busy") // the tracker's wording
+		}),
 		durationOption("SuspendSeconds", c.SuspendSeconds, time.Second, WithSuspendDuration),
 		WithMaxAttempts(c.RetryAttempts),
 		durationOption("RetryBaseMs", c.RetryBaseMs, time.Millisecond, func(base time.Duration) Option {

@@ -30,6 +30,8 @@ func TestDefaultConfigMatchesNew(t *testing.T) {
 	assert.Equal(t, want.maxAttempts, got.maxAttempts)
 	assert.Equal(t, want.backoffBase, got.backoffBase)
 	assert.Equal(t, want.backoffMax, got.backoffMax)
+	assert.Equal(t, "tracker busy", got.admission.reason, "the tracker's wording")
+	got.admission.reason = ""
 	assert.Equal(t, want.admission, got.admission)
 	assert.Equal(t, want.targets.suspend, got.targets.suspend)
 	assert.Equal(t, want.targets.fanoutMax, got.targets.fanoutMax)
@@ -191,7 +193,7 @@ func TestConfigOptions(t *testing.T) {
 	assert.Equal(t, 70, got.targets.throttlePct)
 	assert.Equal(t, 5, got.targets.throttleTopN)
 	assert.Equal(t, 8, got.targets.fanoutMax)
-	assert.Equal(t, admissionConfig{thresholdPct: 85, perSec: 7.5, burst: 9, retryAfter: 20 * time.Second}, got.admission)
+	assert.Equal(t, admissionConfig{thresholdPct: 85, perSec: 7.5, burst: 9, retryAfter: 20 * time.Second, reason: "tracker busy"}, got.admission)
 	assert.Equal(t, time.Minute, got.targets.suspend)
 	assert.Equal(t, 4, got.maxAttempts)
 	assert.Equal(t, 400*time.Millisecond, got.backoffBase)
@@ -229,7 +231,7 @@ func TestConfigValidate(t *testing.T) {
 		"retry hint just too long": {func(c *Config) { c.RateLimitRetrySeconds = math.MaxInt64/int(time.Second) + 1 }, "Config.RateLimitRetrySeconds"},
 		"retry base just too long": {func(c *Config) { c.RetryBaseMs = math.MaxInt64/int(time.Millisecond) + 1 }, "Config.RetryBaseMs"},
 		"retry base far negative":  {func(c *Config) { c.RetryBaseMs = math.MinInt64 / int(time.Millisecond) * 2 }, "Config.RetryBaseMs"},
-		"negative retry hint":      {func(c *Config) { c.RateLimitRetrySeconds = -1 }, "WithRateLimitRetryAfter"},
+		"negative retry hint":      {func(c *Config) { c.RateLimitRetrySeconds = -1 }, "WithRateLimitRefusal"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := DefaultConfig()
