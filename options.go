@@ -158,7 +158,7 @@ func WithCapacity(n int) Option {
 }
 
 // memoryCapacityErr is the in-memory store's refusal of a capacity above
-// MaxMemoryCapacity, shared with Config.Validate so that both read alike.
+// MaxMemoryCapacity, named for the option that set it.
 func memoryCapacityErr(n int) error {
 	return optErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
 }

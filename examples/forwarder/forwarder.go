@@ -73,7 +73,7 @@ type Forwarder struct {
 const refusalReason = "tracker busy"
 
 // NewForwarder builds a forwarder and its queue; qopts are passed to
-// queue.New (typically a queue.Config's Options). Nothing runs until
+// queue.New (typically a QueueConfig's Options). Nothing runs until
 // Start.
 func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if len(o.Upstreams) == 0 {
