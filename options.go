@@ -20,12 +20,14 @@ const (
 	// retires one while it is below the scale-down threshold.
 	ScaleByFill ScalePolicy = iota
 	// ScaleByDepth sets the desired worker count to the number of ready
-	// jobs, bounded by the base and max worker counts (seed 004), moving
-	// one worker per scale interval toward it.
+	// jobs, bounded by the base and max worker counts, moving one worker
+	// per scale interval toward it: one worker per waiting job, for
+	// handlers that wait on I/O rather than use CPU.
 	ScaleByDepth
 )
 
-// Defaults, as in the systems this library reproduces.
+// Defaults: sized for a service that fans each request out to a few
+// dozen I/O-bound jobs, and documented on each option.
 const (
 	DefaultCapacity        = 10000
 	DefaultWorkers         = 10
@@ -285,8 +287,8 @@ func WithDefaultPriority(label string) Option {
 
 // WithCoalesce decides what Enqueue does with a key whose job is running
 // (default true): coalesce it into exactly one more run after the current
-// one ends, or, with false, return ErrDuplicate as the original forwarder
-// did.
+// one ends, or, with false, return ErrDuplicate, for hosts whose running
+// job already covers what a second one would do.
 func WithCoalesce(on bool) Option {
 	return func(c *config) error { c.coalesce = on; return nil }
 }

@@ -7,12 +7,13 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Admission control, as the original forwarder did it: below a fill
-// threshold every new request is admitted; at or above it a token bucket
-// decides. The limiter engages only when the queue fills, so a quiet
-// system never refuses anyone.
+// Admission control: below a fill threshold every new request is
+// admitted; at or above it a token bucket decides. The limiter engages
+// only when the queue fills, so a quiet system never refuses anyone, and a
+// filling one sheds new work before Enqueue has to refuse it.
 
-// Admission defaults (seed 001).
+// Admission defaults: engage at 80 % full, then admit 100 requests per
+// second with bursts of 200, and ask refused clients to come back in 10s.
 const (
 	DefaultRateLimitPct        = 80
 	DefaultRateLimitPerSec     = 100
