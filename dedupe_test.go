@@ -224,8 +224,8 @@ func TestCancelMatch(t *testing.T) {
 				require.NoError(t, q.EnqueueIn(bg, queue.Job[string]{Payload: k, Key: k}, time.Minute))
 			}
 		}
-		// The seed's CancelPendingJobs: all jobs of one peer for one
-		// torrent, across forwarders.
+		// A forwarder cancelling all jobs of one peer for one torrent,
+		// across upstreams.
 		n, err := q.CancelMatch(bg, func(key string) bool {
 			return strings.HasPrefix(key, "h1:") && strings.HasSuffix(key, ":p1")
 		})

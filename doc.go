@@ -36,6 +36,10 @@
 // handlers are cancelled and the jobs still waiting do not run. The
 // example "ShutdownOnSignal" runs this pattern.
 //
+// A Queue is configured by options only: the package reads no flags and
+// no environment variables. A program that wants them binds its own names
+// to options (the repository's examples/forwarder does, for a tracker's).
+//
 // # Concurrency
 //
 // Every method of Queue is safe for concurrent use. Enqueue, Admit and
@@ -91,7 +95,8 @@
 // Admit is for a host to call when a new client request arrives. Below
 // the WithRateLimit fill threshold (default 80 %) it always admits; at or
 // above it a token bucket decides, and a refusal carries a retry hint and
-// a ready client message. Fanout picks the targets a request goes to:
+// a ready client message ("busy, retry in 10 seconds"), worded by the host
+// with WithRateLimitRefusal. Fanout picks the targets a request goes to:
 // healthy, due, shuffled, capped — at top-N while the queue fills
 // (WithThrottle).
 //

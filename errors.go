@@ -137,18 +137,29 @@ func (e *PanicError) Error() string { return fmt.Sprintf("queue: handler panicke
 type RateLimitError struct {
 	// RetryAfter is how long the client should wait before trying again.
 	RetryAfter time.Duration
+	// Reason is the host's text shown before the retry hint, set with
+	// WithRateLimitRefusal; "" means "busy".
+	Reason string
 }
+
+// defaultRefusalReason is RateLimitError's Reason when the host sets none.
+const defaultRefusalReason = "busy"
 
 // Error returns the same text as Message.
 func (e *RateLimitError) Error() string { return e.Message() }
 
-// Message is a ready client-facing message, e.g. "tracker busy, retry in 10 seconds".
+// Message is a ready client-facing message: the Reason, then the retry
+// hint in whole seconds, rounded up, e.g. "busy, retry in 10 seconds".
 func (e *RateLimitError) Message() string {
 	secs := e.RetryAfter / time.Second // rounded up below, without overflowing
 	if e.RetryAfter%time.Second > 0 {
 		secs++
 	}
-	return fmt.Sprintf("tracker busy, retry in %d seconds", int64(secs))
+	reason := e.Reason
+	if reason == "" {
+		reason = defaultRefusalReason
+	}
+	return fmt.Sprintf("%s, retry in %d seconds", reason, int64(secs))
 }
 
 // Is reports whether target is ErrRateLimited.

@@ -40,7 +40,8 @@ func ExampleQueue_Fanout() {
 func ExampleQueue_Admit() {
 	ctx := context.Background()
 	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-		queue.WithCapacity(10), queue.WithRateLimit(80, 1, 2))
+		queue.WithCapacity(10), queue.WithRateLimit(80, 1, 2),
+		queue.WithRateLimitRefusal(5*time.Second, "server busy")) // the host's wording
 	if err != nil {
 		panic(err)
 	}
@@ -61,7 +62,7 @@ func ExampleQueue_Admit() {
 	// quiet: <nil>
 	// 1: <nil>
 	// 2: <nil>
-	// 3: tracker busy, retry in 10 seconds
+	// 3: server busy, retry in 5 seconds
 	// rate_limited: 1
 }
 

@@ -73,7 +73,7 @@ func ExampleWithMetrics() {
 	// metric families after Stop: 0
 }
 
-// StatsHandler is the seed's /stats: text for people, JSON (?format=json
+// StatsHandler serves /stats: text for people, JSON (?format=json
 // or Accept: application/json) for scripts. Payloads never appear.
 func ExampleQueue_StatsHandler() {
 	ctx := context.Background()

@@ -55,7 +55,7 @@ func ExampleRetryAfter() {
 		switch {
 		case job.Payload == "busy" && runs == 1:
 			fmt.Println("tracker says: retry in 10ms")
-			return queue.RetryAfter(10*time.Millisecond, errors.New("tracker busy"))
+			return queue.RetryAfter(10*time.Millisecond, errors.New("upstream busy"))
 		case job.Payload == "busy":
 			fmt.Println("announced on run", runs)
 			close(done)

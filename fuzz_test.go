@@ -1345,7 +1345,7 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 	case 18:
 		return queue.WithRateLimit(pick(in, foPcts...), pick(in, foRates...), pick(in, foInts...)), "WithRateLimit"
 	case 19:
-		return queue.WithRateLimitRetryAfter(dur()), "WithRateLimitRetryAfter"
+		return queue.WithRateLimitRefusal(dur(), pick(in, "", "busy", "server busy")), "WithRateLimitRefusal"
 	case 20:
 		return queue.WithSuspendDuration(dur()), "WithSuspendDuration"
 	case 21:

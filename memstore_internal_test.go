@@ -50,7 +50,7 @@ func newTestStore(t *testing.T, capacity int) (*MemoryStore[int], *manualClock) 
 	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := NewMemoryStore[int]()
 	require.NoError(t, s.Init(StoreConfig{
-		Name: "test", Priorities: DefaultPriorities, DefaultPriority: "normal", Capacity: capacity,
+		Name: "test", Priorities: DefaultPriorities(), DefaultPriority: "normal", Capacity: capacity,
 		RequeueDelay: 10 * time.Second, Coalesce: true, MaxAttempts: 3, Clock: clk,
 		Logger: slog.New(slog.DiscardHandler), Report: func(Event) {},
 	}))

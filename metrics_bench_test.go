@@ -18,8 +18,8 @@ import (
 
 // BenchmarkMetricsOverhead is the core enqueue→run path with metrics off
 // and on: ten workers, a no-op handler, one producer enqueueing b.N jobs
-// (retrying on ErrQueueFull), timed until every job has run. Issue 4
-// allows metrics at most 15 % of throughput. Besides wall time per job it
+// (retrying on ErrQueueFull), timed until every job has run. Metrics may
+// cost at most 15 % of throughput. Besides wall time per job it
 // reports cpu-ns/op, the process's user+system CPU time per job, which a
 // busy shared machine disturbs far less than wall time. Compare:
 //

@@ -26,7 +26,7 @@ import (
 // log or event may ever show it.
 const obsMarker = "PAYLOAD-MARKER-10.0.0.1:6881"
 
-// obsScenario is a scripted run that moves every counter the seeds name.
+// obsScenario is a scripted run that moves every counter Counts has.
 // Build it inside a synctest bubble; newObsScenario returns with the queue
 // running and quiescent, 30 s of fake time after it started.
 //

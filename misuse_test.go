@@ -536,8 +536,8 @@ func TestMisuseExtremeOptionValues(t *testing.T) {
 
 	t.Run("retry hint", func(t *testing.T) {
 		msg := (&queue.RateLimitError{RetryAfter: math.MaxInt64}).Message()
-		assert.Equal(t, "tracker busy, retry in 9223372037 seconds", msg)
-		assert.Equal(t, "tracker busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1001 * time.Millisecond}).Message())
+		assert.Equal(t, "busy, retry in 9223372037 seconds", msg)
+		assert.Equal(t, "busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1001 * time.Millisecond}).Message())
 	})
 
 	t.Run("suspension past 2262", func(t *testing.T) {

@@ -21,12 +21,14 @@ const (
 	// retires one while it is below the scale-down threshold.
 	ScaleByFill ScalePolicy = iota
 	// ScaleByDepth sets the desired worker count to the number of ready
-	// jobs, bounded by the base and max worker counts (seed 004), moving
-	// one worker per scale interval toward it.
+	// jobs, bounded by the base and max worker counts, moving one worker
+	// per scale interval toward it: one worker per waiting job, for
+	// handlers that wait on I/O rather than use CPU.
 	ScaleByDepth
 )
 
-// Defaults, as in the systems this library reproduces.
+// Defaults: sized for a service that fans each request out to a few
+// dozen I/O-bound jobs, and documented on each option.
 const (
 	DefaultCapacity        = 10000
 	PendingPerCapacity     = 100 // WithMaxPending's default, per unit of capacity
@@ -48,9 +50,14 @@ const (
 // the loops they pace would spin.
 const minInterval = time.Millisecond
 
-// DefaultPriorities are the priority levels used unless WithPriorities is
-// given; "normal" is the default label.
-var DefaultPriorities = []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+// DefaultPriorities returns the priority levels used unless WithPriorities
+// is given: high (weight 0), normal (5) and low (10); "normal" is the
+// default label. Each call returns a new slice, so a caller may change it
+// (to pass to WithPriorities or a store's StoreConfig) without changing
+// the defaults of any later New.
+func DefaultPriorities() []Priority {
+	return []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+}
 
 type config struct {
 	name            string
@@ -92,7 +99,7 @@ func defaultConfig() config {
 		scaleDown:       DefaultScaleDownPct,
 		scaleInterval:   DefaultScaleInterval,
 		requeueDelay:    DefaultRequeueDelay,
-		priorities:      DefaultPriorities,
+		priorities:      DefaultPriorities(),
 		defaultPriority: "normal",
 		coalesce:        true,
 		maxAttempts:     DefaultMaxAttempts,
@@ -201,7 +208,7 @@ func WithMaxPending(n int) Option {
 }
 
 // memoryCapacityErr is the in-memory store's refusal of a capacity above
-// MaxMemoryCapacity, shared with Config.Validate so that both read alike.
+// MaxMemoryCapacity, named for the option that set it.
 func memoryCapacityErr(n int) error {
 	return optErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
 }
@@ -328,8 +335,8 @@ func WithDefaultPriority(label string) Option {
 
 // WithCoalesce decides what Enqueue does with a key whose job is running
 // (default true): coalesce it into exactly one more run after the current
-// one ends, or, with false, return ErrDuplicate as the original forwarder
-// did.
+// one ends, or, with false, return ErrDuplicate, for hosts whose running
+// job already covers what a second one would do.
 func WithCoalesce(on bool) Option {
 	return func(c *config) error { c.coalesce = on; return nil }
 }

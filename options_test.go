@@ -81,7 +81,8 @@ func TestInvalidOptions(t *testing.T) {
 		{"negative rate", queue.WithRateLimit(80, -3, 200), "WithRateLimit", "-3"},
 		{"zero burst", queue.WithRateLimit(80, 100, 0), "WithRateLimit", "0"},
 		{"negative burst", queue.WithRateLimit(80, 100, -1), "WithRateLimit", "-1"},
-		{"zero rate-limit retry", queue.WithRateLimitRetryAfter(0), "WithRateLimitRetryAfter", "0s"},
+		{"zero rate-limit retry", queue.WithRateLimitRefusal(0, "busy"), "WithRateLimitRefusal", "0s"},
+		{"negative rate-limit retry", queue.WithRateLimitRefusal(-time.Second, ""), "WithRateLimitRefusal", "-1s"},
 		{"throttle threshold negative", queue.WithThrottle(-1, 20), "WithThrottle", "-1"},
 		{"throttle threshold above 100", queue.WithThrottle(101, 20), "WithThrottle", "101"},
 		{"throttle top-N 0 while on", queue.WithThrottle(60, 0), "WithThrottle", "0"},
@@ -147,7 +148,7 @@ func TestValidOptions(t *testing.T) {
 			queue.WithJobTimeout(time.Second), queue.WithClock(queue.SystemClock{}),
 			queue.WithStore[int](queue.NewMemoryStore[int]()),
 			queue.WithOnDead(func(context.Context, queue.Job[int], error) {}),
-			queue.WithRateLimit(50, 0.5, 1), queue.WithRateLimitRetryAfter(time.Second), queue.WithThrottle(100, 1),
+			queue.WithRateLimit(50, 0.5, 1), queue.WithRateLimitRefusal(time.Second, "try later"), queue.WithThrottle(100, 1),
 			queue.WithFanoutMax(1), queue.WithSuspendDuration(time.Second), queue.WithDisableAfter(1),
 			queue.WithCircuitBreaker(1, time.Second, 1), queue.WithTargetConcurrency(1),
 			queue.WithShouldSuspend(func(int, error) bool { return false }),
@@ -215,6 +216,21 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 20, st.MaxWorkers)
 	assert.Equal(t, "new", st.State)
 	assert.Equal(t, map[string]int{"high": 0, "normal": 0, "low": 0}, st.ReadyByPriority)
+}
+
+// DefaultPriorities hands out a copy: changing what it returned (here, the
+// default label's name and a weight) reaches neither a later call nor a
+// later New, which once failed with "not one of the configured priorities".
+func TestDefaultPrioritiesIsACopy(t *testing.T) {
+	p := queue.DefaultPriorities()
+	p[1].Name, p[2].Weight = "changed", 0
+	assert.Equal(t, []queue.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}},
+		queue.DefaultPriorities())
+	q, err := queue.New(nop)
+	require.NoError(t, err, "a caller's change to the defaults must not reach a later New")
+	defer func() { require.NoError(t, q.Stop(bg)) }()
+	require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}))
+	assert.Equal(t, map[string]int{"high": 0, "normal": 1, "low": 0}, q.Stats().ReadyByPriority)
 }
 
 func TestStoreBoundToOneQueue(t *testing.T) {

@@ -156,8 +156,9 @@ func TestClassifyWithShouldSuspend(t *testing.T) {
 func TestErrorTypes(t *testing.T) {
 	rl := &queue.RateLimitError{RetryAfter: 10 * time.Second}
 	assert.ErrorIs(t, rl, queue.ErrRateLimited)
-	assert.Equal(t, "tracker busy, retry in 10 seconds", rl.Message())
-	assert.Equal(t, "tracker busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1500 * time.Millisecond}).Message(), "rounded up")
+	assert.Equal(t, "busy, retry in 10 seconds", rl.Message())
+	assert.Equal(t, "busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1500 * time.Millisecond}).Message(), "rounded up")
+	assert.Equal(t, "server busy, retry in 3 seconds", (&queue.RateLimitError{RetryAfter: 3 * time.Second, Reason: "server busy"}).Error())
 
 	st := &queue.StuckError{JobIDs: []int64{1, 2}, Err: context.DeadlineExceeded}
 	assert.ErrorIs(t, st, context.DeadlineExceeded)

@@ -7,12 +7,13 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Admission control, as the original forwarder did it: below a fill
-// threshold every new request is admitted; at or above it a token bucket
-// decides. The limiter engages only when the queue fills, so a quiet
-// system never refuses anyone.
+// Admission control: below a fill threshold every new request is
+// admitted; at or above it a token bucket decides. The limiter engages
+// only when the queue fills, so a quiet system never refuses anyone, and a
+// filling one sheds new work before Enqueue has to refuse it.
 
-// Admission defaults (seed 001).
+// Admission defaults: engage at 80 % full, then admit 100 requests per
+// second with bursts of 200, and ask refused clients to come back in 10s.
 const (
 	DefaultRateLimitPct        = 80
 	DefaultRateLimitPerSec     = 100
@@ -25,6 +26,7 @@ type admissionConfig struct {
 	perSec       float64
 	burst        int
 	retryAfter   time.Duration
+	reason       string // "" means defaultRefusalReason
 }
 
 func defaultAdmission() admissionConfig {
@@ -59,14 +61,21 @@ func WithRateLimit(thresholdPct int, perSec float64, burst int) Option {
 	}
 }
 
-// WithRateLimitRetryAfter sets the retry hint carried by a refusal
-// (default 10s).
-func WithRateLimitRetryAfter(d time.Duration) Option {
+// WithRateLimitRefusal sets what Admit's refusal tells the client: how
+// long to wait before trying again (default 10s), and the reason shown
+// before the hint (default "busy"). The refusal's Message reads
+// "<reason>, retry in <N> seconds", N being retryAfter rounded up to a
+// whole second: "busy, retry in 10 seconds" by default, or, with
+// WithRateLimitRefusal(5*time.Second, "server busy"), "server busy, retry
+// in 5 seconds". The reason is the host's because only the host knows how
+// its clients word a refusal. retryAfter must be > 0; a reason of "" keeps
+// the default.
+func WithRateLimitRefusal(retryAfter time.Duration, reason string) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithRateLimitRetryAfter", d, "must be > 0")
+		if retryAfter <= 0 {
+			return optErr("WithRateLimitRefusal", retryAfter, "retry hint must be > 0")
 		}
-		c.admission.retryAfter = d
+		c.admission.retryAfter, c.admission.reason = retryAfter, reason
 		return nil
 	}
 }
@@ -78,7 +87,7 @@ type admission struct {
 }
 
 func newAdmission(cfg admissionConfig) *admission {
-	a := &admission{cfg: cfg, refusal: &RateLimitError{RetryAfter: cfg.retryAfter}}
+	a := &admission{cfg: cfg, refusal: &RateLimitError{RetryAfter: cfg.retryAfter, Reason: cfg.reason}}
 	if cfg.thresholdPct > 0 {
 		a.limiter = rate.NewLimiter(rate.Limit(cfg.perSec), cfg.burst)
 	}
@@ -90,7 +99,7 @@ func newAdmission(cfg admissionConfig) *admission {
 // while the ready queue's fill is below the rate-limit threshold; at or
 // above it, a token bucket decides, and a refusal is a *RateLimitError
 // (errors.Is(err, ErrRateLimited)) whose Message is ready to show the
-// client. Refusals are counted as rate_limited. With the threshold at 0,
+// client (see WithRateLimitRefusal). Refusals are counted as rate_limited. With the threshold at 0,
 // Admit always returns nil.
 //
 // Admit never blocks; below the threshold it does not allocate or lock.

@@ -55,7 +55,7 @@ func TestAdmitActiveAboveThreshold(t *testing.T) {
 		var rl *queue.RateLimitError
 		require.True(t, errors.As(err, &rl))
 		assert.Equal(t, 10*time.Second, rl.RetryAfter)
-		assert.Equal(t, "tracker busy, retry in 10 seconds", rl.Message())
+		assert.Equal(t, "busy, retry in 10 seconds", rl.Message(), "a neutral default")
 		assert.Equal(t, uint64(801), q.Stats().RateLimited)
 	})
 }
@@ -63,7 +63,7 @@ func TestAdmitActiveAboveThreshold(t *testing.T) {
 func TestAdmitTokensRefill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQueue(t, nop, queue.WithCapacity(10), queue.WithRateLimit(50, 10, 5),
-			queue.WithRateLimitRetryAfter(30*time.Second))
+			queue.WithRateLimitRefusal(30*time.Second, "tracker busy"))
 		fill(t, q, 5)
 		assert.Equal(t, 5, admitN(q, 100), "burst 5")
 		advance(100 * time.Millisecond)
@@ -81,6 +81,37 @@ func TestAdmitTokensRefill(t *testing.T) {
 		require.ErrorAs(t, q.Admit(), &rl)
 		assert.Equal(t, "tracker busy, retry in 30 seconds", rl.Message())
 	})
+}
+
+// The refusal's wording is the host's: WithRateLimitRefusal sets the
+// reason before the retry hint, "" keeps the neutral default, and the
+// last option given wins.
+func TestAdmitRefusalReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []queue.Option
+		want string
+	}{
+		{"default", nil, "busy, retry in 10 seconds"},
+		{"host's wording", []queue.Option{queue.WithRateLimitRefusal(3*time.Second, "tracker busy")}, "tracker busy, retry in 3 seconds"},
+		{"empty keeps the default", []queue.Option{queue.WithRateLimitRefusal(2500*time.Millisecond, "")}, "busy, retry in 3 seconds"},
+		{"last wins", []queue.Option{queue.WithRateLimitRefusal(time.Second, "a"), queue.WithRateLimitRefusal(time.Minute, "server busy")}, "server busy, retry in 60 seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := append([]queue.Option{queue.WithCapacity(10), queue.WithRateLimit(50, 1, 1)}, tc.opts...)
+				q := newQueue(t, nop, opts...)
+				fill(t, q, 5)
+				require.NoError(t, q.Admit(), "the burst")
+				err := q.Admit()
+				var rl *queue.RateLimitError
+				require.ErrorAs(t, err, &rl)
+				assert.ErrorIs(t, err, queue.ErrRateLimited)
+				assert.Equal(t, tc.want, rl.Message())
+				assert.Equal(t, tc.want, err.Error())
+			})
+		})
+	}
 }
 
 func TestAdmitFollowsFill(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// StatsHandler returns an http.Handler serving the queue's Stats (the
-// seed's /stats): human-readable text by default; JSON, which decodes into
+// StatsHandler returns an http.Handler serving the queue's Stats, to
+// mount at e.g. /stats: human-readable text by default; JSON, which decodes into
 // Stats, with ?format=json or an Accept header naming application/json
 // (?format=text forces text). Times are shown in UTC. Payloads are never
 // shown; keys, targets and error texts are. Methods other than GET and

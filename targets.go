@@ -124,8 +124,9 @@ func WithTargetConcurrency(k int) Option {
 }
 
 // WithShouldSuspend replaces the overload test ClassifyHTTP uses through
-// Queue.Classify (default: status 429). It is the seed's
-// shouldSuspendForwarder: other overload signals are added here.
+// Queue.Classify (default: status 429, Too Many Requests). Add other
+// overload signals here, such as a 503 with Retry-After or an
+// application's own "slow down" error.
 func WithShouldSuspend(fn func(status int, err error) bool) Option {
 	return func(c *config) error {
 		if fn == nil {

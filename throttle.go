@@ -7,20 +7,22 @@ import (
 	"time"
 )
 
-// Fan-out throttling (seeds 000 and 001): a request that would go to many
+// Fan-out throttling: a request that would go to many
 // targets goes to the eligible ones only — not disabled, not suspended,
 // due for this key — in random order so load spreads, capped at
 // WithFanoutMax, and at the throttle's top-N while the queue is filling.
 
-// Fan-out defaults (seed 001).
+// Fan-out defaults: at most 100 targets per request, cut to the first 20
+// while the ready queue is at least 60 % full.
 const (
 	DefaultFanoutMax    = 100
 	DefaultThrottlePct  = 60
 	DefaultThrottleTopN = 20
 )
 
-// WithFanoutMax caps the targets Fanout returns (default 100: the seed's
-// max_forwarders_per_announce).
+// WithFanoutMax caps the targets Fanout returns (default 100), so that one
+// request never becomes more jobs than that, however many targets it
+// names.
 func WithFanoutMax(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -130,14 +132,13 @@ func (q *Queue[T]) Fanout(key string, candidates []string) []string {
 }
 
 // Due reports whether target should get a request for key now: it has
-// never been given one, or the next-due time set by SetNextDue has come
-// (the seed's ShouldAnnounceNow).
+// never been given one, or the next-due time set by SetNextDue has come.
 func (q *Queue[T]) Due(target, key string) bool {
 	return q.targets.due.due(target, key, q.targets.now())
 }
 
-// SetNextDue records when target is next due for key (the seed's
-// MarkAnnounced, with the interval the target asked for). A zero time
+// SetNextDue records when target is next due for key, typically now plus
+// the interval the target asked for in its last reply. A zero time
 // makes it due at once. Entries are dropped once they are past due, so the
 // table holds only pairs that are waiting. at is compared as time.Time's
 // After compares: a time taken from the clock (time.Now().Add(interval))

@@ -76,7 +76,7 @@ func procCPU(pid string) time.Duration {
 
 // BenchmarkEnqueueOneProducer compares, on one Redis (QUEUE_REDIS_ADDR,
 // default 127.0.0.1:6379), one producer's sequential enqueues of a ready
-// no-op job by asynq and by redisstore (issue #7), with the floor under
+// no-op job by asynq and by redisstore, with the floor under
 // both: a bare EVALSHA of a trivial script and a PING. Each has a
 // sub-benchmark of its own; "interleaved" runs one op of each in turn and
 // times each, so that all four see the same machine (on a small VM the

@@ -31,7 +31,7 @@ func benchEnv(name string, def int) int {
 
 func benchStore(b *testing.B, e *env, opts ...pgstore.Option) *pgstore.Store[int] {
 	s := newStore[int](b, e, opts...)
-	if err := s.Init(queue.StoreConfig{Name: "bench", Priorities: queue.DefaultPriorities, DefaultPriority: "normal",
+	if err := s.Init(queue.StoreConfig{Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: queue.SystemClock{},
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		b.Fatal(err)

@@ -198,7 +198,7 @@ func createTables(t *testing.T, e *env) {
 func producer(t *testing.T, e *env) *pgstore.Store[int] {
 	t.Helper()
 	s := newStore[int](t, e, pgstore.WithWorkerID("producer"))
-	if err := s.Init(queue.StoreConfig{Name: "proc", Priorities: queue.DefaultPriorities, DefaultPriority: "normal",
+	if err := s.Init(queue.StoreConfig{Name: "proc", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: queue.SystemClock{},
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		t.Fatal(err)

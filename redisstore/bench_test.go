@@ -69,7 +69,7 @@ func BenchmarkEnqueue(b *testing.B) {
 
 func benchConfig() queue.StoreConfig {
 	return queue.StoreConfig{
-		Name: "bench", Priorities: queue.DefaultPriorities, DefaultPriority: "normal",
+		Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: 10 * time.Second, Coalesce: true, MaxAttempts: 3,
 		Clock: queue.SystemClock{}, Logger: quietLogger(), Report: func(queue.Event) {},
 	}

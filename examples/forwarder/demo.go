@@ -29,8 +29,8 @@ import (
 
 // demoQueueConfig is the demo's preset; flags given on the command line
 // override it.
-func demoQueueConfig() queue.Config {
-	c := queue.DefaultConfig()
+func demoQueueConfig() QueueConfig {
+	c := DefaultQueueConfig()
 	c.QueueSize = 2000
 	c.Workers = 4
 	c.MaxWorkers = 32
@@ -63,7 +63,7 @@ func demoLoad(elapsed, total time.Duration) int {
 	}
 }
 
-func runDemo(ctx context.Context, qc queue.Config, s settings, out io.Writer) error {
+func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, s.demo)
 	defer cancel()
 	fmt.Fprintf(out, "demo: %d simulated upstreams and a load generator on 127.0.0.1 for %s\n", len(demoUpstreams), s.demo)
@@ -112,8 +112,12 @@ func runDemo(ctx context.Context, qc queue.Config, s settings, out io.Writer) er
 	if s.verbose {
 		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	qopts, err := qc.Options()
+	if err != nil {
+		return err
+	}
 	f, err := NewForwarder(Options{Upstreams: ups, Interval: 30 * time.Second, Logger: logger},
-		append(qc.Options(), queue.WithJobTimeout(2*time.Second))...)
+		append(qopts, queue.WithJobTimeout(2*time.Second))...)
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,12 @@ type Forwarder struct {
 	cOK, cBad, cLimited, cStopped prometheus.Counter
 }
 
+// refusalReason is what a client refused by the queue's admission limiter
+// reads before the retry hint, in the words trackers use.
+const refusalReason = "tracker busy"
+
 // NewForwarder builds a forwarder and its queue; qopts are passed to
-// queue.New (typically a queue.Config's Options). Nothing runs until
+// queue.New (typically a QueueConfig's Options). Nothing runs until
 // Start.
 func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if len(o.Upstreams) == 0 {
@@ -115,6 +119,9 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
 		queue.WithMetrics(f.reg),
+		// A refused client reads "tracker busy, retry in 10 seconds";
+		// qopts may change the hint (and the wording).
+		queue.WithRateLimitRefusal(10*time.Second, refusalReason),
 	}, qopts...)
 	q, err := queue.New(f.runJob, opts...)
 	if err != nil {

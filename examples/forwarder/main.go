@@ -5,7 +5,7 @@
 //	go run ./examples/forwarder -demo 20s
 //	go run ./examples/forwarder -listen :6969 -upstream http://tracker.example/announce -upstream udp://other.example:6969
 //
-// Every queue setting is a flag and an environment variable (queue.Config);
+// Every queue setting is a flag and an environment variable (QueueConfig);
 // -h lists them with their defaults.
 package main
 
@@ -28,7 +28,7 @@ import (
 	"github.com/queuekit/queue/examples/internal/storeflag"
 )
 
-// settings are the command's own flags, beyond queue.Config.
+// settings are the command's own flags, beyond QueueConfig.
 type settings struct {
 	listen    string
 	upstreams []string
@@ -67,8 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // parseArgs reads the environment, then the flags (which win).
-func parseArgs(args []string, stderr io.Writer) (queue.Config, settings, error) {
-	qc := queue.DefaultConfig()
+func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
+	qc := DefaultQueueConfig()
 	s := settings{listen: "127.0.0.1:6969", interval: 30 * time.Minute, timeout: 10 * time.Second}
 	if err := qc.FromEnv(""); err != nil {
 		return qc, s, err
@@ -166,7 +166,7 @@ func (s *settings) fromEnv() error {
 // one is dropped with the in-memory store, or kept in PostgreSQL or Redis
 // (-store) for the next start, and every client announces again within
 // its interval anyway.
-func serve(ctx context.Context, qc queue.Config, s settings, stderr io.Writer) error {
+func serve(ctx context.Context, qc QueueConfig, s settings, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	client := newHTTPClient(s.timeout)
 	var ups []*Upstream
@@ -177,7 +177,11 @@ func serve(ctx context.Context, qc queue.Config, s settings, stderr io.Writer) e
 		}
 		ups = append(ups, up)
 	}
-	opts := append(qc.Options(), queue.WithJobTimeout(s.timeout))
+	opts, err := qc.Options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, queue.WithJobTimeout(s.timeout))
 	store, closeStore, err := storeflag.Open[fwdJob](ctx, s.store)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package queue_test
+package main
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// A host gets seed 001's configuration surface — flags and environment
-// variables — in one call each, and turns it into options.
-func ExampleConfig() {
+// The forwarder's queue settings come from flags and environment
+// variables in one call each, and turn into queue options.
+func ExampleQueueConfig() {
 	os.Setenv("FORWARDER_QUEUE_SIZE", "5000") // as a deployment would
 	defer os.Unsetenv("FORWARDER_QUEUE_SIZE")
 
-	cfg := queue.DefaultConfig()
+	cfg := DefaultQueueConfig()
 	if err := cfg.FromEnv(""); err != nil {
 		fmt.Println(err)
 		return
@@ -27,7 +27,12 @@ func ExampleConfig() {
 		return
 	}
 
-	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error { return nil }, cfg.Options()...)
+	opts, err := cfg.Options()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error { return nil }, opts...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,5 +50,5 @@ func ExampleConfig() {
 	// capacity: 5000
 	// workers: 4 to 8
 	// throttle top: 8 suspend: 120 s
-	// queue: environment variable QUEUE_THROTTLE_TOP="twenty": not an integer
+	// forwarder: environment variable QUEUE_THROTTLE_TOP="twenty": not an integer
 }
