@@ -162,7 +162,16 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 	defer scancel()
 	srv.Shutdown(sctx)
 	atEnd := f.q.Stats()
-	f.Shutdown(sctx)
+	// The queue's shutdown gets its own time: the HTTP server's may have
+	// used up sctx on a busy machine, and a Shutdown cut short leaves
+	// handlers running, so the summary could not account for their jobs.
+	// The handlers' contexts are cancelled at once; 10 s only bounds a
+	// handler that ignores its context.
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	if err := f.Shutdown(dctx); err != nil {
+		fmt.Fprintf(out, "shutdown: %v\n", err)
+	}
 	printSummary(out, f, atEnd, f.q.Stats(), gen.counts(), seen)
 	return nil
 }
