@@ -1,15 +1,10 @@
 package queue
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"net"
-	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -28,9 +23,6 @@ import (
 //     process for their outcome (TargetStatus.Parked).
 //   - concurrency (WithTargetConcurrency): at most K jobs of one target run
 //     at once; the rest wait their turn in the queue.
-
-// maxReasonLen bounds the stored disable reason.
-const maxReasonLen = 256
 
 type targetConfig struct {
 	suspend       time.Duration
@@ -137,19 +129,6 @@ func WithShouldSuspend(fn func(status int, err error) bool) Option {
 	}
 }
 
-type breakerState uint8
-
-const (
-	breakerClosed breakerState = iota
-	breakerOpen
-	breakerHalfOpen
-)
-
-var breakerNames = [...]string{"closed", "open", "half-open"}
-
-// String returns "closed", "open" or "half-open".
-func (b breakerState) String() string { return breakerNames[b] }
-
 type target struct {
 	mu        sync.Mutex
 	name      string
@@ -211,79 +190,10 @@ type targets struct {
 	_      [56]byte
 }
 
-// blockSet is an immutable snapshot of the blocked targets.
-type blockSet struct {
-	until map[string]int64 // target -> may be picked again at (an instant)
-	last  int64            // the latest instant in until
-}
-
-// eligible reports whether fan-out may pick target name at instant now:
-// it is not disabled, suspended or open.
-func (b *blockSet) eligible(name string, now int64) bool {
-	if now >= b.last {
-		return true // nothing is blocked any more: no lookup
-	}
-	until, ok := b.until[name]
-	return !ok || until <= now
-}
-
 func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
 	ts := &targets{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
 	ts.blocked.Store(&blockSet{})
 	return ts
-}
-
-// blockedUntil returns the instant fan-out may pick t again (math.MinInt64:
-// now); t.mu is held.
-func (ts *targets) blockedUntil(t *target) int64 {
-	if t.disabled {
-		return math.MaxInt64
-	}
-	until := int64(math.MinInt64)
-	if !t.suspended.IsZero() {
-		until = ts.instant(t.suspended)
-	}
-	if t.brk == breakerOpen {
-		until = max(until, ts.instant(t.brkUntil))
-	}
-	return until
-}
-
-// instant returns t as nanoseconds since ts.epoch. Instants compare as
-// the times do where admission compares them (time.Time's Before and
-// After): by the monotonic clock when both carry a reading, as every
-// time this package takes from the system clock does, so a step of the
-// wall clock (an NTP correction) neither lengthens nor cuts a
-// suspension, a cool-down or a next-due time; by the wall clock for a
-// time without one (one a caller built or parsed). It saturates (Sub
-// does): a suspension set far enough ahead (a huge WithSuspendDuration)
-// does not wrap into the past.
-func (ts *targets) instant(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
-
-// now returns the current instant.
-func (ts *targets) now() int64 { return ts.instant(ts.clock.Now()) }
-
-// publish records t's state in ts.blocked; t.mu is held, so that two
-// changes of one target are published in order.
-func (ts *targets) publish(t *target) {
-	until := ts.blockedUntil(t)
-	now := ts.now()
-	ts.blockMu.Lock()
-	defer ts.blockMu.Unlock()
-	old := ts.blocked.Load().until
-	if cur, ok := old[t.name]; (!ok && until <= now) || (ok && cur == until) {
-		return // nothing changes
-	}
-	b := &blockSet{until: make(map[string]int64, len(old)+1)}
-	for name, u := range old {
-		if u > now && name != t.name { // drop what has expired
-			b.until[name], b.last = u, max(b.last, u)
-		}
-	}
-	if until > now {
-		b.until[t.name], b.last = until, max(b.last, until)
-	}
-	ts.blocked.Store(b)
 }
 
 func (ts *targets) get(name string) *target {
@@ -300,57 +210,6 @@ func (ts *targets) lookup(name string) (*target, bool) {
 		return nil, false
 	}
 	return t.(*target), true
-}
-
-// jobDecision says what to do with a claimed job of a target.
-type jobDecision uint8
-
-const (
-	runJob jobDecision = iota
-	waitJob
-	cancelJob
-)
-
-// admitJob decides whether job, of target, may run now. waitJob comes
-// with the time to try again, or the zero time when job was parked to wait
-// for a concurrency slot or for a half-open breaker's probes to end
-// (release hands it out). job is nil only when neither can happen: no
-// breaker and no concurrency limit. probe says a job that may run runs as
-// a half-open breaker's probe; its release must say so.
-func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision, at time.Time, probe bool) {
-	t := ts.get(name)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch {
-	case t.disabled:
-		return cancelJob, time.Time{}, false
-	case now.Before(t.suspended):
-		return waitJob, t.suspended, false
-	}
-	if t.brk == breakerOpen {
-		if now.Before(t.brkUntil) {
-			return waitJob, t.brkUntil, false
-		}
-		t.brk, t.probes = breakerHalfOpen, 0
-	}
-	if t.brk == breakerHalfOpen {
-		if t.probes >= ts.cfg.brkProbes {
-			// Parked until a probe ends (release): it runs as soon as
-			// a probe closes the breaker, not a cool-down later.
-			ts.park(t, job)
-			return waitJob, time.Time{}, false
-		}
-		probe = true
-	}
-	if ts.cfg.concurrency > 0 && t.running >= ts.cfg.concurrency {
-		ts.park(t, job)
-		return waitJob, time.Time{}, false
-	}
-	if probe {
-		t.probes++
-	}
-	t.running++
-	return runJob, time.Time{}, probe
 }
 
 // park appends job to t's waiting list; t.mu is held.
@@ -410,184 +269,6 @@ func (ts *targets) eachWaiting(fn func(job any)) {
 		t.mu.Unlock()
 		return true
 	})
-}
-
-// handoff is what release decides for a freed slot of a target.
-type handoff struct {
-	next  any  // a parked job (Job[T]) that takes the slot, to run at once
-	ok    bool // next is set
-	probe bool // next runs as a half-open breaker's probe
-	flush []any
-	d     jobDecision // for flush: cancel them, or wait until at
-	at    time.Time
-}
-
-// release frees a running slot of target; probe says the job that held it
-// ran as a half-open breaker's probe (admitJob said so, or release did
-// when it handed the job out). If a job is parked waiting for a slot and
-// the target may still run jobs, the slot passes straight to it: release
-// returns it in next, to be run by the caller; parked jobs for which the
-// target has further free slots (all of them, without a concurrency limit)
-// come back in flush, to wait until now, that is to be claimed again. If
-// the target has meanwhile been disabled, suspended or opened, the parked
-// jobs do not run: release returns them all in flush, with what to do with
-// them (cancel, or wait until at). While the breaker is half-open, the
-// slot goes to the next parked job as a probe.
-func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
-	t := ts.get(name)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	// Only a probe's end frees a probe: a job that started before the
-	// breaker opened does not, or more probes than configured would run.
-	if probe && t.brk == breakerHalfOpen && t.probes > 0 {
-		t.probes--
-	}
-	if len(t.waiting) == 0 {
-		t.running--
-		return handoff{}
-	}
-	switch {
-	case t.disabled:
-		h.d = cancelJob
-	case now.Before(t.suspended):
-		h.d, h.at = waitJob, t.suspended
-	case t.brk == breakerOpen && now.Before(t.brkUntil):
-		h.d, h.at = waitJob, t.brkUntil
-	case t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes:
-		// Probes are still out: the slot is not needed for one.
-		t.running--
-		return handoff{}
-	}
-	if h.d != runJob {
-		h.flush = ts.unpark(t, len(t.waiting))
-		t.running--
-		return h
-	}
-	if t.brk == breakerOpen {
-		t.brk, t.probes = breakerHalfOpen, 0 // the cool-down has passed, as in admitJob
-	}
-	h.next, h.ok = ts.unpark(t, 1)[0], true
-	if t.brk == breakerHalfOpen {
-		t.probes++ // next is a probe; the rest wait for its outcome
-		h.probe = true
-		return h
-	}
-	// Closed: next takes the slot, and every parked job the target has
-	// room for goes back to be claimed again.
-	n := len(t.waiting)
-	if ts.cfg.concurrency > 0 {
-		n = min(n, max(ts.cfg.concurrency-t.running, 0))
-	}
-	if n > 0 {
-		h.flush = ts.unpark(t, n)
-	}
-	h.d, h.at = waitJob, now // the slot stays taken, by next
-	return h
-}
-
-func (ts *targets) success(name string) {
-	if name == "" {
-		return
-	}
-	t := ts.get(name)
-	t.mu.Lock()
-	t.fails = 0
-	if t.brk != breakerClosed {
-		t.brk = breakerClosed
-		ts.publish(t)
-	}
-	t.mu.Unlock()
-}
-
-// failure records a failed run; it reports whether the target is now
-// disabled.
-func (ts *targets) failure(name string, err error) bool {
-	if name == "" {
-		return false
-	}
-	if isNonRetryable(err) {
-		ts.disable(name, err)
-		return true
-	}
-	now := ts.clock.Now()
-	t := ts.get(name)
-	t.mu.Lock()
-	t.fails++
-	t.total++
-	opened := false
-	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || t.fails >= ts.cfg.brkFailures) && t.brk != breakerOpen {
-		t.brk, t.brkUntil, opened = breakerOpen, now.Add(ts.cfg.brkCooldown), true
-		ts.publish(t)
-	}
-	disable := ts.cfg.disableAfter > 0 && t.fails >= ts.cfg.disableAfter
-	fails := t.fails
-	t.mu.Unlock()
-	if opened {
-		ts.event(EventSuspended, name, fmt.Errorf("circuit breaker open after %d failures: %w", fails, err), ts.cfg.brkCooldown)
-	}
-	if disable {
-		ts.disable(name, fmt.Errorf("%d consecutive failures, last: %w", fails, err))
-		return true
-	}
-	return false
-}
-
-// suspend suspends target for d (the configured duration when d is 0)
-// from now and returns the end of the suspension.
-func (ts *targets) suspend(name string, now time.Time, d time.Duration) time.Time {
-	if d <= 0 {
-		d = ts.cfg.suspend
-	}
-	until := now.Add(d)
-	if name == "" {
-		return until
-	}
-	t := ts.get(name)
-	t.mu.Lock()
-	if until.After(t.suspended) {
-		t.suspended = until
-		ts.publish(t)
-	}
-	until = t.suspended
-	t.mu.Unlock()
-	ts.event(EventSuspended, name, nil, d)
-	return until
-}
-
-func (ts *targets) disable(name string, reason error) {
-	if name == "" {
-		return
-	}
-	msg := "disabled"
-	if reason != nil {
-		msg = reason.Error()
-	}
-	if len(msg) > maxReasonLen {
-		msg = msg[:maxReasonLen-3] + "..."
-	}
-	t := ts.get(name)
-	t.mu.Lock()
-	was := t.disabled
-	t.disabled, t.reason, t.disableAt = true, msg, ts.clock.Now()
-	ts.publish(t)
-	t.mu.Unlock()
-	if !was {
-		ts.event(EventDisabled, name, reason, 0)
-	}
-}
-
-func (ts *targets) resume(name string) bool {
-	t, ok := ts.lookup(name)
-	if !ok {
-		return false
-	}
-	t.mu.Lock()
-	t.suspended, t.disabled, t.reason, t.disableAt = time.Time{}, false, "", time.Time{}
-	t.fails, t.brk, t.probes = 0, breakerClosed, 0
-	ts.publish(t)
-	t.mu.Unlock()
-	ts.event(EventResumed, name, nil, 0)
-	return true
 }
 
 // statuses lists targets with something to report, sorted by name.
@@ -685,98 +366,4 @@ func (q *Queue[T]) targetEvent(kind EventKind, name string, err error, d time.Du
 	if q.obs != nil && q.obs.active {
 		q.obs.send(Event{Kind: kind, Time: q.clock.Now(), Target: name, Err: err, Delay: d})
 	}
-}
-
-// ClassifyHTTP maps the result of an HTTP call to a handler outcome:
-//
-//	2xx                      → nil (done)
-//	429                      → Overloaded (suspend the target)
-//	400, 403, 404            → Disable (the target rejects us)
-//	other 4xx but 408        → Permanent
-//	5xx, 408, timeouts,
-//	other err                → the error itself (retried with backoff)
-//	DNS "no such host", connection refused, no route to host,
-//	network unreachable      → Disable (non-retryable)
-//
-// err, if non-nil, is the transport error and status is ignored.
-func ClassifyHTTP(status int, err error) error {
-	if err != nil {
-		if isNonRetryable(err) {
-			return Disable(err)
-		}
-		return err
-	}
-	switch {
-	case status >= 200 && status < 300:
-		return nil
-	case status == http.StatusTooManyRequests:
-		return errOverloaded429
-	case status == http.StatusBadRequest:
-		return errDisable400
-	case status == http.StatusForbidden:
-		return errDisable403
-	case status == http.StatusNotFound:
-		return errDisable404
-	case status == http.StatusRequestTimeout:
-		return &HTTPError{Status: status} // a timeout: retried
-	case status >= 400 && status < 500:
-		return Permanent(&HTTPError{Status: status})
-	default:
-		return &HTTPError{Status: status}
-	}
-}
-
-// The outcomes of the statuses that decide a target's health, built once:
-// ClassifyHTTP returns them without allocating. They are shared; do not
-// modify them.
-var (
-	errOverloaded429 = Overloaded(&HTTPError{Status: http.StatusTooManyRequests})
-	errDisable400    = Disable(&HTTPError{Status: http.StatusBadRequest})
-	errDisable403    = Disable(&HTTPError{Status: http.StatusForbidden})
-	errDisable404    = Disable(&HTTPError{Status: http.StatusNotFound})
-)
-
-// Classify is ClassifyHTTP with the queue's WithShouldSuspend test.
-func (q *Queue[T]) Classify(status int, err error) error {
-	if fn := q.cfg.targets.shouldSuspend; fn != nil && fn(status, err) {
-		if err == nil {
-			err = &HTTPError{Status: status}
-		}
-		return Overloaded(err)
-	}
-	return ClassifyHTTP(status, err)
-}
-
-// HTTPError is an HTTP status treated as a failure by ClassifyHTTP.
-type HTTPError struct {
-	Status int // the HTTP status code, e.g. 503
-}
-
-// Error returns the status code and its text, e.g. "HTTP 503 Service
-// Unavailable".
-func (e *HTTPError) Error() string {
-	return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
-}
-
-// isNonRetryable reports DNS failures and refused or unreachable
-// connections: errors that retrying soon will not fix.
-func isNonRetryable(err error) bool {
-	switch e := err.(type) { // unwrapped: no errors.As, no allocation
-	case nil:
-		return false
-	case *disableError:
-		return true
-	case *net.DNSError:
-		return e.IsNotFound || (!e.IsTimeout && !e.IsTemporary)
-	}
-	var dis *disableError
-	if errors.As(err, &dis) {
-		return true
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return dns.IsNotFound || (!dns.IsTimeout && !dns.IsTemporary)
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
-		errors.Is(err, syscall.ENETUNREACH)
 }

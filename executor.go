@@ -1,0 +1,311 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+)
+
+// run runs one claimed job and records its outcome. When the job's target
+// has a job waiting for a concurrency slot, run stores that job in *job
+// and reports true, to be run next by the same worker; held says *job
+// already owns its slot.
+func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
+	ctx := q.runCtx
+	if ctx.Err() != nil {
+		// Shutdown: back to the store, with any job parked behind it.
+		q.deferJob(w, job, q.clock.Now())
+		for held {
+			h := q.targets.release(job.Target, q.clock.Now(), w.probe)
+			q.flushParked(w, h.flush, waitJob, q.clock.Now())
+			if held = h.ok; held {
+				*job, w.probe = h.next.(Job[T]), h.probe
+				q.deferJob(w, job, q.clock.Now())
+			}
+		}
+		return false
+	}
+	if job.Target != "" && !held {
+		var park any // boxed only when it may be parked
+		if q.cfg.targets.concurrency > 0 || q.cfg.targets.brkFailures > 0 {
+			park = *job
+		}
+		d, at, probe := q.targets.admitJob(job.Target, q.clock.Now(), park)
+		w.probe = probe
+		switch d {
+		case cancelJob:
+			q.cancelJob(w, job)
+			return false
+		case waitJob:
+			if !at.IsZero() {
+				q.deferJob(w, job, at)
+			}
+			return false // zero time: parked until a slot frees
+		}
+	}
+	if target := job.Target; target != "" {
+		defer func() {
+			h := q.targets.release(target, q.clock.Now(), w.probe)
+			q.flushParked(w, h.flush, h.d, h.at)
+			if h.ok {
+				*job, handed, w.probe = h.next.(Job[T]), true, h.probe
+			}
+		}()
+	}
+	var cancel context.CancelFunc
+	if q.cfg.jobTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, q.cfg.jobTimeout)
+	} else if q.leaser != nil {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	if cancel != nil {
+		if q.leaser != nil {
+			c := cancel // only this copy escapes, and only with a leaser
+			w.lost.Store(&c)
+		}
+		defer cancel()
+	}
+	w.cur.Store(job.ID)
+	start, timed := q.startRun(job)
+	err := q.call(ctx, job)
+	w.cur.Store(0)
+	if q.leaser != nil {
+		w.lost.Store(nil)
+	}
+	var took time.Duration
+	if timed {
+		took = max(q.clock.Now().Sub(start), 1)
+	}
+	q.finishRun(w, job, err, took)
+	return false
+}
+
+// flushParked ends or puts back jobs that were parked for a concurrency
+// slot of a target that has since been disabled (d == cancelJob) or
+// suspended or opened (wait until at).
+func (q *Queue[T]) flushParked(w *worker[T], parked []any, d jobDecision, at time.Time) {
+	for _, v := range parked {
+		j := v.(Job[T])
+		if d == cancelJob {
+			q.cancelJob(w, &j)
+		} else {
+			q.deferJob(w, &j, at)
+		}
+	}
+}
+
+// cancelJob ends a claimed job of a disabled target as cancelled.
+func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
+	if !q.endClaimed(job, errTargetDisabled) {
+		return
+	}
+	w.ctr.cancelled.Add(1)
+	q.emit(EventCancelled, job, errTargetDisabled, 0)
+}
+
+// endClaimed tells the store that a claimed job that will not run is
+// cancelled; the caller counts it, unless endClaimed returns false: the
+// claim was lost to a rescue, which ends the job.
+func (q *Queue[T]) endClaimed(job *Job[T], cause error) bool {
+	var err error
+	if c, ok := q.store.(ClaimCanceller[T]); ok {
+		err = c.CancelClaimed(q.bgCtx, *job, cause)
+	} else {
+		err = q.store.Complete(q.bgCtx, *job)
+	}
+	if err != nil {
+		if q.leaseLost(job, "cancel", err) {
+			return false
+		}
+		q.log.Error("store: cancel failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	return true
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (q *Queue[T]) call(ctx context.Context, job *Job[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return q.handler(ctx, *job)
+}
+
+// finish records the outcome of one run.
+func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Duration) {
+	bg := q.bgCtx
+	if err == nil {
+		q.targets.success(job.Target)
+		q.complete(w, bg, job, took)
+		return
+	}
+	w.ctr.failed.Add(1)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		w.ctr.panics.Add(1)
+		q.log.Error("handler panicked", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "panic", pe.Value)
+	}
+	q.obs.recordError(job.ID, job.Key, job.Target, job.Attempt, err, q.clock.Now())
+	if q.runCtx.Err() != nil {
+		// Shutdown interrupted it: put it back as it was.
+		q.deferJob(w, job, q.clock.Now())
+		return
+	}
+	now := q.clock.Now()
+	var (
+		ra  *retryAfterError
+		pm  *permanentError
+		ov  *overloadError
+		dis *disableError
+	)
+	switch {
+	case errors.As(err, &dis):
+		q.targets.disable(job.Target, err)
+		q.kill(w, bg, job, err, took)
+	case errors.As(err, &pm):
+		q.targets.failure(job.Target, err)
+		q.kill(w, bg, job, err, took)
+	case errors.As(err, &ov):
+		until := q.targets.suspend(job.Target, now, 0)
+		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+			// A target that stays overloaded does not hold a job forever.
+			q.kill(w, bg, job, err, took)
+			return
+		}
+		q.retry(w, bg, job, until, err, false)
+	case errors.As(err, &ra):
+		if ra.delay >= q.cfg.retryCeiling {
+			q.complete(w, bg, job, took) // BEP 31: too far out, treat as done
+			return
+		}
+		// The downstream asked us to come back later: not a failure of
+		// the job's, so the rerun does not use up an attempt. Never
+		// sooner than the floor: a handler that keeps answering
+		// RetryAfter(0) must not turn a worker into a busy loop.
+		q.retry(w, bg, job, now.Add(max(ra.delay, q.cfg.retryFloor)), err, true)
+	default:
+		if q.targets.failure(job.Target, err) {
+			q.kill(w, bg, job, err, took) // the target was disabled by this failure
+			return
+		}
+		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+			q.kill(w, bg, job, err, took)
+			return
+		}
+		q.retry(w, bg, job, now.Add(q.backoff(job.Attempt)), err, false)
+	}
+}
+
+func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
+	if q.mem != nil {
+		var ent *keyEntry
+		if w.mc.id == job.ID {
+			ent = w.mc.ent
+		}
+		q.mem.finish(job, w.mc.stripe, ent)
+	} else if err := q.store.Complete(ctx, *job); err != nil {
+		if q.leaseLost(job, "complete", err) {
+			return
+		}
+		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	w.ctr.done.Add(1)
+	q.emit(EventDone, job, nil, took)
+}
+
+// callOnDead runs the OnDead hook, recovering a panic, which is logged:
+// host code on a worker must not crash the host.
+func (q *Queue[T]) callOnDead(ctx context.Context, job *Job[T], cause error) {
+	defer func() {
+		if v := recover(); v != nil {
+			q.log.Error("OnDead hook panicked", "job", job.ID, "key", job.Key, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	q.onDead(ctx, *job, cause)
+}
+
+// leaseLost reports whether err says the store no longer holds this run's
+// claim (ErrLeaseLost), and logs it: the outcome (named by op) was not
+// recorded, and the job's rescue will end it, so the caller counts
+// nothing.
+func (q *Queue[T]) leaseLost(job *Job[T], op string, err error) bool {
+	if !errors.Is(err, ErrLeaseLost) {
+		return false
+	}
+	q.log.Warn("lease lost before the outcome was recorded; the job was rescued and ends there",
+		"op", op, "job", job.ID, "key", job.Key, "attempt", job.Attempt, "err", err)
+	return true
+}
+
+// retry schedules job to run again at at; free says the run just ended
+// does not count against the job's attempts.
+func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job *Job[T], at time.Time, cause error, free bool) {
+	var err error
+	if free {
+		err = q.store.Defer(ctx, *job, at, cause)
+	} else {
+		err = q.store.Retry(ctx, *job, at, cause)
+	}
+	switch {
+	case err == nil:
+		w.ctr.retried.Add(1)
+		q.emit(EventRetried, job, cause, at.Sub(q.clock.Now()))
+	case errors.Is(err, ErrSuperseded):
+		w.ctr.cancelled.Add(1)
+		q.emit(EventCancelled, job, err, 0)
+	case q.leaseLost(job, "retry", err):
+	default:
+		q.log.Error("store: retry failed", "job", job.ID, "key", job.Key, "err", err)
+		w.ctr.retried.Add(1)
+	}
+}
+
+func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause error, took time.Duration) {
+	if err := q.store.Dead(ctx, *job, cause); err != nil {
+		if q.leaseLost(job, "dead-letter", err) {
+			return
+		}
+		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+	w.ctr.dead.Add(1)
+	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
+	q.emit(EventDead, job, cause, took)
+	if q.onDead != nil {
+		q.callOnDead(ctx, job, cause)
+	}
+}
+
+// deferJob puts a claimed job back to run at at without using an attempt.
+func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
+	bg := q.bgCtx
+	err := q.store.Defer(bg, *job, at, nil)
+	switch {
+	case err == nil:
+		w.ctr.deferred.Add(1)
+		q.emit(EventDeferred, job, nil, at.Sub(q.clock.Now()))
+	case errors.Is(err, ErrSuperseded):
+		w.ctr.cancelled.Add(1)
+		q.emit(EventCancelled, job, err, 0)
+	case q.leaseLost(job, "defer", err):
+	default:
+		q.log.Error("store: defer failed", "job", job.ID, "key", job.Key, "err", err)
+	}
+}
+
+// backoff returns the wait before attempt n+1: a random time in [d/2, d]
+// with d = min(max, base·2^(n-1)).
+func (q *Queue[T]) backoff(n int) time.Duration {
+	d := q.cfg.backoffBase
+	for i := 1; i < n && d < q.cfg.backoffMax; i++ {
+		if d > q.cfg.backoffMax/2 {
+			d = q.cfg.backoffMax // doubling would pass max, or overflow
+			break
+		}
+		d *= 2
+	}
+	d = min(d, q.cfg.backoffMax)
+	return d/2 + rand.N(d/2+1)
+}
