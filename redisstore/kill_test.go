@@ -230,12 +230,16 @@ func TestRedisKilledMidAdds(t *testing.T) {
 // assertEventually polls cond every pollTick until it holds or within
 // passes, and reports whether it held.
 func assertEventually(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollTick)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
-			return false
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
 		}
-		time.Sleep(pollTick)
 	}
 	return true
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/queuekit/queue/queuetest"
 )
 
 // syncBuffer is a log sink safe for the loop's goroutine and the test.
@@ -109,8 +111,7 @@ func TestLeaderRenewsEveryThirdAndRunsJanitor(t *testing.T) {
 		f := newFakeElection(func(time.Duration) (bool, error) { return true, nil })
 		var l Leader
 		stop := runLeader(&l, f.election(3*time.Second, 2*time.Second))
-		time.Sleep(5500 * time.Millisecond)
-		synctest.Wait()
+		queuetest.Advance(5500 * time.Millisecond)
 		if !l.Leading() {
 			t.Error("not leading after winning every election")
 		}
@@ -147,8 +148,7 @@ func TestLeaderStandbyPolls(t *testing.T) {
 				f := newFakeElection(func(time.Duration) (bool, error) { return false, nil })
 				var l Leader
 				stop := runLeader(&l, f.election(tc.ttl, time.Second))
-				time.Sleep(5*tc.every + tc.every/2)
-				synctest.Wait()
+				queuetest.Advance(5*tc.every + tc.every/2)
 				if l.Leading() {
 					t.Error("leading after losing every election")
 				}
@@ -191,16 +191,15 @@ func TestLeaderKeepsTermThroughFailedRenewals(t *testing.T) {
 		var l Leader
 		stop := runLeader(&l, f.election(ttl, 500*time.Millisecond))
 		defer stop()
-		time.Sleep(2900 * time.Millisecond) // the term won at 0 ends at 3 s
+		queuetest.Advance(2900 * time.Millisecond) // the term won at 0 ends at 3 s
 		if !l.Leading() {
 			t.Fatal("lost leadership before its term ended")
 		}
-		time.Sleep(200 * time.Millisecond)
+		queuetest.Advance(200 * time.Millisecond)
 		if l.Leading() {
 			t.Fatal("still leading after the term ended without a renewal")
 		}
-		time.Sleep(2200 * time.Millisecond) // the server answers from 5 s: the retry at 5.2 s wins
-		synctest.Wait()
+		queuetest.Advance(2200 * time.Millisecond) // the server answers from 5 s: the retry at 5.2 s wins
 		if !l.Leading() {
 			t.Fatal("not leading again after a successful election")
 		}
@@ -233,11 +232,11 @@ func TestLeaderLost(t *testing.T) {
 		var l Leader
 		stop := runLeader(&l, f.election(3*time.Second, time.Second))
 		defer stop()
-		time.Sleep(500 * time.Millisecond)
+		queuetest.Advance(500 * time.Millisecond)
 		if !l.Leading() {
 			t.Fatal("not leading after winning")
 		}
-		time.Sleep(600 * time.Millisecond) // the renewal at 1 s loses
+		queuetest.Advance(600 * time.Millisecond) // the renewal at 1 s loses
 		if l.Leading() {
 			t.Fatal("still leading after a renewal found another leader")
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/queuekit/queue/queuetest"
 )
 
 // TestJitter: every wait is in [d/2, d], and the draws cover the range.
@@ -52,7 +54,7 @@ func TestRescueLoop(t *testing.T) {
 			defer close(done)
 			RescueLoop(ctx, interval, rescue, slog.New(slog.NewTextHandler(&log, nil)), "teststore")
 		}()
-		time.Sleep(20 * interval)
+		queuetest.Advance(20 * interval)
 		cancel()
 		<-done
 		mu.Lock()
