@@ -1,4 +1,4 @@
-package queue
+package memstore
 
 import (
 	"context"
@@ -8,16 +8,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/internal/core"
 )
 
-// MemoryStore keeps jobs in process memory. It is the default Store: New
-// creates one unless WithStore is given. Ready jobs wait in one lock-free
+// Store keeps jobs in process memory. It is the queue's default store:
+// queue.New creates one unless WithStore is given. Ready jobs wait in one lock-free
 // ring per priority level (no lock and no allocation for a job without a
 // key), scheduled jobs in a heap, pending keys in a sharded set whose
 // entries a worker claims and releases with one compare-and-swap. Jobs do
 // not survive the process.
-type MemoryStore[T any] struct {
-	cfg    StoreConfig
+type Store[T any] struct {
+	cfg    core.StoreConfig
 	epoch  time.Time
 	rings  []atomic.Pointer[ring[T]] // ready queues by priority index, highest first; made on first use
 	multi  atomic.Bool               // more than one ring exists: capacity is shared
@@ -49,7 +51,7 @@ type MemoryStore[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	batch   []item[T]          // promotion buffer; s.mu
-	events  []Event            // events gathered under s.mu, reported after it
+	events  []core.Event       // events gathered under s.mu, reported after it
 	running [runStripes]stripe // claimed jobs, striped so that workers do not share a counter; only the sum means anything
 }
 
@@ -108,43 +110,63 @@ func (m *jobMore) tgt() string {
 	return m.target
 }
 
-// memClaim is what a queue's worker keeps between claiming a job from the
-// in-memory store and finishing it: the stripe it counts on, and the
-// job's key entry, so that finishing a keyed job needs no map lookup.
-type memClaim struct {
+// WorkerClaim is what a queue's worker keeps between claiming a job from
+// the in-memory store (ClaimJob) and finishing it (FinishJob): the stripe
+// it counts on, and the job's key entry, so that finishing a keyed job
+// needs no map lookup. Make one per worker with NewWorkerClaim.
+type WorkerClaim struct {
 	stripe int
 	id     int64
 	ent    *keyEntry
 }
 
-var _ Store[int] = (*MemoryStore[int])(nil)
+// NewWorkerClaim returns the claim state of the worker numbered n, which
+// counts its running jobs on stripe n modulo the number of stripes.
+func NewWorkerClaim(n int) WorkerClaim { return WorkerClaim{stripe: n % runStripes} }
 
-// MaxMemoryCapacity is the largest WithCapacity the in-memory store
+// FinishJob is Complete for a job the worker holding wc claimed with
+// ClaimJob: it reuses the key entry the claim found.
+func (s *Store[T]) FinishJob(job *core.Job[T], wc *WorkerClaim) {
+	var ent *keyEntry
+	if wc.id == job.ID {
+		ent = wc.ent
+	}
+	s.finish(job, wc.stripe, ent)
+}
+
+// memoryCapacityErr is the in-memory store's refusal of a capacity above
+// MaxCapacity, named for the option that set it.
+func memoryCapacityErr(n int) error {
+	return core.OptErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxCapacity)
+}
+
+// MaxCapacity is the largest WithCapacity the in-memory store
 // accepts: it allocates each priority's ready queue up front, at twice the
 // capacity (about 1 GiB per priority in use at this limit). Durable stores
 // have no such limit.
-const MaxMemoryCapacity = 1 << 23
+const MaxCapacity = 1 << 23
 
-// NewMemoryStore returns an empty in-memory store, to pass to WithStore
-// (New makes one by itself when none is given).
-func NewMemoryStore[T any]() *MemoryStore[T] {
-	return &MemoryStore[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
+// New returns an empty in-memory store. queue.New makes one when no
+// WithStore is given; tests and stores that fall back to memory (and wrap
+// it) call New themselves.
+func New[T any]() *Store[T] {
+	return &Store[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
 		wake: make(chan struct{}, 1)}
 }
 
 // Init implements Store. It refuses a second call, with an *OptionError
 // naming WithStore: a store holds one queue's jobs, so a store value
 // passed to two queues' New is refused by the second.
-func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
+func (s *Store[T]) Init(cfg core.StoreConfig) error {
 	s.mu.Lock() // two queues' New may race for the store
 	defer s.mu.Unlock()
 	if s.rings != nil {
-		return optErr("WithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
+		return core.OptErr("WithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
-		return fmt.Errorf("queue: MemoryStore: need 1..255 priorities, got %d", len(cfg.Priorities))
+		return fmt.Errorf("queue: in-memory store: need 1..255 priorities, got %d", len(cfg.Priorities))
 	}
-	if cfg.Capacity > MaxMemoryCapacity {
+	if cfg.Capacity > MaxCapacity {
 		// Each ready queue is allocated whole, at twice the capacity.
 		return memoryCapacityErr(cfg.Capacity)
 	}
@@ -161,7 +183,7 @@ func (s *MemoryStore[T]) Init(cfg StoreConfig) error {
 // ring returns the ready queue of priority p, making it on first use.
 // Rings are sized for twice the capacity, so that cancelled items waiting
 // to be skipped do not crowd out live ones.
-func (s *MemoryStore[T]) ring(p uint8) *ring[T] {
+func (s *Store[T]) ring(p uint8) *ring[T] {
 	if r := s.rings[p].Load(); r != nil {
 		return r
 	}
@@ -186,11 +208,11 @@ func (s *MemoryStore[T]) ring(p uint8) *ring[T] {
 }
 
 // Start implements Store: it starts the scheduler goroutine.
-func (s *MemoryStore[T]) Start(ctx context.Context) error {
+func (s *Store[T]) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done != nil {
-		return ErrStarted
+		return core.ErrStarted
 	}
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.done = make(chan struct{})
@@ -202,7 +224,7 @@ func (s *MemoryStore[T]) Start(ctx context.Context) error {
 }
 
 // Close implements Store: it stops the scheduler. Jobs stay in the store.
-func (s *MemoryStore[T]) Close(ctx context.Context) error {
+func (s *Store[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
 	s.mu.Unlock()
@@ -218,11 +240,11 @@ func (s *MemoryStore[T]) Close(ctx context.Context) error {
 	}
 }
 
-func (s *MemoryStore[T]) now() int64 { return s.instant(s.cfg.Clock.Now()) }
+func (s *Store[T]) now() int64 { return s.instant(s.cfg.Clock.Now()) }
 
 // instant converts t to the store's time line; the subtraction uses the
 // monotonic readings when both times have one.
-func (s *MemoryStore[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
+func (s *Store[T]) instant(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 
 // after returns the instant d after now, saturating as instant does: a
 // RequeueDelay near math.MaxInt64 must not wrap into the past, where the
@@ -235,22 +257,22 @@ func after(now int64, d time.Duration) int64 {
 }
 
 // Add implements Store.
-func (s *MemoryStore[T]) Add(_ context.Context, job Job[T]) (Added, error) {
-	return s.add(&job, false, 0)
+func (s *Store[T]) Add(_ context.Context, job core.Job[T]) (core.Added, error) {
+	return s.AddJob(&job, false, 0)
 }
 
-// add is Add without copying the job: the queue's hot path calls it
+// AddJob is Add without copying the job: the queue's hot path calls it
 // directly. future says job.RunAt was just computed as now plus a
 // positive delay: the job is scheduled without reading the clock again.
 // parked is how many jobs the queue holds parked for a target's slot,
 // which count against MaxPending.
-func (s *MemoryStore[T]) add(job *Job[T], future bool, parked int) (Added, error) {
+func (s *Store[T]) AddJob(job *core.Job[T], future bool, parked int) (core.Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
-		return Added{}, fmt.Errorf("%w %q", ErrUnknownPriority, job.Priority)
+		return core.Added{}, fmt.Errorf("%w %q", core.ErrUnknownPriority, job.Priority)
 	}
 	if s.atLimit(parked) {
-		return Added{}, ErrPendingLimit
+		return core.Added{}, core.ErrPendingLimit
 	}
 	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
 	scheduled := false
@@ -272,14 +294,14 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool, parked int) (Added, error
 	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
-			return Added{}, e.dupErr() // pending, or a rerun already waits
+			return core.Added{}, e.dupErr() // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.ent = e
 		sh.setRerun(e, &rerun)
 		s.keys.waiting.Add(1)
 		if e.move(id, keyRunning, keyRerun) {
-			return Added{ID: it.id, Coalesced: true}, nil
+			return core.Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free, and its gone
 		// entry is this job's.
@@ -313,7 +335,7 @@ func (s *MemoryStore[T]) add(job *Job[T], future bool, parked int) (Added, error
 // live count and the reruns' count; while those leave room for a full
 // ready queue it does not count the ready jobs at all, so that the ready
 // path pays two loads for the bound.
-func (s *MemoryStore[T]) atLimit(parked int) bool {
+func (s *Store[T]) atLimit(parked int) bool {
 	limit := s.cfg.MaxPending
 	if limit <= 0 {
 		return false
@@ -328,34 +350,34 @@ func (s *MemoryStore[T]) atLimit(parked int) bool {
 // place puts it into the schedule or its ready queue. The key's shard
 // lock, if any, is held by the caller, so a concurrent Cancel cannot slip
 // between the two steps.
-func (s *MemoryStore[T]) place(it *item[T], scheduled bool) (Added, error) {
+func (s *Store[T]) place(it *item[T], scheduled bool) (core.Added, error) {
 	if scheduled {
 		if dup := s.sched.push(*it, true); dup != nil {
-			return Added{}, dup
+			return core.Added{}, dup
 		}
-		return Added{ID: it.id, Scheduled: true}, nil
+		return core.Added{ID: it.id, Scheduled: true}, nil
 	}
 	if res := s.push(it, true); res != pushed {
 		if res == pushClosed {
-			return Added{}, ErrClosed
+			return core.Added{}, core.ErrClosed
 		}
 		if r := s.ring(it.prio); uint64(r.len()) < r.limit || s.Len() >= s.cfg.Capacity {
-			return Added{}, ErrQueueFull
+			return core.Added{}, core.ErrQueueFull
 		}
 		// Below capacity, but the ring's slots are all taken, so by
 		// cancelled items that no worker has skipped yet (every worker is
 		// busy): the job waits in the schedule, due now, for room.
 		it.at = max(it.at, s.now(), 1)
 		s.sched.push(*it, false)
-		return Added{ID: it.id, Scheduled: true}, nil
+		return core.Added{ID: it.id, Scheduled: true}, nil
 	}
-	return Added{ID: it.id}, nil
+	return core.Added{ID: it.id}, nil
 }
 
 // push offers it to its ready queue without blocking, and wakes an idle
 // worker if there is one. fresh says it is a new job, which a drained
 // store refuses.
-func (s *MemoryStore[T]) push(it *item[T], fresh bool) pushResult {
+func (s *Store[T]) push(it *item[T], fresh bool) pushResult {
 	r := s.ring(it.prio)
 	// The capacity counts live items in every ring: this ring may hold
 	// what the others and the cancelled items leave.
@@ -381,7 +403,7 @@ func (s *MemoryStore[T]) push(it *item[T], fresh bool) pushResult {
 // one token waits at a time; a worker that wakes to find more work passes
 // the token on (next), so a burst wakes workers one by one, and parked
 // workers are not woken for nothing.
-func (s *MemoryStore[T]) wakeOne() {
+func (s *Store[T]) wakeOne() {
 	if s.sleepers.Load() > 0 {
 		select {
 		case s.wake <- struct{}{}:
@@ -390,7 +412,7 @@ func (s *MemoryStore[T]) wakeOne() {
 	}
 }
 
-func (s *MemoryStore[T]) tombstones() int {
+func (s *Store[T]) tombstones() int {
 	n := int64(0)
 	for i := range s.tombs {
 		n += s.tombs[i].Load()
@@ -399,7 +421,7 @@ func (s *MemoryStore[T]) tombstones() int {
 }
 
 // Len implements Store: ready jobs, not counting cancelled ones still in line.
-func (s *MemoryStore[T]) Len() int {
+func (s *Store[T]) Len() int {
 	n := 0
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
@@ -412,16 +434,16 @@ func (s *MemoryStore[T]) Len() int {
 }
 
 // Claim implements Store.
-func (s *MemoryStore[T]) Claim(ctx context.Context) (Job[T], error) {
-	var job Job[T]
-	err := s.claim(ctx, &job, &memClaim{}) // any stripe: only the sum counts
+func (s *Store[T]) Claim(ctx context.Context) (core.Job[T], error) {
+	var job core.Job[T]
+	err := s.ClaimJob(ctx, &job, &WorkerClaim{}) // any stripe: only the sum counts
 	return job, err
 }
 
-// claim is Claim writing into *job, counting the claim on mc's stripe and
+// ClaimJob is Claim writing into *job, counting the claim on mc's stripe and
 // keeping the job's key entry in mc: the queue's workers call it
 // directly, with a job they reuse, so that no Job is copied on the way.
-func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim) error {
+func (s *Store[T]) ClaimJob(ctx context.Context, job *core.Job[T], mc *WorkerClaim) error {
 	// The item is filled in place by pop. Returned by value through
 	// poll and next, it was spilled field by field at each return and
 	// read back in 16-byte pieces, which store forwarding cannot serve:
@@ -454,7 +476,7 @@ func (s *MemoryStore[T]) claim(ctx context.Context, job *Job[T], mc *memClaim) e
 
 // next takes the next item in priority order into *it, parking when
 // there is none.
-func (s *MemoryStore[T]) next(ctx context.Context, it *item[T]) error {
+func (s *Store[T]) next(ctx context.Context, it *item[T]) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // retired, though maybe woken by a token
@@ -475,7 +497,7 @@ func (s *MemoryStore[T]) next(ctx context.Context, it *item[T]) error {
 				runtime.Gosched()
 				continue
 			}
-			return ErrDrained
+			return core.ErrDrained
 		}
 		// Announce, then look again: a push either sees the sleeper and
 		// leaves a token, or published its item before this second look.
@@ -503,7 +525,7 @@ func (s *MemoryStore[T]) next(ctx context.Context, it *item[T]) error {
 
 // publishing reports whether a ring holds positions that poll could not
 // take: pushes that have won the tail but not yet published their item.
-func (s *MemoryStore[T]) publishing() bool {
+func (s *Store[T]) publishing() bool {
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil && r.len() > 0 {
 			return true
@@ -514,7 +536,7 @@ func (s *MemoryStore[T]) publishing() bool {
 
 // poll takes the oldest item of the highest non-empty priority into *it,
 // if there is one.
-func (s *MemoryStore[T]) poll(it *item[T]) bool {
+func (s *Store[T]) poll(it *item[T]) bool {
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil && r.pop(it) {
 			return true
@@ -524,7 +546,7 @@ func (s *MemoryStore[T]) poll(it *item[T]) bool {
 }
 
 // unpromote returns a ready item to the schedule.
-func (s *MemoryStore[T]) unpromote(it item[T]) {
+func (s *Store[T]) unpromote(it item[T]) {
 	e := it.ent
 	if e == nil {
 		s.sched.push(it, false)
@@ -544,7 +566,7 @@ func (s *MemoryStore[T]) unpromote(it item[T]) {
 // fill sets every field of *j from it. The caller holds it's key: it has
 // claimed the job, or holds the key's shard lock and has seen the job
 // pending.
-func (s *MemoryStore[T]) fill(j *Job[T], it *item[T]) {
+func (s *Store[T]) fill(j *core.Job[T], it *item[T]) {
 	j.ID, j.Priority, j.Attempt, j.Payload = it.id, s.cfg.Priorities[it.prio].Name, int(it.attempt), it.payload
 	j.RunAt = time.Time{}
 	if it.at != 0 {
@@ -559,7 +581,7 @@ func (s *MemoryStore[T]) fill(j *Job[T], it *item[T]) {
 	}
 }
 
-func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
+func (s *Store[T]) item(j *core.Job[T]) item[T] {
 	it := item[T]{id: j.ID, attempt: int32(j.Attempt), payload: j.Payload}
 	if p := s.cfg.PriorityIndex(j.Priority); p > 0 {
 		it.prio = uint8(p)
@@ -569,35 +591,33 @@ func (s *MemoryStore[T]) item(j *Job[T]) item[T] {
 }
 
 // Complete implements Store.
-func (s *MemoryStore[T]) Complete(_ context.Context, job Job[T]) error {
+func (s *Store[T]) Complete(_ context.Context, job core.Job[T]) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // Dead implements Store; the in-memory store keeps no dead jobs (the
 // queue's OnDead hook receives them).
-func (s *MemoryStore[T]) Dead(_ context.Context, job Job[T], _ error) error {
+func (s *Store[T]) Dead(_ context.Context, job core.Job[T], _ error) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // CancelClaimed implements ClaimCanceller; the in-memory store keeps no
 // finished jobs, so it is Complete.
-func (s *MemoryStore[T]) CancelClaimed(_ context.Context, job Job[T], _ error) error {
+func (s *Store[T]) CancelClaimed(_ context.Context, job core.Job[T], _ error) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
-var _ ClaimCanceller[int] = (*MemoryStore[int])(nil)
-
 // stripe returns the running-counter stripe for a job the caller does not
 // know the worker of.
-func (s *MemoryStore[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
+func (s *Store[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
 
 // finish releases a finished job's key, promoting its rerun, and counts
 // the finish on stripe. ent is the job's key entry if the caller has it
 // (a worker that claimed the job), or nil.
-func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry) {
+func (s *Store[T]) finish(job *core.Job[T], stripe int, ent *keyEntry) {
 	s.running[stripe].n.Add(-1)
 	if job.Key == "" {
 		return
@@ -634,7 +654,7 @@ func (s *MemoryStore[T]) finish(job *Job[T], stripe int, ent *keyEntry) {
 
 // takeRerun removes and returns e's rerun (sh.takeRerun), keeping the
 // count of reruns; sh is e's shard, and its lock is held.
-func (s *MemoryStore[T]) takeRerun(sh *keyShard[T], e *keyEntry) *item[T] {
+func (s *Store[T]) takeRerun(sh *keyShard[T], e *keyEntry) *item[T] {
 	r := sh.takeRerun(e)
 	if r != nil {
 		s.keys.waiting.Add(-1)
@@ -644,7 +664,7 @@ func (s *MemoryStore[T]) takeRerun(sh *keyShard[T], e *keyEntry) *item[T] {
 
 // releaseRerun makes e's rerun the key's pending job; sh is e's shard, and
 // its lock is held.
-func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
+func (s *Store[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 	r := *s.takeRerun(sh, e)
 	e.sched, e.prio, e.more = false, r.prio, r.more
 	// Pending before the push: a worker may claim r at once.
@@ -665,16 +685,16 @@ func (s *MemoryStore[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 }
 
 // Retry implements Store.
-func (s *MemoryStore[T]) Retry(_ context.Context, job Job[T], at time.Time, _ error) error {
+func (s *Store[T]) Retry(_ context.Context, job core.Job[T], at time.Time, _ error) error {
 	return s.reschedule(&job, at, false)
 }
 
 // Defer implements Store.
-func (s *MemoryStore[T]) Defer(_ context.Context, job Job[T], at time.Time, _ error) error {
+func (s *Store[T]) Defer(_ context.Context, job core.Job[T], at time.Time, _ error) error {
 	return s.reschedule(&job, at, true)
 }
 
-func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error {
+func (s *Store[T]) reschedule(job *core.Job[T], at time.Time, undo bool) error {
 	s.running[s.stripe(job.ID)].n.Add(-1)
 	it := s.item(job)
 	if undo {
@@ -699,7 +719,7 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 	}
 	if st == keyRerun {
 		s.releaseRerun(sh, e)
-		return ErrSuperseded
+		return core.ErrSuperseded
 	}
 	// Nothing else moves a running entry while the shard is locked: the
 	// job's own finish is this call.
@@ -710,7 +730,7 @@ func (s *MemoryStore[T]) reschedule(job *Job[T], at time.Time, undo bool) error 
 }
 
 // Cancel implements Store.
-func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
+func (s *Store[T]) Cancel(_ context.Context, key string) (int, error) {
 	if key == "" {
 		return 0, nil
 	}
@@ -729,7 +749,7 @@ func (s *MemoryStore[T]) Cancel(_ context.Context, key string) (int, error) {
 }
 
 // CancelMatch implements Store. It visits every pending key.
-func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) bool) (int, error) {
+func (s *Store[T]) CancelMatch(_ context.Context, match func(key string) bool) (int, error) {
 	total := 0
 	s.keys.entries(func(e *keyEntry) bool {
 		if !match(e.key) {
@@ -745,7 +765,7 @@ func (s *MemoryStore[T]) CancelMatch(_ context.Context, match func(key string) b
 // cancelEntry cancels what e holds that has not started: a pending job or
 // a running job's rerun. It reports how many jobs it cancelled and whether
 // the entry should go. The entry's shard lock is held.
-func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
+func (s *Store[T]) cancelEntry(e *keyEntry) (int, bool) {
 	for {
 		id, st := e.load()
 		switch st {
@@ -779,7 +799,7 @@ func (s *MemoryStore[T]) cancelEntry(e *keyEntry) (int, bool) {
 }
 
 // PromoteDue implements Store.
-func (s *MemoryStore[T]) PromoteDue(context.Context) (int, error) {
+func (s *Store[T]) PromoteDue(context.Context) (int, error) {
 	s.mu.Lock()
 	n := s.promoteN()
 	evs := s.takeEvents()
@@ -789,7 +809,7 @@ func (s *MemoryStore[T]) PromoteDue(context.Context) (int, error) {
 }
 
 // promote is the scheduler goroutine's step: it returns the next due instant.
-func (s *MemoryStore[T]) promote() int64 {
+func (s *Store[T]) promote() int64 {
 	s.mu.Lock()
 	s.promoteN()
 	evs := s.takeEvents()
@@ -808,13 +828,13 @@ func (s *MemoryStore[T]) promote() int64 {
 
 // takeEvents hands over the events gathered under s.mu, to be reported
 // once it is released (StoreConfig.Report must not run under store locks).
-func (s *MemoryStore[T]) takeEvents() []Event {
+func (s *Store[T]) takeEvents() []core.Event {
 	evs := s.events
 	s.events = nil
 	return evs
 }
 
-func (s *MemoryStore[T]) reportAll(evs []Event) {
+func (s *Store[T]) reportAll(evs []core.Event) {
 	for _, ev := range evs {
 		s.cfg.Report(ev)
 	}
@@ -826,7 +846,7 @@ func (s *MemoryStore[T]) reportAll(evs []Event) {
 // since, dated then): a retry or a scheduled job that comes due while
 // the drain runs is kept, as scheduled jobs are, or handlers that keep
 // asking to run again would keep the drain going for ever.
-func (s *MemoryStore[T]) promoteDrained() int {
+func (s *Store[T]) promoteDrained() int {
 	s.mu.Lock()
 	n := s.promoteDue(s.drainAt.Load())
 	evs := s.takeEvents()
@@ -837,7 +857,7 @@ func (s *MemoryStore[T]) promoteDrained() int {
 
 // promoteN moves due items to the ready queues in bounded batches, unless
 // the store is drained; s.mu is held.
-func (s *MemoryStore[T]) promoteN() int {
+func (s *Store[T]) promoteN() int {
 	if s.drained.Load() {
 		return 0
 	}
@@ -846,7 +866,7 @@ func (s *MemoryStore[T]) promoteN() int {
 
 // promoteDue moves items due by now, and by upTo, to the ready queues in
 // bounded batches; s.mu is held.
-func (s *MemoryStore[T]) promoteDue(upTo int64) int {
+func (s *Store[T]) promoteDue(upTo int64) int {
 	moved := 0
 	for {
 		now := min(s.now(), upTo)
@@ -869,7 +889,7 @@ func (s *MemoryStore[T]) promoteDue(upTo int64) int {
 // requeue); it reports whether it moved the item. For a keyed item it
 // holds the key's shard lock, so that Cancel sees where the item is; s.mu
 // is held.
-func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
+func (s *Store[T]) promoteOne(it item[T], now int64) bool {
 	e := it.ent
 	if e == nil {
 		if s.push(&it, false) == pushed {
@@ -899,17 +919,17 @@ func (s *MemoryStore[T]) promoteOne(it item[T], now int64) bool {
 // requeue puts a due item that found its ready queue full back into the
 // schedule, RequeueDelay later, and records the event; s.mu and the
 // item's key's shard lock, if it has a key, are held.
-func (s *MemoryStore[T]) requeue(it item[T], now int64, key string) {
+func (s *Store[T]) requeue(it item[T], now int64, key string) {
 	it.at = after(now, s.cfg.RequeueDelay)
 	s.sched.push(it, false)
-	s.events = append(s.events, Event{Kind: EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
+	s.events = append(s.events, core.Event{Kind: core.EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
 		Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: s.cfg.RequeueDelay})
 }
 
 // Stats implements Store.
-func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
+func (s *Store[T]) Stats(context.Context) (core.StoreStats, error) {
 	keys, reruns := s.keys.counts() // reruns: exact, under the shards' locks
-	st := StoreStats{
+	st := core.StoreStats{
 		Ready:           s.Len(),
 		ReadyByPriority: make(map[string]int, len(s.rings)),
 		Scheduled:       s.sched.len(),
@@ -930,7 +950,7 @@ func (s *MemoryStore[T]) Stats(context.Context) (StoreStats, error) {
 	return st, nil
 }
 
-func (s *MemoryStore[T]) runningCount() int {
+func (s *Store[T]) runningCount() int {
 	n := int64(0)
 	for i := range s.running {
 		n += s.running[i].n.Load()
@@ -939,21 +959,21 @@ func (s *MemoryStore[T]) runningCount() int {
 }
 
 // Scheduled implements Store.
-func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, error) {
+func (s *Store[T]) Scheduled(_ context.Context, n int) ([]core.ScheduledJob, error) {
 	// earliest leaves out the items it sees cancelled; one cancelled
 	// after it looked is filtered below, under its key's lock (which the
 	// schedule's lock may not be held with), so ask for a few extra.
 	items := s.sched.earliest(n + 8)
-	out := make([]ScheduledJob, 0, n)
+	out := make([]core.ScheduledJob, 0, n)
 	for i := range items {
 		if len(out) == n {
 			break
 		}
-		var j Job[T]
+		var j core.Job[T]
 		if !s.fillPending(&j, &items[i]) {
 			continue // cancelled
 		}
-		out = append(out, ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
+		out = append(out, core.ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
 	}
 	return out, nil
@@ -961,7 +981,7 @@ func (s *MemoryStore[T]) Scheduled(_ context.Context, n int) ([]ScheduledJob, er
 
 // fillPending fills *j from it unless it is a keyed item whose job no
 // longer holds its key; it reports whether it did.
-func (s *MemoryStore[T]) fillPending(j *Job[T], it *item[T]) bool {
+func (s *Store[T]) fillPending(j *core.Job[T], it *item[T]) bool {
 	if e := it.ent; e != nil {
 		sh := s.keys.shardOf(e)
 		sh.mu.Lock()
@@ -982,7 +1002,7 @@ func (s *MemoryStore[T]) fillPending(j *Job[T], it *item[T]) bool {
 // coalesced reruns. A job that moves between the schedule and a ring
 // while Purge runs, or is enqueued meanwhile, may survive it; every job
 // is counted once either way.
-func (s *MemoryStore[T]) Purge(context.Context) (int, error) {
+func (s *Store[T]) Purge(context.Context) (int, error) {
 	n := 0
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
@@ -1032,7 +1052,7 @@ func purged[T any](it *item[T]) bool {
 
 // Drain implements Store: Claim stops waiting once the ready queues are
 // empty, and due jobs are no longer promoted.
-func (s *MemoryStore[T]) Drain() {
+func (s *Store[T]) Drain() {
 	s.drainOnce.Do(func() {
 		// Close the rings to new jobs first: an Enqueue that raced Stop
 		// either got its job into a ring before this, and the drain runs
