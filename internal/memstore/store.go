@@ -124,16 +124,6 @@ type WorkerClaim struct {
 // counts its running jobs on stripe n modulo the number of stripes.
 func NewWorkerClaim(n int) WorkerClaim { return WorkerClaim{stripe: n % runStripes} }
 
-// FinishJob is Complete for a job the worker holding wc claimed with
-// ClaimJob: it reuses the key entry the claim found.
-func (s *Store[T]) FinishJob(job *core.Job[T], wc *WorkerClaim) {
-	var ent *keyEntry
-	if wc.id == job.ID {
-		ent = wc.ent
-	}
-	s.finish(job, wc.stripe, ent)
-}
-
 // memoryCapacityErr is the in-memory store's refusal of a capacity above
 // MaxCapacity, named for the option that set it.
 func memoryCapacityErr(n int) error {
@@ -614,13 +604,23 @@ func (s *Store[T]) CancelClaimed(_ context.Context, job core.Job[T], _ error) er
 // know the worker of.
 func (s *Store[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
 
-// finish releases a finished job's key, promoting its rerun, and counts
-// the finish on stripe. ent is the job's key entry if the caller has it
-// (a worker that claimed the job), or nil.
+// finish is FinishJob for a job claimed on stripe, with its key entry
+// ent when the caller has it (nil makes it look the key up).
 func (s *Store[T]) finish(job *core.Job[T], stripe int, ent *keyEntry) {
-	s.running[stripe].n.Add(-1)
+	s.FinishJob(job, &WorkerClaim{stripe: stripe, id: job.ID, ent: ent})
+}
+
+// FinishJob is Complete for a job the worker holding wc claimed with
+// ClaimJob: it counts the job off wc's stripe and releases its key through
+// the key entry the claim found, with no lookup unless a rerun waits.
+func (s *Store[T]) FinishJob(job *core.Job[T], wc *WorkerClaim) {
+	s.running[wc.stripe].n.Add(-1)
 	if job.Key == "" {
 		return
+	}
+	var ent *keyEntry
+	if wc.id == job.ID {
+		ent = wc.ent
 	}
 	if ent != nil && ent.move(job.ID, keyRunning, keyGone) {
 		return // no rerun waits: the key is free, and the entry is reclaimed later
