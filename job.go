@@ -24,8 +24,21 @@ import (
 type Handler[T any] func(ctx context.Context, job Job[T]) error
 
 // Job is one unit of work and its routing information. Only Payload is
-// required; every other field has a useful zero value. Its fields are
-// documented at its definition, which the in-memory store shares.
+// required; every other field has a useful zero value:
+//
+//   - ID is assigned when the job is accepted; Enqueue refuses a set one.
+//   - Key is the pending key: a duplicate is refused while the job waits,
+//     and coalesced into one rerun while it runs ([WithCoalesce]).
+//   - Group allows at most one scheduled job of the group at a time.
+//   - Target names the downstream whose health the queue tracks.
+//   - Priority is a label from [WithPriorities]; "" is the default.
+//   - RunAt is when the job becomes due; zero means now.
+//   - Attempt is the current attempt, from 1; Enqueue refuses a set one.
+//   - MaxAttempts overrides [WithMaxAttempts] for the job (0: the default).
+//   - Payload is the job's data, never inspected, logged or displayed.
+//
+// Job is defined in an internal package that the in-memory store shares
+// with the engine, with each field's full documentation.
 type Job[T any] = core.Job[T]
 
 // maxAttempts returns the job's attempt limit under the queue default def.

@@ -13,7 +13,7 @@ type Job[T any] struct {
 	// Key is the pending key: while a job with this key is queued or
 	// scheduled, another Enqueue with the same key returns ErrDuplicate;
 	// while it runs, another Enqueue is coalesced into exactly one more run
-	// (see [WithCoalesce]). "" means no deduplication.
+	// (see [github.com/queuekit/queue.WithCoalesce]). "" means no deduplication.
 	Key string
 
 	// Group is a coarser key for scheduled jobs: at most one job of a group
@@ -26,7 +26,7 @@ type Job[T any] struct {
 	// per-target concurrency — is tracked per Target. "" means none.
 	Target string
 
-	// Priority is a label from [WithPriorities]; "" means the default
+	// Priority is a label from [github.com/queuekit/queue.WithPriorities]; "" means the default
 	// priority. Higher priorities always run first; jobs of one priority
 	// run in FIFO order.
 	Priority string
@@ -36,13 +36,13 @@ type Job[T any] struct {
 	RunAt time.Time
 
 	// Attempt is the number of the current attempt, starting at 1. Runs
-	// that end in [RetryAfter], and claims put back because the job's
+	// that end in [github.com/queuekit/queue.RetryAfter], and claims put back because the job's
 	// target was suspended or busy, do not use up an attempt, so the next
 	// run has the same number. Enqueue refuses a Job whose Attempt is not
 	// zero (ErrInvalidJob).
 	Attempt int
 
-	// MaxAttempts overrides [WithMaxAttempts] for this job; 0 means the
+	// MaxAttempts overrides [github.com/queuekit/queue.WithMaxAttempts] for this job; 0 means the
 	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
 	MaxAttempts int
 
