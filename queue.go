@@ -12,12 +12,6 @@ import (
 	"github.com/queuekit/queue/internal/memstore"
 )
 
-// The in-memory store meets the Store contract, and ClaimCanceller.
-var (
-	_ Store[int]          = (*memstore.Store[int])(nil)
-	_ ClaimCanceller[int] = (*memstore.Store[int])(nil)
-)
-
 // Queue is a bounded job queue with a schedule, pending-key dedupe,
 // admission control, target health and an autoscaling worker pool. Create
 // one with New, call Start, and Enqueue jobs; a Queue is safe for

@@ -6,6 +6,13 @@ import (
 	"time"
 
 	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/internal/memstore"
+)
+
+// The in-memory store meets the Store contract, and ClaimCanceller.
+var (
+	_ Store[int]          = (*memstore.Store[int])(nil)
+	_ ClaimCanceller[int] = (*memstore.Store[int])(nil)
 )
 
 // Store is the seam between the queue engine and where jobs live. The
