@@ -2,7 +2,8 @@
 // package queue. Ready jobs wait in lock-free rings, one per priority
 // (ring.go); pending keys in a sharded set (keys.go); scheduled jobs in a
 // 4-ary heap with the goroutine that promotes due jobs (schedule.go);
-// store.go ties them together behind the Store contract.
+// store.go holds the store's state and lifecycle, and add.go, claim.go,
+// outcomes.go, cancel.go, promote.go and stats.go its methods by concern.
 //
 // Besides the contract, the engine calls AddJob, ClaimJob and FinishJob
 // directly when the store is its own default one: they take the job by
