@@ -1,31 +1,20 @@
 package queue
 
-import "time"
+import (
+	"time"
 
-// Clock is the queue's source of time. Tests that can run inside a
-// testing/synctest bubble need no Clock: the bubble fakes time for the
-// standard library. A Clock serves tests that cannot (network stores) and
-// hosts that already have a fake clock; queuetest.FakeClock is one.
-type Clock interface {
-	// Now returns the current time. The queue reads it for due times,
-	// backoff, suspensions and the times in events and stats.
-	Now() time.Time
-	// NewTimer returns a started timer that fires once, after d.
-	NewTimer(d time.Duration) Timer
-}
+	"github.com/queuekit/queue/internal/core"
+)
 
-// Timer is the part of *time.Timer the queue uses.
-type Timer interface {
-	// C returns the channel on which the timer delivers the time it
-	// fired, as time.Timer's C field does.
-	C() <-chan time.Time
-	// Reset changes the timer to fire after d. It reports whether the
-	// timer was active.
-	Reset(d time.Duration) bool
-	// Stop prevents the timer from firing. It reports whether the timer
-	// was active.
-	Stop() bool
-}
+// Clock is the queue's source of time: Now and NewTimer. Tests that can
+// run inside a testing/synctest bubble need no Clock: the bubble fakes time
+// for the standard library. A Clock serves tests that cannot (network
+// stores) and hosts that already have a fake clock; queuetest.FakeClock is
+// one.
+type Clock = core.Clock
+
+// Timer is the part of *time.Timer the queue uses: C, Reset and Stop.
+type Timer = core.Timer
 
 // SystemClock is the Clock used when none is given: it calls package time.
 type SystemClock struct{}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/queuekit/queue/internal/core"
 )
 
 // Errors returned by Enqueue and the lifecycle methods. Match them with
@@ -11,20 +13,20 @@ import (
 var (
 	// ErrQueueFull: the ready queue is at capacity; the job was not
 	// accepted and is counted as dropped_full.
-	ErrQueueFull = errors.New("queue: ready queue is full")
+	ErrQueueFull = core.ErrQueueFull
 
 	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
 	// scheduled, coalesced reruns and jobs parked for a target's slot);
 	// the job was not accepted and is counted as dropped_limit. It also
 	// matches ErrQueueFull, so that code that backs off on a full queue
 	// backs off on this one; match ErrPendingLimit to tell them apart.
-	ErrPendingLimit error = pendingLimitError{}
+	ErrPendingLimit = core.ErrPendingLimit
 
 	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
 	// that Enqueue returns when a job with the same Key is already
 	// queued, scheduled or running (see WithCoalesce), or a scheduled job
 	// of the same Group is waiting.
-	ErrDuplicate = errors.New("queue: duplicate job")
+	ErrDuplicate = core.ErrDuplicate
 
 	// ErrInvalidJob is wrapped by the error Enqueue returns for a job it
 	// refuses as malformed: a negative MaxAttempts, or an ID or Attempt
@@ -33,10 +35,10 @@ var (
 	ErrInvalidJob = errors.New("queue: invalid job")
 
 	// ErrClosed: the queue is stopping or stopped.
-	ErrClosed = errors.New("queue: closed")
+	ErrClosed = core.ErrClosed
 
 	// ErrStarted: Start was called on a queue that was already started.
-	ErrStarted = errors.New("queue: already started")
+	ErrStarted = core.ErrStarted
 
 	// ErrRateLimited is matched (with errors.Is) by the *RateLimitError
 	// that Admit returns when it refuses a request.
@@ -44,7 +46,7 @@ var (
 
 	// ErrUnknownPriority: a job names a priority label that the queue
 	// was not configured with.
-	ErrUnknownPriority = errors.New("queue: unknown priority")
+	ErrUnknownPriority = core.ErrUnknownPriority
 
 	// ErrUnknownTarget: Resume named a target the queue has never seen,
 	// or Suspend, Disable or Resume an empty name. Suspend and Disable
@@ -53,43 +55,12 @@ var (
 	ErrUnknownTarget = errors.New("queue: unknown target")
 )
 
-// pendingLimitError is ErrPendingLimit's type: a sentinel that also
-// matches ErrQueueFull.
-type pendingLimitError struct{}
-
-func (pendingLimitError) Error() string {
-	return "queue: pending-job limit reached (WithMaxPending): no room for another job"
-}
-
-func (pendingLimitError) Is(target error) bool { return target == ErrQueueFull }
-
 // DuplicateError is the error Enqueue returns for a duplicate job. It
-// names what the job collided on and matches ErrDuplicate. The in-memory
-// store returns the same *DuplicateError for repeated duplicates of one
-// key, so that refusing them allocates nothing: treat it as read-only.
-type DuplicateError struct {
-	// Key is the job's Key when a job holding it is queued, scheduled or
-	// running; "" when the collision was on Group alone.
-	Key string
-	// Group is the job's Group when a scheduled job of the group is
-	// waiting; "" when the collision was on Key alone.
-	Group string
-}
-
-// Error names the key or group; e.g. `queue: duplicate job: key "k" is
-// held by a queued, scheduled or running job`.
-func (e *DuplicateError) Error() string {
-	switch {
-	case e.Group == "":
-		return fmt.Sprintf("queue: duplicate job: key %q is held by a queued, scheduled or running job", e.Key)
-	case e.Key == "":
-		return fmt.Sprintf("queue: duplicate job: group %q already has a scheduled job", e.Group)
-	}
-	return fmt.Sprintf("queue: duplicate job: key %q is held by another job, or group %q already has a scheduled job", e.Key, e.Group)
-}
-
-// Is reports whether target is ErrDuplicate.
-func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+// names what the job collided on (Key, Group) and matches ErrDuplicate.
+// The in-memory store returns the same *DuplicateError for repeated
+// duplicates of one key, so that refusing them allocates nothing: treat it
+// as read-only.
+type DuplicateError = core.DuplicateError
 
 // invalidJob returns the error for a job Enqueue refuses as malformed, or
 // nil.
@@ -105,21 +76,12 @@ func invalidJob(id int64, attempt, maxAttempts int) error {
 	return nil
 }
 
-// OptionError reports an invalid option passed to New.
-type OptionError struct {
-	Option string // the option's name, e.g. "WithCapacity"
-	Value  any    // the rejected value
-	Reason string // why it was rejected
-}
-
-// Error returns "queue: invalid option " followed by the option, the
-// rejected value and the reason.
-func (e *OptionError) Error() string {
-	return fmt.Sprintf("queue: invalid option %s(%v): %s", e.Option, e.Value, e.Reason)
-}
+// OptionError reports an invalid option passed to New: the Option's
+// name, the rejected Value and the Reason.
+type OptionError = core.OptionError
 
 func optErr(option string, value any, reason string, args ...any) error {
-	return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(reason, args...)}
+	return core.OptErr(option, value, reason, args...)
 }
 
 // PanicError is the error recorded for a job whose Handler panicked.

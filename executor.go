@@ -170,7 +170,7 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 		q.kill(w, bg, job, err, took)
 	case errors.As(err, &ov):
 		until := q.targets.suspend(job.Target, now, 0)
-		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+		if job.Attempt >= maxAttempts(job, q.cfg.maxAttempts) {
 			// A target that stays overloaded does not hold a job forever.
 			q.kill(w, bg, job, err, took)
 			return
@@ -191,7 +191,7 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 			q.kill(w, bg, job, err, took) // the target was disabled by this failure
 			return
 		}
-		if job.Attempt >= job.maxAttempts(q.cfg.maxAttempts) {
+		if job.Attempt >= maxAttempts(job, q.cfg.maxAttempts) {
 			q.kill(w, bg, job, err, took)
 			return
 		}
@@ -201,11 +201,7 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 
 func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took time.Duration) {
 	if q.mem != nil {
-		var ent *keyEntry
-		if w.mc.id == job.ID {
-			ent = w.mc.ent
-		}
-		q.mem.finish(job, w.mc.stripe, ent)
+		q.mem.FinishJob(job, &w.mc)
 	} else if err := q.store.Complete(ctx, *job); err != nil {
 		if q.leaseLost(job, "complete", err) {
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -242,7 +243,7 @@ func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 // lostLeaseStore is the in-memory store behind the Store interface, with
 // outcomes that report the claim lost (ErrLeaseLost), as a durable store
 // does for a run whose lease expired and whose job was rescued.
-type lostLeaseStore struct{ *queue.MemoryStore[int] }
+type lostLeaseStore struct{ *memstore.Store[int] }
 
 var errLost = fmt.Errorf("teststore: %w", queue.ErrLeaseLost)
 
@@ -268,7 +269,7 @@ func TestLostLeaseCountsNoOutcome(t *testing.T) {
 				return queue.Permanent(errors.New("no"))
 			}
 			return errors.New("transient")
-		}, queue.WithStore[int](lostLeaseStore{queue.NewMemoryStore[int]()}), queue.WithWorkers(1, 1),
+		}, queue.WithStore[int](lostLeaseStore{memstore.New[int]()}), queue.WithWorkers(1, 1),
 			queue.WithOnDead(func(context.Context, queue.Job[int], error) { dead.Add(1) }))
 		require.NoError(t, err)
 		queuetest.Start(t, q)

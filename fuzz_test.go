@@ -56,6 +56,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -1329,9 +1330,9 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 		case 0:
 			return queue.WithStore[int](nil), "WithStore"
 		case 1:
-			return queue.WithStore[int](queue.NewMemoryStore[int]()), "WithStore"
+			return queue.WithStore[int](memstore.New[int]()), "WithStore"
 		default:
-			return queue.WithStore[string](queue.NewMemoryStore[string]()), "WithStore"
+			return queue.WithStore[string](memstore.New[string]()), "WithStore"
 		}
 	case 17:
 		switch in.n(3) {

@@ -2,7 +2,8 @@ package queue
 
 import (
 	"context"
-	"time"
+
+	"github.com/queuekit/queue/internal/core"
 )
 
 // Handler runs one job. Its return value decides what happens next:
@@ -23,56 +24,25 @@ import (
 type Handler[T any] func(ctx context.Context, job Job[T]) error
 
 // Job is one unit of work and its routing information. Only Payload is
-// required; every other field has a useful zero value.
-type Job[T any] struct {
-	// ID is assigned by the store when the job is accepted; it is set in
-	// the Job a Handler receives. Enqueue refuses a Job whose ID is not
-	// zero (ErrInvalidJob): to enqueue a received Job again, clear it.
-	ID int64
-
-	// Key is the pending key: while a job with this key is queued or
-	// scheduled, another Enqueue with the same key returns ErrDuplicate;
-	// while it runs, another Enqueue is coalesced into exactly one more run
-	// (see [WithCoalesce]). "" means no deduplication.
-	Key string
-
-	// Group is a coarser key for scheduled jobs: at most one job of a group
-	// may wait in the schedule at a time (a tracker forwarder groups by
-	// infohash:forwarder, ignoring the peer). "" means no group.
-	Group string
-
-	// Target names the downstream the job talks to (a forwarder, an API
-	// host). Target health — suspension, disabling, circuit breaking and
-	// per-target concurrency — is tracked per Target. "" means none.
-	Target string
-
-	// Priority is a label from [WithPriorities]; "" means the default
-	// priority. Higher priorities always run first; jobs of one priority
-	// run in FIFO order.
-	Priority string
-
-	// RunAt is when the job becomes due. The zero time or a time in the
-	// past means now.
-	RunAt time.Time
-
-	// Attempt is the number of the current attempt, starting at 1. Runs
-	// that end in [RetryAfter], and claims put back because the job's
-	// target was suspended or busy, do not use up an attempt, so the next
-	// run has the same number. Enqueue refuses a Job whose Attempt is not
-	// zero (ErrInvalidJob).
-	Attempt int
-
-	// MaxAttempts overrides [WithMaxAttempts] for this job; 0 means the
-	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
-	MaxAttempts int
-
-	// Payload is the job's data. The queue never inspects, logs or
-	// displays it.
-	Payload T
-}
+// required; every other field has a useful zero value:
+//
+//   - ID is assigned when the job is accepted; Enqueue refuses a set one.
+//   - Key is the pending key: a duplicate is refused while the job waits,
+//     and coalesced into one rerun while it runs ([WithCoalesce]).
+//   - Group allows at most one scheduled job of the group at a time.
+//   - Target names the downstream whose health the queue tracks.
+//   - Priority is a label from [WithPriorities]; "" is the default.
+//   - RunAt is when the job becomes due; zero means now.
+//   - Attempt is the current attempt, from 1; Enqueue refuses a set one.
+//   - MaxAttempts overrides [WithMaxAttempts] for the job (0: the default).
+//   - Payload is the job's data, never inspected, logged or displayed.
+//
+// Job is defined in an internal package that the in-memory store shares
+// with the engine, with each field's full documentation.
+type Job[T any] = core.Job[T]
 
 // maxAttempts returns the job's attempt limit under the queue default def.
-func (j *Job[T]) maxAttempts(def int) int {
+func maxAttempts[T any](j *Job[T], def int) int {
 	if j.MaxAttempts > 0 {
 		return j.MaxAttempts
 	}

@@ -20,13 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
 // stallStore is the in-memory store behind the Store interface, with a
 // Start and an Add that wait for the test.
 type stallStore struct {
-	*queue.MemoryStore[int]
+	*memstore.Store[int]
 	startEntered, startRelease chan struct{}
 	addEntered, addRelease     chan struct{}
 	stallAdd                   atomic.Bool
@@ -34,7 +35,7 @@ type stallStore struct {
 
 func newStallStore() *stallStore {
 	return &stallStore{
-		MemoryStore:  queue.NewMemoryStore[int](),
+		Store:        memstore.New[int](),
 		startEntered: make(chan struct{}),
 		startRelease: make(chan struct{}),
 		addEntered:   make(chan struct{}, 1),
@@ -45,7 +46,7 @@ func newStallStore() *stallStore {
 func (s *stallStore) Start(ctx context.Context) error {
 	close(s.startEntered)
 	<-s.startRelease
-	return s.MemoryStore.Start(ctx)
+	return s.Store.Start(ctx)
 }
 
 func (s *stallStore) Add(ctx context.Context, j queue.Job[int]) (queue.Added, error) {
@@ -53,7 +54,7 @@ func (s *stallStore) Add(ctx context.Context, j queue.Job[int]) (queue.Added, er
 		s.addEntered <- struct{}{}
 		<-s.addRelease
 	}
-	return s.MemoryStore.Add(ctx, j)
+	return s.Store.Add(ctx, j)
 }
 
 // recv waits for a value from c, failing the test after 10 s.

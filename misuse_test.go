@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -715,7 +716,7 @@ func TestMisuseNewNilHandler(t *testing.T) {
 }
 
 func TestMisuseStoreSharedByTwoQueues(t *testing.T) {
-	store := queue.NewMemoryStore[int]()
+	store := memstore.New[int]()
 	q1, err := queue.New(nop, queue.WithStore[int](store), queue.WithName("first"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q1.Shutdown(bg) })
@@ -729,7 +730,7 @@ func TestMisuseStoreSharedByTwoQueues(t *testing.T) {
 	assert.Equal(t, "WithStore", oe.Option)
 
 	// Two queues racing to bind one store: exactly one wins.
-	store = queue.NewMemoryStore[int]()
+	store = memstore.New[int]()
 	var wg sync.WaitGroup
 	var won atomic.Int32
 	for i := range 8 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // Option configures a Queue. Options are applied in order by New, which
@@ -56,7 +58,7 @@ const minInterval = time.Millisecond
 // (to pass to WithPriorities or a store's StoreConfig) without changing
 // the defaults of any later New.
 func DefaultPriorities() []Priority {
-	return []Priority{{"high", 0}, {"normal", 5}, {"low", 10}}
+	return []Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}}
 }
 
 type config struct {
@@ -158,6 +160,12 @@ func WithName(name string) Option {
 	}
 }
 
+// MaxMemoryCapacity is the largest WithCapacity the in-memory store
+// accepts: it allocates each priority's ready queue up front, at twice the
+// capacity (about 1 GiB per priority in use at this limit). Durable stores
+// have no such limit.
+const MaxMemoryCapacity = memstore.MaxCapacity
+
 // WithCapacity bounds the ready queue (default 10000). Enqueue of a ready
 // job beyond it returns ErrQueueFull. WithMaxPending bounds the ready jobs
 // and every other job the queue holds together. The bound is exact within each
@@ -205,12 +213,6 @@ func WithMaxPending(n int) Option {
 		c.maxPending = n
 		return nil
 	}
-}
-
-// memoryCapacityErr is the in-memory store's refusal of a capacity above
-// MaxMemoryCapacity, named for the option that set it.
-func memoryCapacityErr(n int) error {
-	return optErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxMemoryCapacity)
 }
 
 // WithWorkers sets the base and maximum number of workers (default 10 and

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -72,7 +73,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"nil logger", queue.WithLogger(nil), "WithLogger", "nil"},
 		{"empty name", queue.WithName(""), "WithName", `""`},
 		{"nil store", queue.WithStore[int](nil), "WithStore", "nil"},
-		{"store of another payload type", queue.WithStore[string](queue.NewMemoryStore[string]()), "WithStore", "string"},
+		{"store of another payload type", queue.WithStore[string](memstore.New[string]()), "WithStore", "string"},
 		{"nil OnDead", queue.WithOnDead[int](nil), "WithOnDead", "nil"},
 		{"OnDead of another payload type", queue.WithOnDead(func(context.Context, queue.Job[string], error) {}), "WithOnDead", "string"},
 		{"rate-limit threshold negative", queue.WithRateLimit(-1, 100, 200), "WithRateLimit", "-1"},
@@ -146,7 +147,7 @@ func TestValidOptions(t *testing.T) {
 			queue.WithRequeueDelay(time.Second), queue.WithCoalesce(false), queue.WithMaxAttempts(1),
 			queue.WithBackoff(time.Second, time.Second), queue.WithRetryAfterBounds(time.Millisecond, time.Minute),
 			queue.WithJobTimeout(time.Second), queue.WithClock(queue.SystemClock{}),
-			queue.WithStore[int](queue.NewMemoryStore[int]()),
+			queue.WithStore[int](memstore.New[int]()),
 			queue.WithOnDead(func(context.Context, queue.Job[int], error) {}),
 			queue.WithRateLimit(50, 0.5, 1), queue.WithRateLimitRefusal(time.Second, "try later"), queue.WithThrottle(100, 1),
 			queue.WithFanoutMax(1), queue.WithSuspendDuration(time.Second), queue.WithDisableAfter(1),
@@ -170,13 +171,13 @@ func TestValidOptions(t *testing.T) {
 // job would be promoted, found no room and requeued again at once, in a hot
 // loop on the scheduler goroutine.
 func TestRequeueDelayHuge(t *testing.T) {
-	for name, setup := range map[string]func(t *testing.T, q *queue.Queue[int], s *queue.MemoryStore[int], clk *queuetest.FakeClock){
-		"scheduled job due": func(t *testing.T, q *queue.Queue[int], _ *queue.MemoryStore[int], clk *queuetest.FakeClock) {
+	for name, setup := range map[string]func(t *testing.T, q *queue.Queue[int], s *memstore.Store[int], clk *queuetest.FakeClock){
+		"scheduled job due": func(t *testing.T, q *queue.Queue[int], _ *memstore.Store[int], clk *queuetest.FakeClock) {
 			require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Payload: 2}, time.Second))
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1})) // the ready queue is full
 			clk.Advance(time.Second)
 		},
-		"coalesced rerun released": func(t *testing.T, q *queue.Queue[int], s *queue.MemoryStore[int], _ *queuetest.FakeClock) {
+		"coalesced rerun released": func(t *testing.T, q *queue.Queue[int], s *memstore.Store[int], _ *queuetest.FakeClock) {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 1}))
 			j, err := s.Claim(bg)
 			require.NoError(t, err)
@@ -187,7 +188,7 @@ func TestRequeueDelayHuge(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			s := queue.NewMemoryStore[int]()
+			s := memstore.New[int]()
 			q := newQueue(t, nop, queue.WithStore[int](s), queue.WithClock(clk), queue.WithCapacity(1),
 				queue.WithRequeueDelay(math.MaxInt64))
 			setup(t, q, s, clk)
@@ -234,7 +235,7 @@ func TestDefaultPrioritiesIsACopy(t *testing.T) {
 }
 
 func TestStoreBoundToOneQueue(t *testing.T) {
-	s := queue.NewMemoryStore[int]()
+	s := memstore.New[int]()
 	q, err := queue.New(nop, queue.WithStore[int](s))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, q.Stop(bg)) }()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // Queue is a bounded job queue with a schedule, pending-key dedupe,
@@ -18,8 +20,8 @@ type Queue[T any] struct {
 	cfg     config
 	handler Handler[T]
 	store   Store[T]
-	mem     *MemoryStore[T] // store, when it is the in-memory one: the hot path calls it directly
-	leaser  Leaser          // nil unless the store leases jobs
+	mem     *memstore.Store[T] // store, when it is the in-memory one: the hot path calls it directly
+	leaser  Leaser             // nil unless the store leases jobs
 	clock   Clock
 	log     *slog.Logger
 	onDead  func(context.Context, Job[T], error)
@@ -102,7 +104,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 	q.targets = newTargets(cfg.targets, cfg.clock, q.targetEvent)
 	switch s := cfg.store.(type) {
 	case nil:
-		q.store = NewMemoryStore[T]()
+		q.store = memstore.New[T]()
 	case Store[T]:
 		q.store = s
 	default:
@@ -118,7 +120,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		q.onDead = fn
 	}
 	q.leaser, _ = q.store.(Leaser)
-	q.mem, _ = q.store.(*MemoryStore[T])
+	q.mem, _ = q.store.(*memstore.Store[T])
 	obs, err := newObservers(q, cfg.metrics)
 	if err != nil {
 		return nil, err
@@ -281,7 +283,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		err   error
 	)
 	if q.mem != nil {
-		added, err = q.mem.add(job, future, int(q.targets.parked.Load()))
+		added, err = q.mem.AddJob(job, future, int(q.targets.parked.Load()))
 	} else {
 		added, err = q.store.Add(ctx, *job)
 	}

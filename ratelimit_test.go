@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // admitN calls Admit n times and returns how many were admitted.
@@ -129,11 +130,11 @@ func TestAdmitFollowsFill(t *testing.T) {
 // hugeStore accepts any capacity, as the durable stores do (pgstore holds
 // jobs in a table, not in rings allocated up front), and keeps at most
 // 1000 ready jobs in memory.
-type hugeStore struct{ *queue.MemoryStore[int] }
+type hugeStore struct{ *memstore.Store[int] }
 
 func (s hugeStore) Init(cfg queue.StoreConfig) error {
 	cfg.Capacity = min(cfg.Capacity, 1000)
-	return s.MemoryStore.Init(cfg)
+	return s.Store.Init(cfg)
 }
 
 // WithCapacity(math.MaxInt) is "no bound" with a durable store: the queue
@@ -141,7 +142,7 @@ func (s hugeStore) Init(cfg queue.StoreConfig) error {
 // wrap into a negative that every fill passes).
 func TestAdmitHugeCapacity(t *testing.T) {
 	for _, pct := range []int{1, 80, 100} {
-		q := newQueue(t, nop, queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}),
+		q := newQueue(t, nop, queue.WithStore[int](hugeStore{memstore.New[int]()}),
 			queue.WithCapacity(math.MaxInt), queue.WithRateLimit(pct, 1, 1))
 		assert.Equal(t, 5, admitN(q, 5), "empty, threshold %d %%", pct)
 		fill(t, q, 1000)

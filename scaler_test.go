@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -144,7 +145,7 @@ func TestScaleDownDoesNotInterruptRunningJob(t *testing.T) {
 func TestScaleHugeCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-			queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}), queue.WithCapacity(math.MaxInt), queue.WithWorkers(1, 4))
+			queue.WithStore[int](hugeStore{memstore.New[int]()}), queue.WithCapacity(math.MaxInt), queue.WithWorkers(1, 4))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		queuetest.Advance(10 * queue.DefaultScaleInterval)

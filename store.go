@@ -3,8 +3,16 @@ package queue
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
+
+	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/internal/memstore"
+)
+
+// The in-memory store meets the Store contract, and ClaimCanceller.
+var (
+	_ Store[int]          = (*memstore.Store[int])(nil)
+	_ ClaimCanceller[int] = (*memstore.Store[int])(nil)
 )
 
 // Store is the seam between the queue engine and where jobs live. The
@@ -145,12 +153,12 @@ type ClaimCanceller[T any] interface {
 
 // ErrDrained is returned by Store.Claim after Store.Drain once there is no
 // more work for this process.
-var ErrDrained = errors.New("queue: store drained")
+var ErrDrained = core.ErrDrained
 
 // ErrSuperseded is returned by Store.Retry and Store.Defer when a newer
 // coalesced job for the same key replaced the job put back. The queue
 // counts it as cancelled.
-var ErrSuperseded = errors.New("queue: retry superseded by a newer job for the same key")
+var ErrSuperseded = core.ErrSuperseded
 
 // ErrLeaseLost is matched (with errors.Is) by the error a durable store
 // returns for the outcome of a run whose claim it no longer holds: the
@@ -159,90 +167,24 @@ var ErrSuperseded = errors.New("queue: retry superseded by a newer job for the s
 // outcome is the rescue's) and logs a warning.
 var ErrLeaseLost = errors.New("queue: lease lost")
 
-// Added describes an accepted job.
-type Added struct {
-	ID        int64 // the job's ID
-	Scheduled bool  // the job waits in the schedule
-	Coalesced bool  // the job is the rerun of its running key
-}
+// Added describes an accepted job: its ID, and whether it was Scheduled
+// or Coalesced.
+type Added = core.Added
 
-// Priority is one named priority level.
-type Priority struct {
-	Name   string // label used in Job.Priority
-	Weight int    // lower runs first; must be unique
-}
+// Priority is one named priority level: a Name used in Job.Priority and a
+// unique Weight, lower running first.
+type Priority = core.Priority
 
-// StoreConfig is what a Store learns from its queue in Init.
-type StoreConfig struct {
-	// Name is the queue's name (WithName), "default" unless set.
-	Name string
-	// Priorities lists the priority levels, highest first (lowest Weight).
-	Priorities []Priority
-	// DefaultPriority is the label used for Job.Priority == "".
-	DefaultPriority string
-	// Capacity bounds the ready jobs.
-	Capacity int
-	// MaxPending bounds the jobs the in-memory store holds (ready,
-	// scheduled, coalesced reruns): Add of a new job beyond it returns
-	// ErrPendingLimit; jobs put back (Retry, Defer, reruns) are never
-	// refused. 0 means no bound. Durable stores ignore it: their jobs live
-	// in the database (see WithMaxPending).
-	MaxPending int
-	// RequeueDelay is how long a due job waits when its ready queue is
-	// full at promotion.
-	RequeueDelay time.Duration
-	// Coalesce tells whether an Add for a running key becomes its rerun
-	// (true) or ErrDuplicate (false).
-	Coalesce bool
-	// MaxAttempts is the default attempt limit, for stores that
-	// dead-letter expired leases.
-	MaxAttempts int
-	// Clock is the time source; never nil.
-	Clock Clock
-	// Logger receives the store's logs; never nil (it may discard).
-	Logger *slog.Logger
-	// Report receives the events a store decides on its own: EventRequeued,
-	// EventRescued, EventDead (janitor) and EventCancelled (superseded).
-	// Never nil. It must be called without holding store locks.
-	Report func(Event)
-}
+// StoreConfig is what a Store learns from its queue in Init: the queue's
+// name, priorities, capacity and bounds, clock, logger and the Report
+// function for the events a store decides on its own. Each field is
+// documented at its definition, which the in-memory store shares.
+type StoreConfig = core.StoreConfig
 
-// PriorityIndex returns the index of label in Priorities ("" is the
-// default priority), or -1.
-func (c *StoreConfig) PriorityIndex(label string) int {
-	if label == "" {
-		label = c.DefaultPriority
-	}
-	for i := range c.Priorities {
-		if c.Priorities[i].Name == label {
-			return i
-		}
-	}
-	return -1
-}
-
-// StoreStats is a snapshot of a store's contents.
-type StoreStats struct {
-	Ready           int            `json:"ready"`             // jobs ready to run
-	ReadyByPriority map[string]int `json:"ready_by_priority"` // ready jobs per priority label
-	Scheduled       int            `json:"scheduled"`         // jobs waiting for their time (including retries)
-	Waiting         int            `json:"waiting"`           // coalesced reruns waiting for their key's running job
-	Running         int            `json:"running"`           // jobs claimed and not finished (for durable stores: by any process)
-	PendingKeys     int            `json:"pending_keys"`      // keys held by queued, scheduled or running jobs
-	Dead            int            `json:"dead"`              // dead-lettered jobs retained (durable stores)
-	Backend         string         `json:"backend"`           // "memory", "postgres", "redis"
-	Leader          bool           `json:"leader"`            // this process runs the store's maintenance
-	Healthy         bool           `json:"healthy"`           // the backend is reachable
-	Detail          string         `json:"detail,omitempty"`  // backend-specific state, e.g. "fallback: in-memory"
-}
+// StoreStats is a snapshot of a store's contents: ready, scheduled,
+// waiting and running jobs, pending keys, dead jobs and the backend's
+// state.
+type StoreStats = core.StoreStats
 
 // ScheduledJob describes one job waiting in the schedule.
-type ScheduledJob struct {
-	ID       int64     `json:"id"`               // the job's ID
-	Key      string    `json:"key,omitempty"`    // its pending key, if any
-	Group    string    `json:"group,omitempty"`  // its schedule group, if any
-	Target   string    `json:"target,omitempty"` // its target, if any
-	Priority string    `json:"priority"`         // its priority label
-	RunAt    time.Time `json:"run_at"`           // when it becomes due
-	Attempt  int       `json:"attempt"`          // attempts already made
-}
+type ScheduledJob = core.ScheduledJob

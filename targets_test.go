@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -665,7 +666,7 @@ func TestCancelReachesParkedJobs(t *testing.T) {
 // losingStore is the in-memory store with leases that heartbeats report
 // lost for the IDs in lose.
 type losingStore struct {
-	*queue.MemoryStore[int]
+	*memstore.Store[int]
 	lose sync.Map // job ID -> true
 }
 
@@ -685,7 +686,7 @@ func (s *losingStore) HeartbeatInterval() time.Duration           { return time.
 // another process: it leaves the FIFO and never runs here.
 func TestParkedJobWithLostLeaseIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &losingStore{MemoryStore: queue.NewMemoryStore[int]()}
+		st := &losingStore{Store: memstore.New[int]()}
 		gate := make(chan struct{})
 		var mu sync.Mutex
 		var ran []int

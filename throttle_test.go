@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 func names(n int) []string {
@@ -79,7 +80,7 @@ func TestFanoutThrottleOff(t *testing.T) {
 // into a negative that every fill passes).
 func TestFanoutHugeCapacity(t *testing.T) {
 	for _, pct := range []int{1, 60, 100} {
-		q := newQueue(t, nop, queue.WithStore[int](hugeStore{queue.NewMemoryStore[int]()}),
+		q := newQueue(t, nop, queue.WithStore[int](hugeStore{memstore.New[int]()}),
 			queue.WithCapacity(math.MaxInt), queue.WithThrottle(pct, 1))
 		assert.Len(t, q.Fanout("k", names(3)), 3, "empty, threshold %d %%", pct)
 		fill(t, q, 1000)

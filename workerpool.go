@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // pool is the set of workers. Its slice changes only under Queue.mu; the
@@ -26,7 +28,7 @@ type worker[T any] struct {
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
-	mc     memClaim
+	mc     memstore.WorkerClaim
 	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
 	_      [63]byte // 256 bytes in all: workers on other cores share no cache line
 }
@@ -37,7 +39,7 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memClaim{stripe: p.nextID % runStripes}}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID)}
 	p.workers = append(p.workers, w)
 	p.wg.Add(1)
 	go p.q.work(w)
@@ -103,7 +105,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			return
 		}
 		if q.mem != nil {
-			err = q.mem.claim(w.ctx, &job, &w.mc)
+			err = q.mem.ClaimJob(w.ctx, &job, &w.mc)
 		} else {
 			job, err = q.store.Claim(w.ctx)
 		}

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/storetest"
 )
 
 // The in-memory store passes the whole contract, every feature included.
 func TestMemoryStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.Features{Capacity: true, DrainsReady: true},
-		func(t *testing.T) queue.Store[storetest.Payload] { return queue.NewMemoryStore[storetest.Payload]() })
+		func(t *testing.T) queue.Store[storetest.Payload] { return memstore.New[storetest.Payload]() })
 }

@@ -1,10 +1,12 @@
-package queue
+package memstore
 
 import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/queuekit/queue/internal/core"
 )
 
 // keySet is the in-memory store's pending-key set: one entry per key whose
@@ -111,7 +113,7 @@ type keyEntry struct {
 	shard uint8    // the entry's shard; fixed when its chunk is made
 	sched bool     // the pending job waits in the schedule, not a ready queue
 	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
-	dup   *DuplicateError
+	dup   *core.DuplicateError
 	_     [8]byte
 }
 
@@ -121,7 +123,7 @@ type keyEntry struct {
 // key (or a caller changed the one it was given).
 func (e *keyEntry) dupErr() error {
 	if e.dup == nil || e.dup.Key != e.key || e.dup.Group != "" {
-		e.dup = &DuplicateError{Key: e.key}
+		e.dup = &core.DuplicateError{Key: e.key}
 	}
 	return e.dup
 }

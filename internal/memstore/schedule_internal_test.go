@@ -1,4 +1,4 @@
-package queue
+package memstore
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,28 @@
+package core
+
+import "time"
+
+// Clock is the queue's source of time. Tests that can run inside a
+// testing/synctest bubble need no Clock: the bubble fakes time for the
+// standard library. A Clock serves tests that cannot (network stores) and
+// hosts that already have a fake clock; queuetest.FakeClock is one.
+type Clock interface {
+	// Now returns the current time. The queue reads it for due times,
+	// backoff, suspensions and the times in events and stats.
+	Now() time.Time
+	// NewTimer returns a started timer that fires once, after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the queue uses.
+type Timer interface {
+	// C returns the channel on which the timer delivers the time it
+	// fired, as time.Timer's C field does.
+	C() <-chan time.Time
+	// Reset changes the timer to fire after d. It reports whether the
+	// timer was active.
+	Reset(d time.Duration) bool
+	// Stop prevents the timer from firing. It reports whether the timer
+	// was active.
+	Stop() bool
+}

@@ -1,0 +1,52 @@
+package core
+
+import "time"
+
+// Job is one unit of work and its routing information. Only Payload is
+// required; every other field has a useful zero value.
+type Job[T any] struct {
+	// ID is assigned by the store when the job is accepted; it is set in
+	// the Job a Handler receives. Enqueue refuses a Job whose ID is not
+	// zero (ErrInvalidJob): to enqueue a received Job again, clear it.
+	ID int64
+
+	// Key is the pending key: while a job with this key is queued or
+	// scheduled, another Enqueue with the same key returns ErrDuplicate;
+	// while it runs, another Enqueue is coalesced into exactly one more run
+	// (see [github.com/queuekit/queue.WithCoalesce]). "" means no deduplication.
+	Key string
+
+	// Group is a coarser key for scheduled jobs: at most one job of a group
+	// may wait in the schedule at a time (a tracker forwarder groups by
+	// infohash:forwarder, ignoring the peer). "" means no group.
+	Group string
+
+	// Target names the downstream the job talks to (a forwarder, an API
+	// host). Target health — suspension, disabling, circuit breaking and
+	// per-target concurrency — is tracked per Target. "" means none.
+	Target string
+
+	// Priority is a label from [github.com/queuekit/queue.WithPriorities]; "" means the default
+	// priority. Higher priorities always run first; jobs of one priority
+	// run in FIFO order.
+	Priority string
+
+	// RunAt is when the job becomes due. The zero time or a time in the
+	// past means now.
+	RunAt time.Time
+
+	// Attempt is the number of the current attempt, starting at 1. Runs
+	// that end in [github.com/queuekit/queue.RetryAfter], and claims put back because the job's
+	// target was suspended or busy, do not use up an attempt, so the next
+	// run has the same number. Enqueue refuses a Job whose Attempt is not
+	// zero (ErrInvalidJob).
+	Attempt int
+
+	// MaxAttempts overrides [github.com/queuekit/queue.WithMaxAttempts] for this job; 0 means the
+	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
+	MaxAttempts int
+
+	// Payload is the job's data. The queue never inspects, logs or
+	// displays it.
+	Payload T
+}
