@@ -21,12 +21,9 @@ func TestAddBatch(t *testing.T) {
 	sh := s.shards[0]
 	later := ms(clk.Now().Add(time.Minute))
 	item := func(key, group string, due int64) addItem {
-		t.Helper()
-		id, seq, blk, err := sh.newID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return addItem{id: id, seq: seq, blk: blk, key: key, group: group, due: due, label: "normal", enc: []byte("1")}
+		it := newAddItem(t, sh, "normal", due)
+		it.key, it.group = key, group
+		return it
 	}
 	a := item("", "", 0)
 	items := []addItem{
@@ -81,14 +78,7 @@ func TestAddReadyBatch(t *testing.T) {
 	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 3 }, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	sh := s.shards[0]
-	item := func(label string) addItem {
-		t.Helper()
-		id, seq, blk, err := sh.newID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return addItem{id: id, seq: seq, blk: blk, label: label, due: ms(clk.Now()), enc: []byte("1")}
-	}
+	item := func(label string) addItem { return newAddItem(t, sh, label, ms(clk.Now())) }
 	a := item("normal")
 	items := []addItem{a, item("low"), a, item("high"), item("normal")}
 	items[1].seq += seenBits // another seen bitmap
@@ -175,14 +165,7 @@ func TestAddOne(t *testing.T) {
 	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 2 }, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	sh := s.shards[0]
-	item := func(label string) addItem {
-		t.Helper()
-		id, seq, blk, err := sh.newID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return addItem{id: id, seq: seq, blk: blk, label: label, due: ms(clk.Now()), enc: []byte("1")}
-	}
+	item := func(label string) addItem { return newAddItem(t, sh, label, ms(clk.Now())) }
 	wake := sh.ks.fixed[kWake]
 	a, b := item("low"), item("high")
 	b.seq += seenBits // another seen bitmap
@@ -223,4 +206,15 @@ func TestAddOne(t *testing.T) {
 			t.Fatalf("%d wake-up tokens before the add, %d after; want %d", before, n, want)
 		}
 	}
+}
+
+// newAddItem returns a plain job for the add scripts, with an ID of a
+// block the shard reserved, due at due (ms) in the priority label.
+func newAddItem(t *testing.T, sh *shard, label string, due int64) addItem {
+	t.Helper()
+	id, seq, blk, err := sh.newID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addItem{id: id, seq: seq, blk: blk, label: label, due: due, enc: []byte("1")}
 }
