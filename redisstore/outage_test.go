@@ -315,3 +315,83 @@ func TestRecoveryRenewsLeases(t *testing.T) {
 	}
 	must(t, s.Complete(ctx, j))
 }
+
+// downWithClock is downFromTheStart with the fake clock clk and the
+// configuration changed by mutate (nil for none).
+func downWithClock(t *testing.T, clk *queuetest.FakeClock, mutate func(*queue.StoreConfig)) *Store[int] {
+	t.Helper()
+	direct := needRedis(t)
+	t.Parallel()
+	p := storetest.NewProxy(t, redisAddr())
+	p.Down()
+	c := proxiedClient(t, p)
+	return openStoreCfg(t, c, clk, mutate, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+}
+
+// TestFallbackSameInstantFIFO: jobs the fallback schedules for the same
+// instant run in the order they were added, as in the in-memory store,
+// whose schedule (due time, then ID) the fallback uses.
+func TestFallbackSameInstantFIFO(t *testing.T) {
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := downWithClock(t, clk, nil)
+	ctx := context.Background()
+	at := clk.Now().Add(time.Minute)
+	var want, got []int
+	for i := range 8 {
+		a, err := s.Add(ctx, queue.Job[int]{Payload: i, RunAt: at})
+		require.NoError(t, err)
+		require.True(t, a.Scheduled)
+		want = append(want, i)
+	}
+	clk.Advance(time.Minute)
+	for range want {
+		j := claimWithin(t, s, 5*time.Second)
+		got = append(got, j.Payload)
+		must(t, s.Complete(ctx, j))
+	}
+	assert.Equal(t, want, got)
+}
+
+// TestFallbackRequeuesWhenFull: the fallback promotes a due job only if
+// its ready jobs leave room under the queue's capacity; one that finds
+// none waits RequeueDelay more and is reported requeued, as in the
+// in-memory store.
+func TestFallbackRequeuesWhenFull(t *testing.T) {
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var requeued []int64
+	s := downWithClock(t, clk, func(cfg *queue.StoreConfig) {
+		cfg.Capacity = 1
+		cfg.Report = func(ev queue.Event) {
+			if ev.Kind == queue.EventRequeued {
+				mu.Lock()
+				requeued = append(requeued, ev.JobID)
+				mu.Unlock()
+			}
+		}
+	})
+	ctx := context.Background()
+	at := clk.Now().Add(time.Minute)
+	var ids []int64
+	for i := range 2 {
+		a, err := s.Add(ctx, queue.Job[int]{Payload: i, RunAt: at})
+		require.NoError(t, err)
+		ids = append(ids, a.ID)
+	}
+	clk.Advance(time.Minute)
+	n, err := s.PromoteDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Ready, "ready jobs beyond the capacity")
+	assert.Equal(t, 1, st.Scheduled)
+	sched, err := s.Scheduled(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, sched, 1)
+	assert.Equal(t, ids[1], sched[0].ID)
+	assert.True(t, sched[0].RunAt.Equal(clk.Now().Add(10*time.Second)), "requeued to %v", sched[0].RunAt)
+	mu.Lock()
+	assert.Equal(t, []int64{ids[1]}, requeued)
+	mu.Unlock()
+}
