@@ -203,12 +203,7 @@ func TestAddFallbackOff(t *testing.T) {
 // works on its in-memory fallback.
 func downFromTheStart(t *testing.T) *Store[int] {
 	t.Helper()
-	direct := needRedis(t)
-	t.Parallel()
-	p := storetest.NewProxy(t, redisAddr())
-	p.Down()
-	c := proxiedClient(t, p)
-	return openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	return downWithClock(t, nil, nil)
 }
 
 // TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
@@ -316,9 +311,9 @@ func TestRecoveryRenewsLeases(t *testing.T) {
 	must(t, s.Complete(ctx, j))
 }
 
-// downWithClock is downFromTheStart with the fake clock clk and the
-// configuration changed by mutate (nil for none).
-func downWithClock(t *testing.T, clk *queuetest.FakeClock, mutate func(*queue.StoreConfig)) *Store[int] {
+// downWithClock is downFromTheStart with the clock clk (nil for the
+// system clock) and the configuration changed by mutate (nil for none).
+func downWithClock(t *testing.T, clk queue.Clock, mutate func(*queue.StoreConfig)) *Store[int] {
 	t.Helper()
 	direct := needRedis(t)
 	t.Parallel()
