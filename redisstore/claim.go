@@ -112,7 +112,7 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 func (s *Store[T]) claimFallback(now int64, below int) (queue.Job[T], bool) {
 	s.fbMu.Lock()
 	fj, ok := s.fb.claim(below)
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	if ok {
 		s.claimMu.Lock()
 		s.claims[fj.job.ID] = &claimRec[T]{sh: fj.sh, fb: fj, attempt: fj.job.Attempt, older: s.claims[fj.job.ID]}

@@ -372,7 +372,7 @@ func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (queue.Adde
 		fj.job.ID = s.fb.localID()
 	}
 	added, err := s.fb.add(fj, now)
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	if err == nil {
 		s.nFallback.Add(1)
 	}

@@ -40,8 +40,9 @@ type fbJob[T any] struct {
 // written back, which hold their keys while they are out of the
 // in-memory store. Its methods must be called with Store.fbMu held.
 type fallback[T any] struct {
-	mem       *memstore.Store[*fbJob[T]]
-	size      int // bound on held jobs; 0 = off
+	mem       *memstore.Store[*fbJob[T]] // made for the first job it takes (see use); nil until then
+	mcfg      queue.StoreConfig          // mem's configuration
+	size      int                        // bound on held jobs; 0 = off
 	uncertain []*fbJob[T]
 	writing   int            // jobs out for write-back, until settled
 	away      map[string]int // keys of uncertain and writing jobs: how many hold each
@@ -64,11 +65,72 @@ func newFallback[T any](size int, cfg queue.StoreConfig, byPrio []*shard) (*fall
 	mc.Capacity = max(min(mc.Capacity, memstore.MaxCapacity), 1)
 	mc.MaxPending = max(size, 1)
 	mc.Report = func(ev queue.Event) { f.events = append(f.events, ev) }
-	f.mem = memstore.New[*fbJob[T]]()
-	if err := f.mem.Init(mc); err != nil {
+	f.mcfg = mc
+	probe := mc
+	probe.Capacity = 1 // the configuration is checked now; the store is made when first used
+	if err := memstore.New[*fbJob[T]]().Init(probe); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// use returns the in-memory store, making it first if need be: its ready
+// queue is allocated whole, which a process whose Redis never fails need
+// not pay for.
+func (f *fallback[T]) use() *memstore.Store[*fbJob[T]] {
+	if f.mem == nil {
+		m := memstore.New[*fbJob[T]]()
+		if err := m.Init(f.mcfg); err != nil {
+			panic("redisstore: " + err.Error()) // newFallback checked the same configuration
+		}
+		f.mem = m
+	}
+	return f.mem
+}
+
+// readyLen returns the number of ready jobs.
+func (f *fallback[T]) readyLen() int {
+	if f.mem == nil {
+		return 0
+	}
+	return f.mem.Len()
+}
+
+// promote moves due jobs to the ready queues and returns how many it moved.
+func (f *fallback[T]) promote() int {
+	if f.mem == nil {
+		return 0
+	}
+	n, _ := f.mem.PromoteDue(context.Background())
+	return n
+}
+
+// purge removes the ready and scheduled jobs and the reruns, not the jobs
+// whose Add may have reached Redis, and returns how many it removed.
+func (f *fallback[T]) purge() int {
+	if f.mem == nil {
+		return 0
+	}
+	n, _ := f.mem.Purge(context.Background())
+	return n
+}
+
+// stats returns the in-memory store's counts.
+func (f *fallback[T]) stats() queue.StoreStats {
+	if f.mem == nil {
+		return queue.StoreStats{}
+	}
+	st, _ := f.mem.Stats(context.Background())
+	return st
+}
+
+// scheduled returns up to n scheduled jobs, earliest first.
+func (f *fallback[T]) scheduled(n int) []queue.ScheduledJob {
+	if f.mem == nil {
+		return nil
+	}
+	out, _ := f.mem.Scheduled(context.Background(), n)
+	return out
 }
 
 // takeEvents returns the events the in-memory store reported (due jobs
@@ -82,7 +144,13 @@ func (f *fallback[T]) takeEvents() []queue.Event {
 
 // held returns the number of jobs waiting here: ready, scheduled,
 // reruns, uncertain and being written back.
-func (f *fallback[T]) held() int { return f.mem.Pending() + len(f.uncertain) + f.writing }
+func (f *fallback[T]) held() int {
+	n := len(f.uncertain) + f.writing
+	if f.mem != nil {
+		n += f.mem.Pending()
+	}
+	return n
+}
 
 // localID returns an ID for a job that could not reserve a Redis ID.
 func (f *fallback[T]) localID() int64 {
@@ -126,7 +194,7 @@ func (f *fallback[T]) add(j *fbJob[T], now int64) (queue.Added, error) {
 	if k := j.job.Key; k != "" && f.away[k] > 0 {
 		return queue.Added{}, queue.ErrDuplicate
 	}
-	added, err := f.mem.Put(memJob(j), len(f.uncertain)+f.writing)
+	added, err := f.use().Put(memJob(j), len(f.uncertain)+f.writing)
 	if errors.Is(err, queue.ErrPendingLimit) {
 		err = queue.ErrQueueFull // the fallback's bound, as before it was the in-memory store's
 	}
@@ -152,7 +220,10 @@ func (f *fallback[T]) unhold(j *fbJob[T]) {
 // claim promotes due jobs and returns the first ready job in priority
 // order among the priorities with an index below below, claimed.
 func (f *fallback[T]) claim(below int) (*fbJob[T], bool) {
-	_, _ = f.mem.PromoteDue(context.Background())
+	if f.mem == nil {
+		return nil, false
+	}
+	f.promote()
 	m, ok := f.mem.TryClaim(below)
 	if !ok {
 		return nil, false
@@ -183,13 +254,19 @@ func (f *fallback[T]) again(j *fbJob[T], due int64, retry bool, cause string) bo
 // cancel removes the queued, scheduled or uncertain jobs of key and its
 // rerun, and reports how many jobs it removed.
 func (f *fallback[T]) cancel(key string) int {
-	n, _ := f.mem.Cancel(context.Background(), key)
+	n := 0
+	if f.mem != nil {
+		n, _ = f.mem.Cancel(context.Background(), key)
+	}
 	return n + f.cancelUncertain(func(k string) bool { return k == key })
 }
 
 // cancelMatch is cancel for every key that satisfies match.
 func (f *fallback[T]) cancelMatch(match func(string) bool) int {
-	n, _ := f.mem.CancelMatch(context.Background(), match)
+	n := 0
+	if f.mem != nil {
+		n, _ = f.mem.CancelMatch(context.Background(), match)
+	}
 	return n + f.cancelUncertain(match)
 }
 
@@ -224,7 +301,7 @@ func (f *fallback[T]) takeFor(sh *shard, n int, now time.Time) []*fbJob[T] {
 	}
 	clear(f.uncertain[len(kept):])
 	f.uncertain = kept
-	if len(out) < n {
+	if len(out) < n && f.mem != nil {
 		for _, m := range f.mem.Take(n-len(out), func(p int) bool { return f.byPrio[p] == sh }) {
 			j := fromMem(m, now)
 			f.hold(j)
@@ -259,7 +336,7 @@ func (f *fallback[T]) settle(j *fbJob[T], out writeOutcome) {
 	}
 	if !j.inRedis {
 		f.unhold(j)
-		if f.mem.Restore(memJob(j)) == nil {
+		if f.use().Restore(memJob(j)) == nil {
 			return
 		}
 		f.hold(j) // its key is held again (cannot happen: the key stayed held): write it back later
@@ -274,13 +351,13 @@ func (f *fallback[T]) waiting(sh *shard) bool {
 			return true
 		}
 	}
-	return f.mem.Holds(func(p int) bool { return f.byPrio[p] == sh })
+	return f.mem != nil && f.mem.Holds(func(p int) bool { return f.byPrio[p] == sh })
 }
 
 // nextDue returns the earliest due time in the schedule (ms, rounded
 // up), or MaxInt64.
 func (f *fallback[T]) nextDue() int64 {
-	next, _ := f.mem.Scheduled(context.Background(), 1)
+	next := f.scheduled(1)
 	if len(next) == 0 {
 		return math.MaxInt64
 	}

@@ -154,7 +154,7 @@ func (s *Store[T]) writeBack(ctx context.Context, sh *shard) error {
 	for {
 		s.fbMu.Lock()
 		batch := s.fb.takeFor(sh, writeBatch, s.cfg.Clock.Now())
-		s.fbReady.Store(int64(s.fb.mem.Len()))
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		if len(batch) == 0 {
 			return nil
@@ -164,7 +164,7 @@ func (s *Store[T]) writeBack(ctx context.Context, sh *shard) error {
 		for i, j := range batch {
 			s.fb.settle(j, outcomes[i])
 		}
-		s.fbReady.Store(int64(s.fb.mem.Len()))
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		if err != nil {
 			if isOutage(ctx, err) || ctx.Err() != nil {

@@ -43,7 +43,7 @@ func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }
 func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 	s.fbMu.Lock()
 	n := s.fb.cancel(key)
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -69,7 +69,7 @@ func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool)
 	n := 0
 	s.fbMu.Lock()
 	n += s.fb.cancelMatch(match)
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -144,8 +144,8 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 	now := s.now()
 	n := 0
 	s.fbMu.Lock()
-	n, _ = s.fb.mem.PromoteDue(ctx)
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	n = s.fb.promote()
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	evs := s.fb.takeEvents()
 	s.fbMu.Unlock()
 	s.reportFallback(evs, now)
@@ -182,8 +182,8 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 // batch per script call; see queue.Store.
 func (s *Store[T]) Purge(ctx context.Context) (int, error) {
 	s.fbMu.Lock()
-	n, _ := s.fb.mem.Purge(ctx) // the jobs whose Add may have reached Redis stay
-	s.fbReady.Store(int64(s.fb.mem.Len()))
+	n := s.fb.purge() // the jobs whose Add may have reached Redis stay
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {

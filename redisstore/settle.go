@@ -36,7 +36,7 @@ func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause str
 	if c.fb != nil {
 		s.fbMu.Lock()
 		s.fb.end(c.fb)
-		s.fbReady.Store(int64(s.fb.mem.Len()))
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		s.signal()
 		return nil
@@ -69,7 +69,7 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 	if c.fb != nil {
 		s.fbMu.Lock()
 		kept := s.fb.again(c.fb, due, mode == "retry", cause)
-		s.fbReady.Store(int64(s.fb.mem.Len()))
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		s.signal()
 		if !kept {

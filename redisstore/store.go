@@ -335,7 +335,7 @@ func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 		}
 	}
 	s.fbMu.Lock()
-	fst, _ := s.fb.mem.Stats(ctx)
+	fst := s.fb.stats()
 	held, running := s.fb.held(), fst.Running
 	for p, n := range fst.ReadyByPriority {
 		st.ReadyByPriority[p] += n
@@ -413,7 +413,7 @@ func (s *Store[T]) Scheduled(ctx context.Context, n int) ([]queue.ScheduledJob, 
 		out = append(out, jobs...)
 	}
 	s.fbMu.Lock()
-	fbJobs, _ := s.fb.mem.Scheduled(ctx, n)
+	fbJobs := s.fb.scheduled(n)
 	s.fbMu.Unlock()
 	out = append(out, fbJobs...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RunAt.Before(out[j].RunAt) })
