@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,4 +390,56 @@ func TestFallbackRequeuesWhenFull(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, []int64{ids[1]}, requeued)
 	mu.Unlock()
+}
+
+// TestFallbackWriteBackOutcomes drives the fallback's write-back
+// bookkeeping by hand: a job out for write-back keeps its key; one whose
+// write may have landed becomes uncertain (kept, never run here, its key
+// held, cancellable); one whose write never left goes back into the
+// in-memory store as it was, with its ID and attempt.
+func TestFallbackWriteBackOutcomes(t *testing.T) {
+	s := downFromTheStart(t)
+	ctx := context.Background()
+	sh := s.shards[0]
+	for _, k := range []string{"lost", "unsent"} {
+		_, err := s.Add(ctx, queue.Job[int]{Key: k, Payload: len(k)})
+		require.NoError(t, err)
+	}
+	s.fbMu.Lock()
+	out := s.fb.takeFor(sh, 10, time.Now())
+	s.fbMu.Unlock()
+	require.Len(t, out, 2)
+	for _, k := range []string{"lost", "unsent"} {
+		_, err := s.Add(ctx, queue.Job[int]{Key: k})
+		require.ErrorIs(t, err, queue.ErrDuplicate, "a job out for write-back holds its key")
+	}
+	if st, _ := s.Stats(ctx); st.PendingKeys != 2 || st.Ready != 0 {
+		t.Fatalf("Stats during the write-back = %+v", st)
+	}
+	lost, unsent := out[0], out[1]
+	unsent.job.Attempt = 2 // as if it had run twice before
+	s.fbMu.Lock()
+	s.fb.settle(lost, writeUnknown)
+	s.fb.settle(unsent, writeUnsent)
+	held := s.fb.held()
+	s.fbMu.Unlock()
+	assert.Equal(t, 2, held)
+	j := claimWithin(t, s, time.Second)
+	assert.Equal(t, "unsent", j.Key)
+	assert.Equal(t, unsent.job.ID, j.ID)
+	assert.Equal(t, 3, j.Attempt)
+	if _, ok := s.claimFallback(s.now(), math.MaxInt); ok {
+		t.Fatal("a job whose write-back may have landed was claimed")
+	}
+	_, err := s.Add(ctx, queue.Job[int]{Key: "lost"})
+	require.ErrorIs(t, err, queue.ErrDuplicate, "an uncertain job holds its key")
+	s.fbMu.Lock()
+	assert.True(t, s.fb.waiting(sh))
+	s.fbMu.Unlock()
+	n, err := s.Cancel(ctx, "lost")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	_, err = s.Add(ctx, queue.Job[int]{Key: "lost"})
+	require.NoError(t, err, "the key is free once the uncertain job is cancelled")
+	must(t, s.Complete(ctx, j))
 }
