@@ -111,19 +111,31 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 // among the priorities with an index below below.
 func (s *Store[T]) claimFallback(now int64, below int) (queue.Job[T], bool) {
 	s.fbMu.Lock()
-	defer s.fbMu.Unlock()
-	if s.fb.held == 0 {
-		return queue.Job[T]{}, false
+	fj, ok := s.fb.claim(below)
+	s.fbReady.Store(int64(s.fb.readyLen()))
+	if ok {
+		s.claimMu.Lock()
+		s.claims[fj.job.ID] = &claimRec[T]{sh: fj.sh, fb: fj, attempt: fj.job.Attempt, older: s.claims[fj.job.ID]}
+		s.claimMu.Unlock()
 	}
-	fj, ok := s.fb.claim(now, below)
-	s.fbReady.Store(int64(s.fb.nready))
+	evs := s.fb.takeEvents()
+	s.fbMu.Unlock()
+	s.reportFallback(evs, now)
 	if !ok {
 		return queue.Job[T]{}, false
 	}
-	s.claimMu.Lock()
-	s.claims[fj.job.ID] = &claimRec[T]{sh: fj.sh, fb: fj, attempt: fj.job.Attempt, older: s.claims[fj.job.ID]}
-	s.claimMu.Unlock()
 	return fj.job, true
+}
+
+// reportFallback reports the events of the fallback's in-memory store,
+// stamped now (ms).
+func (s *Store[T]) reportFallback(evs []queue.Event, now int64) {
+	for _, ev := range evs {
+		if ev.Time.IsZero() {
+			ev.Time = time.UnixMilli(now)
+		}
+		s.cfg.Report(ev)
+	}
 }
 
 // claimShard claims a job from sh. Concurrent claims on a shard are

@@ -102,9 +102,13 @@
 // command that fails for a connection error switches the shard to a
 // bounded in-memory fallback (WithFallback): Add keeps accepting its jobs
 // and Claim serves them, in priority order with the jobs of the shards
-// that are up. The fallback applies the in-memory rules (priority order,
-// pending keys, groups, coalescing) to the jobs it holds; it cannot see
-// the jobs in Redis. Completions of jobs claimed from Redis that fail
+// that are up. The fallback is the in-memory store itself, so the jobs it
+// holds follow the in-memory rules (priority order and FIFO, the schedule,
+// pending keys, groups, coalescing, the capacity, due jobs requeued when
+// the ready jobs fill it); it cannot see the jobs in Redis. A job whose
+// Add may have reached Redis, and one being written back, keeps its key
+// from new fallback jobs until Redis has settled it; a job being written
+// back no longer holds its group. Completions of jobs claimed from Redis that fail
 // during the outage are kept and recorded when Redis answers. Once a ping
 // succeeds, the leases of the jobs this process runs from the shard are
 // renewed first (heartbeats skip a shard that is down, and an expired

@@ -371,8 +371,8 @@ func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (queue.Adde
 	if fj.job.ID == 0 {
 		fj.job.ID = s.fb.localID()
 	}
-	added, err := s.fb.add(fj, now, s.cfg.Coalesce)
-	s.fbReady.Store(int64(s.fb.nready))
+	added, err := s.fb.add(fj, now)
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	if err == nil {
 		s.nFallback.Add(1)
 	}

@@ -1,28 +1,24 @@
 package redisstore
 
 import (
-	"container/heap"
+	"context"
+	"errors"
 	"math"
+	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // localIDBit marks the IDs of jobs accepted by the fallback when no Redis
 // ID was reserved. Such a job gets a Redis ID when it is written back.
-const localIDBit = int64(1) << 62
+// Redis IDs stay far below it, and local IDs below memstore.MaxID.
+const localIDBit = int64(1) << 60
 
-type fbState uint8
-
-const (
-	fbReady     fbState = iota + 1 // waits in a ready list
-	fbSched                        // waits in the schedule
-	fbUncertain                    // its Add may have reached Redis: never run here
-	fbRerun                        // coalesced rerun of a running key
-	fbRunning                      // claimed from the fallback
-	fbWriting                      // being written back to Redis
-)
-
-// fbJob is a job held by the fallback.
+// fbJob is a job the fallback holds: what Redis needs of it besides what
+// the in-memory store keeps (the encoded payload, the Redis ID
+// reservation, the last error), and the job itself while the in-memory
+// store does not hold it (uncertain, being written back, claimed).
 type fbJob[T any] struct {
 	job     queue.Job[T]
 	enc     []byte // encoded payload
@@ -31,41 +27,129 @@ type fbJob[T any] struct {
 	blk     int64 // the ID block of seq (see shard.reserve)
 	prio    int   // index in the queue's priorities
 	due     int64 // ms; 0 when ready at once
-	state   fbState
-	inRedis bool // its Add or write-back may have reached Redis
+	inRedis bool  // its Add or write-back may have reached Redis
 	lastErr string
-	hidx    int // index in the schedule heap
 }
 
 // fallback is the bounded in-memory queue that takes jobs while their
-// Redis shard is unreachable. It keeps the in-memory store's rules within
-// itself: strict priority order and FIFO, pending keys, scheduled groups
-// and coalesced reruns. Its methods must be called with
-// Store.fbMu held.
+// Redis shard is unreachable. The in-memory store (internal/memstore)
+// holds its waiting jobs and applies the in-memory rules: strict priority
+// order and FIFO, pending keys, scheduled groups, coalesced reruns, the
+// capacity. What is Redis's stays here: jobs whose Add may have reached
+// Redis (uncertain: never run here, only written back) and jobs being
+// written back, which hold their keys while they are out of the
+// in-memory store. Its methods must be called with Store.fbMu held.
 type fallback[T any] struct {
-	size      int // bound on held jobs; 0 = off
-	capacity  int // bound on ready jobs (the queue's Capacity)
-	held      int // jobs waiting here: ready, scheduled, uncertain, reruns
-	nready    int
-	ready     [][]*fbJob[T] // per priority, FIFO
-	sched     fbHeap[T]
+	mem       *memstore.Store[*fbJob[T]] // made for the first job it takes (see use); nil until then
+	mcfg      queue.StoreConfig          // mem's configuration
+	size      int                        // bound on held jobs; 0 = off
 	uncertain []*fbJob[T]
-	keys      map[string]*fbJob[T] // pending key -> holder (any state but rerun)
-	reruns    map[string]*fbJob[T]
-	groups    map[string]*fbJob[T]
-	running   map[int64]*fbJob[T]
+	writing   int            // jobs out for write-back, until settled
+	away      map[string]int // keys of uncertain and writing jobs: how many hold each
+	events    []queue.Event  // the in-memory store's reports, made under fbMu: see takeEvents
 	nextLocal int64
+	byPrio    []*shard // the queue's shards by priority index
 }
 
-func newFallback[T any](size, capacity, priorities int) *fallback[T] {
-	return &fallback[T]{
-		size: size, capacity: capacity,
-		ready:   make([][]*fbJob[T], priorities),
-		keys:    map[string]*fbJob[T]{},
-		reruns:  map[string]*fbJob[T]{},
-		groups:  map[string]*fbJob[T]{},
-		running: map[int64]*fbJob[T]{},
+// newFallback returns the fallback for a queue configured as cfg. Its
+// ready bound is the queue's capacity, and never above size, which bounds
+// all it holds (so the in-memory store's ready queues, allocated whole,
+// stay as small as the fallback).
+func newFallback[T any](size int, cfg queue.StoreConfig, byPrio []*shard) (*fallback[T], error) {
+	f := &fallback[T]{size: size, away: map[string]int{}, byPrio: byPrio}
+	mc := cfg
+	mc.Capacity = cfg.Capacity
+	if mc.Capacity <= 0 || mc.Capacity > size {
+		mc.Capacity = size
 	}
+	mc.Capacity = max(min(mc.Capacity, memstore.MaxCapacity), 1)
+	mc.MaxPending = max(size, 1)
+	mc.Report = func(ev queue.Event) { f.events = append(f.events, ev) }
+	f.mcfg = mc
+	probe := mc
+	probe.Capacity = 1 // the configuration is checked now; the store is made when first used
+	if err := memstore.New[*fbJob[T]]().Init(probe); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// use returns the in-memory store, making it first if need be: its ready
+// queue is allocated whole, which a process whose Redis never fails need
+// not pay for.
+func (f *fallback[T]) use() *memstore.Store[*fbJob[T]] {
+	if f.mem == nil {
+		m := memstore.New[*fbJob[T]]()
+		if err := m.Init(f.mcfg); err != nil {
+			panic("redisstore: " + err.Error()) // newFallback checked the same configuration
+		}
+		f.mem = m
+	}
+	return f.mem
+}
+
+// readyLen returns the number of ready jobs.
+func (f *fallback[T]) readyLen() int {
+	if f.mem == nil {
+		return 0
+	}
+	return f.mem.Len()
+}
+
+// promote moves due jobs to the ready queues and returns how many it moved.
+func (f *fallback[T]) promote() int {
+	if f.mem == nil {
+		return 0
+	}
+	n, _ := f.mem.PromoteDue(context.Background())
+	return n
+}
+
+// purge removes the ready and scheduled jobs and the reruns, not the jobs
+// whose Add may have reached Redis, and returns how many it removed.
+func (f *fallback[T]) purge() int {
+	if f.mem == nil {
+		return 0
+	}
+	n, _ := f.mem.Purge(context.Background())
+	return n
+}
+
+// stats returns the in-memory store's counts.
+func (f *fallback[T]) stats() queue.StoreStats {
+	if f.mem == nil {
+		return queue.StoreStats{}
+	}
+	st, _ := f.mem.Stats(context.Background())
+	return st
+}
+
+// scheduled returns up to n scheduled jobs, earliest first.
+func (f *fallback[T]) scheduled(n int) []queue.ScheduledJob {
+	if f.mem == nil {
+		return nil
+	}
+	out, _ := f.mem.Scheduled(context.Background(), n)
+	return out
+}
+
+// takeEvents returns the events the in-memory store reported (due jobs
+// requeued for want of room), for the caller to report once fbMu is
+// released.
+func (f *fallback[T]) takeEvents() []queue.Event {
+	evs := f.events
+	f.events = nil
+	return evs
+}
+
+// held returns the number of jobs waiting here: ready, scheduled,
+// reruns, uncertain and being written back.
+func (f *fallback[T]) held() int {
+	n := len(f.uncertain) + f.writing
+	if f.mem != nil {
+		n += f.mem.Pending()
+	}
+	return n
 }
 
 // localID returns an ID for a job that could not reserve a Redis ID.
@@ -74,221 +158,157 @@ func (f *fallback[T]) localID() int64 {
 	return localIDBit | f.nextLocal
 }
 
+// memJob is j as the in-memory store takes it, j riding as the payload.
+func memJob[T any](j *fbJob[T]) queue.Job[*fbJob[T]] {
+	m := queue.Job[*fbJob[T]]{ID: j.job.ID, Key: j.job.Key, Group: j.job.Group, Target: j.job.Target,
+		Priority: j.job.Priority, MaxAttempts: j.job.MaxAttempts, Attempt: j.job.Attempt, Payload: j}
+	if j.due != 0 {
+		m.RunAt = time.UnixMilli(j.due)
+	}
+	return m
+}
+
+// fromMem updates the fbJob that m carries from m and returns it.
+func fromMem[T any](m queue.Job[*fbJob[T]], now time.Time) *fbJob[T] {
+	j := m.Payload
+	j.job.Priority, j.job.Attempt, j.job.RunAt = m.Priority, m.Attempt, m.RunAt
+	j.due = 0
+	if !m.RunAt.IsZero() {
+		j.due = dueMs(m.RunAt, now)
+	}
+	return j
+}
+
 // add accepts j under the in-memory rules. now is in ms. A job whose Add
 // may have reached Redis (inRedis) is kept for writing back without checks:
 // Redis decides about it when it answers again.
-func (f *fallback[T]) add(j *fbJob[T], now int64, coalesce bool) (queue.Added, error) {
-	added := queue.Added{ID: j.job.ID, Scheduled: j.due > now}
-	if f.held >= f.size {
-		return added, queue.ErrQueueFull
-	}
+func (f *fallback[T]) add(j *fbJob[T], now int64) (queue.Added, error) {
 	if j.inRedis {
-		f.held++
-		j.state = fbUncertain
+		if f.held() >= f.size {
+			return queue.Added{}, queue.ErrQueueFull
+		}
 		f.uncertain = append(f.uncertain, j)
-		if k := j.job.Key; k != "" && f.keys[k] == nil {
-			f.keys[k] = j
-		}
-		return added, nil
+		f.hold(j)
+		return queue.Added{ID: j.job.ID, Scheduled: j.due > now}, nil
 	}
+	if k := j.job.Key; k != "" && f.away[k] > 0 {
+		return queue.Added{}, queue.ErrDuplicate
+	}
+	added, err := f.use().Put(memJob(j), len(f.uncertain)+f.writing)
+	if errors.Is(err, queue.ErrPendingLimit) {
+		err = queue.ErrQueueFull // the fallback's bound, as before it was the in-memory store's
+	}
+	return added, err
+}
+
+// hold marks j's key as held by a job outside the in-memory store.
+func (f *fallback[T]) hold(j *fbJob[T]) {
 	if k := j.job.Key; k != "" {
-		if h := f.keys[k]; h != nil {
-			if h.state != fbRunning || !coalesce || f.reruns[k] != nil {
-				return added, queue.ErrDuplicate
-			}
-			f.held++
-			j.state = fbRerun
-			f.reruns[k] = j
-			return queue.Added{ID: j.job.ID, Coalesced: true}, nil
+		f.away[k]++
+	}
+}
+
+// unhold undoes hold.
+func (f *fallback[T]) unhold(j *fbJob[T]) {
+	if k := j.job.Key; k != "" {
+		if f.away[k]--; f.away[k] <= 0 {
+			delete(f.away, k)
 		}
 	}
-	if added.Scheduled && j.job.Group != "" && f.groups[j.job.Group] != nil {
-		return added, queue.ErrDuplicate
-	}
-	if !added.Scheduled && f.nready >= f.capacity {
-		return added, queue.ErrQueueFull
-	}
-	f.held++
-	f.activate(j, now, true)
-	return added, nil
 }
 
-func (f *fallback[T]) mark(j *fbJob[T]) {
-	if j.job.Key != "" {
-		f.keys[j.job.Key] = j
+// claim promotes due jobs and returns the first ready job in priority
+// order among the priorities with an index below below, claimed.
+func (f *fallback[T]) claim(below int) (*fbJob[T], bool) {
+	if f.mem == nil {
+		return nil, false
 	}
+	f.promote()
+	m, ok := f.mem.TryClaim(below)
+	if !ok {
+		return nil, false
+	}
+	return fromMem(m, time.Time{}), true
 }
 
-// activate makes a held job ready or scheduled and marks its key. Only a
-// job being added reserves its group (reserve), as in the in-memory store:
-// retries, deferrals and reruns do not take a group, and a job gives its
-// group up when it is due.
-func (f *fallback[T]) activate(j *fbJob[T], now int64, reserve bool) {
-	f.mark(j)
-	if j.due > now {
-		j.state = fbSched
-		heap.Push(&f.sched, j)
-		if g := j.job.Group; reserve && g != "" && f.groups[g] == nil {
-			f.groups[g] = j
-		}
-		return
-	}
-	f.unGroup(j)
-	j.state = fbReady
-	f.ready[j.prio] = append(f.ready[j.prio], j)
-	f.nready++
+// end finishes a claimed job and releases its key; a rerun becomes active.
+func (f *fallback[T]) end(j *fbJob[T]) {
+	_ = f.mem.Complete(context.Background(), memJob(j))
 }
 
-// promote moves due scheduled jobs to their ready lists.
-func (f *fallback[T]) promote(now int64) {
-	for len(f.sched) > 0 && f.sched[0].due <= now {
-		j := heap.Pop(&f.sched).(*fbJob[T])
-		f.unGroup(j)
-		j.state = fbReady
-		f.ready[j.prio] = append(f.ready[j.prio], j)
-		f.nready++
-	}
-}
-
-func (f *fallback[T]) unGroup(j *fbJob[T]) {
-	if g := j.job.Group; g != "" && f.groups[g] == j {
-		delete(f.groups, g)
-	}
-}
-
-// claim returns the first ready job in priority order among the
-// priorities with an index below below, marked running.
-func (f *fallback[T]) claim(now int64, below int) (*fbJob[T], bool) {
-	f.promote(now)
-	for p := range min(len(f.ready), below) {
-		if len(f.ready[p]) == 0 {
-			continue
-		}
-		j := f.ready[p][0]
-		f.ready[p][0] = nil
-		f.ready[p] = f.ready[p][1:]
-		f.nready--
-		f.held--
-		j.state = fbRunning
-		j.job.Attempt++
-		f.running[j.job.ID] = j
-		return j, true
-	}
-	return nil, false
-}
-
-// end finishes a running job and releases its key; a rerun becomes active.
-func (f *fallback[T]) end(j *fbJob[T], now int64) {
-	delete(f.running, j.job.ID)
-	f.release(j, now)
-}
-
-func (f *fallback[T]) release(j *fbJob[T], now int64) {
-	k := j.job.Key
-	if k == "" || f.keys[k] != j {
-		return
-	}
-	delete(f.keys, k)
-	if r := f.reruns[k]; r != nil {
-		delete(f.reruns, k)
-		f.activate(r, now, false)
-	}
-}
-
-// again puts a running job back: retry or defer. Either is superseded
-// when a rerun of the key waits: it reports false when the job was
-// dropped and the rerun took its key.
-func (f *fallback[T]) again(j *fbJob[T], due, now int64, retry bool, cause string) bool {
-	delete(f.running, j.job.ID)
-	if j.job.Key != "" && f.reruns[j.job.Key] != nil {
-		f.release(j, now)
-		return false
-	}
+// again puts a claimed job back to run at due (ms): retry or defer.
+// Either is superseded when a rerun of the key waits: it reports false
+// when the job was dropped and the rerun took its key.
+func (f *fallback[T]) again(j *fbJob[T], due int64, retry bool, cause string) bool {
+	at := time.UnixMilli(due)
+	var err error
 	if retry {
 		j.lastErr = cause
-	} else if j.job.Attempt > 0 {
-		j.job.Attempt--
+		err = f.mem.Retry(context.Background(), memJob(j), at, nil)
+	} else {
+		err = f.mem.Defer(context.Background(), memJob(j), at, nil)
 	}
-	j.due = due
-	f.held++
-	f.activate(j, now, false)
-	return true
+	return !errors.Is(err, queue.ErrSuperseded)
 }
 
-// cancel removes the queued, scheduled or uncertain holder of key and its
+// cancel removes the queued, scheduled or uncertain jobs of key and its
 // rerun, and reports how many jobs it removed.
 func (f *fallback[T]) cancel(key string) int {
 	n := 0
-	if h := f.keys[key]; h != nil && h.state != fbRunning && h.state != fbWriting {
-		f.unlink(h)
-		delete(f.keys, key)
-		n++
+	if f.mem != nil {
+		n, _ = f.mem.Cancel(context.Background(), key)
 	}
-	if r := f.reruns[key]; r != nil {
-		delete(f.reruns, key)
-		f.held--
-		n++
-	}
-	return n
+	return n + f.cancelUncertain(func(k string) bool { return k == key })
 }
 
-// unlink removes a waiting job from its list or heap.
-func (f *fallback[T]) unlink(j *fbJob[T]) {
-	switch j.state {
-	case fbReady:
-		l := f.ready[j.prio]
-		for i, x := range l {
-			if x == j {
-				f.ready[j.prio] = append(l[:i:i], l[i+1:]...)
-				f.nready--
-				break
-			}
-		}
-	case fbSched:
-		heap.Remove(&f.sched, j.hidx)
-		f.unGroup(j)
-	case fbUncertain:
-		for i, x := range f.uncertain {
-			if x == j {
-				f.uncertain = append(f.uncertain[:i:i], f.uncertain[i+1:]...)
-				break
-			}
-		}
+// cancelMatch is cancel for every key that satisfies match.
+func (f *fallback[T]) cancelMatch(match func(string) bool) int {
+	n := 0
+	if f.mem != nil {
+		n, _ = f.mem.CancelMatch(context.Background(), match)
 	}
-	f.held--
+	return n + f.cancelUncertain(match)
+}
+
+func (f *fallback[T]) cancelUncertain(match func(string) bool) int {
+	n := 0
+	kept := f.uncertain[:0]
+	for _, j := range f.uncertain {
+		if j.job.Key != "" && match(j.job.Key) {
+			f.unhold(j)
+			n++
+			continue
+		}
+		kept = append(kept, j)
+	}
+	clear(f.uncertain[len(kept):])
+	f.uncertain = kept
+	return n
 }
 
 // takeFor removes up to n waiting jobs of shard sh for writing back to
 // Redis: uncertain ones first, then ready ones in order, then scheduled
-// ones. Their keys and groups stay marked until settle.
-func (f *fallback[T]) takeFor(sh *shard, n int) []*fbJob[T] {
+// ones. Their keys stay held until settle; their groups are free.
+func (f *fallback[T]) takeFor(sh *shard, n int, now time.Time) []*fbJob[T] {
 	var out []*fbJob[T]
-	for i := 0; len(out) < n && i < len(f.uncertain); {
-		if j := f.uncertain[i]; j.sh == sh {
-			f.uncertain = append(f.uncertain[:i:i], f.uncertain[i+1:]...)
+	kept := f.uncertain[:0]
+	for _, j := range f.uncertain {
+		if j.sh == sh && len(out) < n {
 			out = append(out, j)
 			continue
 		}
-		i++
+		kept = append(kept, j)
 	}
-	for p := range f.ready {
-		for len(out) < n && len(f.ready[p]) > 0 && f.ready[p][0].sh == sh {
-			out = append(out, f.ready[p][0])
-			f.ready[p] = f.ready[p][1:]
-			f.nready--
-		}
-	}
-	for i := 0; len(out) < n && i < len(f.sched); {
-		if j := f.sched[i]; j.sh == sh {
-			heap.Remove(&f.sched, i)
+	clear(f.uncertain[len(kept):])
+	f.uncertain = kept
+	if len(out) < n && f.mem != nil {
+		for _, m := range f.mem.Take(n-len(out), func(p int) bool { return f.byPrio[p] == sh }) {
+			j := fromMem(m, now)
+			f.hold(j)
 			out = append(out, j)
-			continue
 		}
-		i++
 	}
-	for _, j := range out {
-		j.state = fbWriting
-	}
+	f.writing += len(out)
 	return out
 }
 
@@ -303,29 +323,25 @@ const (
 
 // settle ends a write-back. A job whose write may have landed becomes
 // uncertain: it never runs here and is written again (a no-op if the first
-// write landed) once Redis answers.
-func (f *fallback[T]) settle(j *fbJob[T], out writeOutcome, now int64) {
-	switch out {
-	case writeDone:
-		f.held--
-		f.unGroup(j)
-		if k := j.job.Key; k != "" && f.keys[k] == j {
-			delete(f.keys, k)
-		}
-	case writeUnknown:
-		f.unGroup(j)
+// write landed) once Redis answers. One that never reached Redis goes
+// back into the in-memory store as it was.
+func (f *fallback[T]) settle(j *fbJob[T], out writeOutcome) {
+	f.writing--
+	if out == writeUnknown {
 		j.inRedis = true
-		j.state = fbUncertain
-		f.uncertain = append(f.uncertain, j)
-	default:
-		if j.inRedis {
-			f.unGroup(j)
-			j.state = fbUncertain
-			f.uncertain = append(f.uncertain, j)
+	}
+	if out == writeDone {
+		f.unhold(j)
+		return
+	}
+	if !j.inRedis {
+		f.unhold(j)
+		if f.use().Restore(memJob(j)) == nil {
 			return
 		}
-		f.activate(j, now, false) // it keeps the group it holds
+		f.hold(j) // its key is held again (cannot happen: the key stayed held): write it back later
 	}
+	f.uncertain = append(f.uncertain, j)
 }
 
 // waiting reports whether jobs of sh wait here for writing back.
@@ -335,44 +351,15 @@ func (f *fallback[T]) waiting(sh *shard) bool {
 			return true
 		}
 	}
-	for p := range f.ready {
-		if len(f.ready[p]) > 0 && f.ready[p][0].sh == sh {
-			return true
-		}
-	}
-	for _, j := range f.sched {
-		if j.sh == sh {
-			return true
-		}
-	}
-	return false
+	return f.mem != nil && f.mem.Holds(func(p int) bool { return f.byPrio[p] == sh })
 }
 
-// nextDue returns the earliest due time in the schedule, or MaxInt64.
+// nextDue returns the earliest due time in the schedule (ms, rounded
+// up), or MaxInt64.
 func (f *fallback[T]) nextDue() int64 {
-	if len(f.sched) == 0 {
+	next := f.scheduled(1)
+	if len(next) == 0 {
 		return math.MaxInt64
 	}
-	return f.sched[0].due
-}
-
-type fbHeap[T any] []*fbJob[T]
-
-func (h fbHeap[T]) Len() int           { return len(h) }
-func (h fbHeap[T]) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h fbHeap[T]) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx, h[j].hidx = i, j
-}
-func (h *fbHeap[T]) Push(x any) {
-	j := x.(*fbJob[T])
-	j.hidx = len(*h)
-	*h = append(*h, j)
-}
-func (h *fbHeap[T]) Pop() any {
-	old := *h
-	j := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return j
+	return dueMs(next[0].RunAt, time.Time{})
 }

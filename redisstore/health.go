@@ -153,19 +153,18 @@ func (s *Store[T]) flushPending(ctx context.Context, sh *shard) error {
 func (s *Store[T]) writeBack(ctx context.Context, sh *shard) error {
 	for {
 		s.fbMu.Lock()
-		batch := s.fb.takeFor(sh, writeBatch)
-		s.fbReady.Store(int64(s.fb.nready))
+		batch := s.fb.takeFor(sh, writeBatch, s.cfg.Clock.Now())
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		if len(batch) == 0 {
 			return nil
 		}
 		outcomes, err := s.writeBatch(ctx, sh, batch)
-		now := s.now()
 		s.fbMu.Lock()
 		for i, j := range batch {
-			s.fb.settle(j, outcomes[i], now)
+			s.fb.settle(j, outcomes[i])
 		}
-		s.fbReady.Store(int64(s.fb.nready))
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		if err != nil {
 			if isOutage(ctx, err) || ctx.Err() != nil {

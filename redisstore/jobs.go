@@ -43,7 +43,7 @@ func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }
 func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 	s.fbMu.Lock()
 	n := s.fb.cancel(key)
-	s.fbReady.Store(int64(s.fb.nready))
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -68,21 +68,8 @@ func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
 	n := 0
 	s.fbMu.Lock()
-	var keys []string
-	for k := range s.fb.keys {
-		if match(k) {
-			keys = append(keys, k)
-		}
-	}
-	for k := range s.fb.reruns {
-		if match(k) {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range keys {
-		n += s.fb.cancel(k)
-	}
-	s.fbReady.Store(int64(s.fb.nready))
+	n += s.fb.cancelMatch(match)
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
@@ -157,11 +144,11 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 	now := s.now()
 	n := 0
 	s.fbMu.Lock()
-	before := s.fb.nready
-	s.fb.promote(now)
-	n += s.fb.nready - before
-	s.fbReady.Store(int64(s.fb.nready))
+	n = s.fb.promote()
+	s.fbReady.Store(int64(s.fb.readyLen()))
+	evs := s.fb.takeEvents()
 	s.fbMu.Unlock()
+	s.reportFallback(evs, now)
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {
 			continue
@@ -194,33 +181,9 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 // Purge removes every ready and scheduled job and every rerun, a bounded
 // batch per script call; see queue.Store.
 func (s *Store[T]) Purge(ctx context.Context) (int, error) {
-	n := 0
 	s.fbMu.Lock()
-	f := s.fb
-	var keys []string
-	for k := range f.reruns {
-		keys = append(keys, k)
-	}
-	for _, k := range keys {
-		n += f.cancel(k)
-	}
-	for p := range f.ready {
-		for _, j := range f.ready[p] {
-			f.release(j, 0)
-			n++
-			f.held--
-		}
-		f.ready[p] = nil
-	}
-	f.nready = 0
-	for _, j := range f.sched {
-		f.unGroup(j)
-		f.release(j, 0)
-		n++
-		f.held--
-	}
-	f.sched = nil
-	s.fbReady.Store(0)
+	n := s.fb.purge() // the jobs whose Add may have reached Redis stay
+	s.fbReady.Store(int64(s.fb.readyLen()))
 	s.fbMu.Unlock()
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,12 +204,7 @@ func TestAddFallbackOff(t *testing.T) {
 // works on its in-memory fallback.
 func downFromTheStart(t *testing.T) *Store[int] {
 	t.Helper()
-	direct := needRedis(t)
-	t.Parallel()
-	p := storetest.NewProxy(t, redisAddr())
-	p.Down()
-	c := proxiedClient(t, p)
-	return openStore(t, c, nil, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+	return downWithClock(t, nil, nil)
 }
 
 // TestFallbackDeferSuperseded: in the fallback too, a coalesced rerun
@@ -313,5 +309,137 @@ func TestRecoveryRenewsLeases(t *testing.T) {
 	if lost, err := s.Heartbeat(ctx, []int64{j.ID}); err != nil || len(lost) != 0 {
 		t.Fatalf("Heartbeat after the outage = %v, %v; want the lease still held", lost, err)
 	}
+	must(t, s.Complete(ctx, j))
+}
+
+// downWithClock is downFromTheStart with the clock clk (nil for the
+// system clock) and the configuration changed by mutate (nil for none).
+func downWithClock(t *testing.T, clk queue.Clock, mutate func(*queue.StoreConfig)) *Store[int] {
+	t.Helper()
+	direct := needRedis(t)
+	t.Parallel()
+	p := storetest.NewProxy(t, redisAddr())
+	p.Down()
+	c := proxiedClient(t, p)
+	return openStoreCfg(t, c, clk, mutate, WithPrefix(testPrefix(t, direct)), WithConnect(300*time.Millisecond, true))
+}
+
+// TestFallbackSameInstantFIFO: jobs the fallback schedules for the same
+// instant run in the order they were added, as in the in-memory store,
+// whose schedule (due time, then ID) the fallback uses.
+func TestFallbackSameInstantFIFO(t *testing.T) {
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := downWithClock(t, clk, nil)
+	ctx := context.Background()
+	at := clk.Now().Add(time.Minute)
+	var want, got []int
+	for i := range 8 {
+		a, err := s.Add(ctx, queue.Job[int]{Payload: i, RunAt: at})
+		require.NoError(t, err)
+		require.True(t, a.Scheduled)
+		want = append(want, i)
+	}
+	clk.Advance(time.Minute)
+	for range want {
+		j := claimWithin(t, s, 5*time.Second)
+		got = append(got, j.Payload)
+		must(t, s.Complete(ctx, j))
+	}
+	assert.Equal(t, want, got)
+}
+
+// TestFallbackRequeuesWhenFull: the fallback promotes a due job only if
+// its ready jobs leave room under the queue's capacity; one that finds
+// none waits RequeueDelay more and is reported requeued, as in the
+// in-memory store.
+func TestFallbackRequeuesWhenFull(t *testing.T) {
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var requeued []int64
+	s := downWithClock(t, clk, func(cfg *queue.StoreConfig) {
+		cfg.Capacity = 1
+		cfg.Report = func(ev queue.Event) {
+			if ev.Kind == queue.EventRequeued {
+				mu.Lock()
+				requeued = append(requeued, ev.JobID)
+				mu.Unlock()
+			}
+		}
+	})
+	ctx := context.Background()
+	at := clk.Now().Add(time.Minute)
+	var ids []int64
+	for i := range 2 {
+		a, err := s.Add(ctx, queue.Job[int]{Payload: i, RunAt: at})
+		require.NoError(t, err)
+		ids = append(ids, a.ID)
+	}
+	clk.Advance(time.Minute)
+	n, err := s.PromoteDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Ready, "ready jobs beyond the capacity")
+	assert.Equal(t, 1, st.Scheduled)
+	sched, err := s.Scheduled(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, sched, 1)
+	assert.Equal(t, ids[1], sched[0].ID)
+	assert.True(t, sched[0].RunAt.Equal(clk.Now().Add(10*time.Second)), "requeued to %v", sched[0].RunAt)
+	mu.Lock()
+	assert.Equal(t, []int64{ids[1]}, requeued)
+	mu.Unlock()
+}
+
+// TestFallbackWriteBackOutcomes drives the fallback's write-back
+// bookkeeping by hand: a job out for write-back keeps its key; one whose
+// write may have landed becomes uncertain (kept, never run here, its key
+// held, cancellable); one whose write never left goes back into the
+// in-memory store as it was, with its ID and attempt.
+func TestFallbackWriteBackOutcomes(t *testing.T) {
+	s := downFromTheStart(t)
+	ctx := context.Background()
+	sh := s.shards[0]
+	for _, k := range []string{"lost", "unsent"} {
+		_, err := s.Add(ctx, queue.Job[int]{Key: k, Payload: len(k)})
+		require.NoError(t, err)
+	}
+	s.fbMu.Lock()
+	out := s.fb.takeFor(sh, 10, time.Now())
+	s.fbMu.Unlock()
+	require.Len(t, out, 2)
+	for _, k := range []string{"lost", "unsent"} {
+		_, err := s.Add(ctx, queue.Job[int]{Key: k})
+		require.ErrorIs(t, err, queue.ErrDuplicate, "a job out for write-back holds its key")
+	}
+	if st, _ := s.Stats(ctx); st.PendingKeys != 2 || st.Ready != 0 {
+		t.Fatalf("Stats during the write-back = %+v", st)
+	}
+	lost, unsent := out[0], out[1]
+	unsent.job.Attempt = 2 // as if it had run twice before
+	s.fbMu.Lock()
+	s.fb.settle(lost, writeUnknown)
+	s.fb.settle(unsent, writeUnsent)
+	held := s.fb.held()
+	s.fbMu.Unlock()
+	assert.Equal(t, 2, held)
+	j := claimWithin(t, s, time.Second)
+	assert.Equal(t, "unsent", j.Key)
+	assert.Equal(t, unsent.job.ID, j.ID)
+	assert.Equal(t, 3, j.Attempt)
+	if _, ok := s.claimFallback(s.now(), math.MaxInt); ok {
+		t.Fatal("a job whose write-back may have landed was claimed")
+	}
+	_, err := s.Add(ctx, queue.Job[int]{Key: "lost"})
+	require.ErrorIs(t, err, queue.ErrDuplicate, "an uncertain job holds its key")
+	s.fbMu.Lock()
+	assert.True(t, s.fb.waiting(sh))
+	s.fbMu.Unlock()
+	n, err := s.Cancel(ctx, "lost")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	_, err = s.Add(ctx, queue.Job[int]{Key: "lost"})
+	require.NoError(t, err, "the key is free once the uncertain job is cancelled")
 	must(t, s.Complete(ctx, j))
 }

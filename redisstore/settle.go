@@ -33,11 +33,10 @@ func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause str
 	if err != nil {
 		return err
 	}
-	now := s.now()
 	if c.fb != nil {
 		s.fbMu.Lock()
-		s.fb.end(c.fb, now)
-		s.fbReady.Store(int64(s.fb.nready))
+		s.fb.end(c.fb)
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		s.signal()
 		return nil
@@ -66,12 +65,11 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 	if err != nil {
 		return err
 	}
-	nowT := s.cfg.Clock.Now()
-	now, due := ms(nowT), dueMs(at, nowT)
+	due := dueMs(at, s.cfg.Clock.Now())
 	if c.fb != nil {
 		s.fbMu.Lock()
-		kept := s.fb.again(c.fb, due, now, mode == "retry", cause)
-		s.fbReady.Store(int64(s.fb.nready))
+		kept := s.fb.again(c.fb, due, mode == "retry", cause)
+		s.fbReady.Store(int64(s.fb.readyLen()))
 		s.fbMu.Unlock()
 		s.signal()
 		if !kept {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -215,11 +214,11 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 			sh.markDown(errors.New("unreachable at start"))
 		}
 	}
-	capacity := cfg.Capacity
-	if capacity <= 0 {
-		capacity = math.MaxInt
+	fb, err := newFallback[T](s.o.fallbackSize, cfg, s.byPrio)
+	if err != nil {
+		return fmt.Errorf("redisstore: the outage fallback: %w", err)
 	}
-	s.fb = newFallback[T](s.o.fallbackSize, capacity, len(cfg.Priorities))
+	s.fb = fb
 	s.bound = true
 	return nil
 }
@@ -283,7 +282,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 		}
 	}
 	s.fbMu.Lock()
-	left := s.fb.held
+	left := s.fb.held()
 	s.fbMu.Unlock()
 	s.claimMu.Lock()
 	unflushed := len(s.pending)
@@ -336,15 +335,16 @@ func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 		}
 	}
 	s.fbMu.Lock()
-	f := s.fb
-	held, running := f.held, len(f.running)
-	for p, l := range f.ready {
-		st.ReadyByPriority[s.cfg.Priorities[p].Name] += len(l)
-		st.Ready += len(l)
+	fst := s.fb.stats()
+	held, running := s.fb.held(), fst.Running
+	for p, n := range fst.ReadyByPriority {
+		st.ReadyByPriority[p] += n
 	}
-	st.Scheduled += len(f.sched)
+	st.Ready += fst.Ready
+	st.Scheduled += fst.Scheduled
+	st.Waiting += fst.Waiting
 	st.Running += running
-	st.PendingKeys += len(f.keys)
+	st.PendingKeys += fst.PendingKeys + len(s.fb.away)
 	s.fbMu.Unlock()
 	if !st.Healthy || held+running > 0 {
 		detail = append(detail, fmt.Sprintf("fallback: in-memory, %d jobs waiting, %d running", held, running))
@@ -413,11 +413,9 @@ func (s *Store[T]) Scheduled(ctx context.Context, n int) ([]queue.ScheduledJob, 
 		out = append(out, jobs...)
 	}
 	s.fbMu.Lock()
-	for _, j := range s.fb.sched {
-		out = append(out, queue.ScheduledJob{ID: j.job.ID, Key: j.job.Key, Group: j.job.Group,
-			Target: j.job.Target, Priority: j.job.Priority, RunAt: time.UnixMilli(j.due), Attempt: j.job.Attempt})
-	}
+	fbJobs := s.fb.scheduled(n)
 	s.fbMu.Unlock()
+	out = append(out, fbJobs...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RunAt.Before(out[j].RunAt) })
 	if len(out) > n {
 		out = out[:n]

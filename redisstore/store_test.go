@@ -149,8 +149,8 @@ func TestWriteBackExactlyOnce(t *testing.T) {
 	}
 	must(t, s.writeBack(ctx, sh))
 	st, _ := s.Stats(ctx)
-	if st.Ready != 1 || st.PendingKeys != 1 || s.fb.held != 0 {
-		t.Fatalf("after write-back: %+v, fallback holds %d; want the one job once", st, s.fb.held)
+	if st.Ready != 1 || st.PendingKeys != 1 || s.fb.held() != 0 {
+		t.Fatalf("after write-back: %+v, fallback holds %d; want the one job once", st, s.fb.held())
 	}
 	// A genuinely unsent job is written back once, even if written twice.
 	fj2 := &fbJob[int]{job: queue.Job[int]{Payload: 8}, enc: []byte("8"), sh: sh, prio: 1}

@@ -18,6 +18,12 @@ func (s *Store[T]) Add(_ context.Context, job core.Job[T]) (core.Added, error) {
 // parked is how many jobs the queue holds parked for a target's slot,
 // which count against MaxPending.
 func (s *Store[T]) AddJob(job *core.Job[T], future bool, parked int) (core.Added, error) {
+	return s.addJob(job, future, parked, 0)
+}
+
+// addJob is AddJob giving the job the ID id, or the next of the store's
+// own IDs when id is 0 (see Put).
+func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (core.Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return core.Added{}, fmt.Errorf("%w %q", core.ErrUnknownPriority, job.Priority)
@@ -33,7 +39,9 @@ func (s *Store[T]) AddJob(job *core.Job[T], future bool, parked int) (core.Added
 		it.at = max(s.instant(job.RunAt), 1)
 		scheduled = future || it.at > s.now()
 	}
-	it.id = s.ids.Add(1)
+	if it.id = id; id == 0 {
+		it.id = s.ids.Add(1)
+	}
 	if job.Key == "" {
 		return s.place(&it, scheduled)
 	}

@@ -3,7 +3,10 @@
 // (ring.go); pending keys in a sharded set (keys.go); scheduled jobs in a
 // 4-ary heap with the goroutine that promotes due jobs (schedule.go);
 // store.go holds the store's state and lifecycle, and add.go, claim.go,
-// outcomes.go, cancel.go, promote.go and stats.go its methods by concern.
+// outcomes.go, cancel.go, promote.go and stats.go its methods by concern;
+// wrap.go holds what a store that falls back to this one needs besides
+// the contract (redisstore's outage fallback: jobs numbered by the caller,
+// claims that do not wait, jobs taken out and put back).
 //
 // Besides the contract, the engine calls AddJob, ClaimJob and FinishJob
 // directly when the store is its own default one: they take the job by

@@ -1,0 +1,68 @@
+package redisstore
+
+// Claim: now, lease-until, owner, promote batch, capacity, requeue ms, n.
+// Claims up to n jobs, highest priority first. Returns {ready, requeued,
+// next due (-1 for none), then per job: id, key, group, target, label,
+// runAt, attempt, max, lease, payload}.
+var scriptClaim = newScript("claim", `
+local now, untl, owner = tonumber(arg(1)), tonumber(arg(2)), arg(3)
+local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
+local want = tonumber(arg(7))
+local out = {0, requeued, -1}
+local got, skipped = 0, 0
+for i = 1, NL do
+  local list = LIST[LABELS[i]]
+  while got < want and skipped < 100 do
+    local id = redis.call('LPOP', list)
+    if not id then break end
+    local m = load(id)
+    if m and m.s == 'q' then
+      unready(m)
+      m.a = m.a + 1
+      m.s = 'x'
+      local tok = owner .. ':' .. m.a
+      redis.call('HSET', LEASE, id, tok)
+      redis.call('ZADD', RUN, untl, id)
+      save(id, m)
+      for _, v in ipairs({id, m.k, m.g, m.t, m.p, m.r, m.a, m.m, tok, redis.call('HGET', DATA, id) or ''}) do
+        table.insert(out, v)
+      end
+      got = got + 1
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+if got == 0 and skipped < 100 then
+  -- Nothing live: the counters must say so for every empty list (they can
+  -- only disagree after keys were edited by hand).
+  for i = 1, NL do
+    if redis.call('LLEN', LIST[LABELS[i]]) == 0 then redis.call('HSET', COUNT, 'r:' .. LABELS[i], 0) end
+  end
+  RC = nil
+end
+if got < want then
+  local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+  if nxt[2] then out[3] = nxt[2] end
+end
+out[1] = ready_count()
+return out
+`)
+
+// Heartbeat: lease-until, then pairs of id and lease. Returns the IDs whose
+// lease the caller no longer holds.
+var scriptHeartbeat = newScript("heartbeat", `
+local untl = tonumber(arg(1))
+local lost = {}
+local i = 2
+while arg(i) do
+  local id, tok = arg(i), arg(i + 1)
+  if redis.call('HGET', LEASE, id) == tok then
+    redis.call('ZADD', RUN, 'XX', untl, id)
+  else
+    table.insert(lost, id)
+  end
+  i = i + 2
+end
+return lost
+`)

@@ -1,0 +1,57 @@
+package redisstore
+
+// Settle ends claimed jobs: now, then per job: id, lease, mode, at, error.
+// Modes: done, dead (to the dead set with error), retry (scheduled at at
+// with error), defer (at at, giving the attempt back). A retry or defer of
+// a job whose key has a coalesced rerun waiting is dropped in favour of
+// the rerun, which becomes the key's job ('superseded'), as in the
+// in-memory store. Returns {ready, then per job 'ok', 'superseded', 'gone'
+// (already settled: a repeated call) or 'lost' (the lease is no longer the
+// caller's)}.
+var scriptSettle = newScript("settle", `
+local now = tonumber(arg(1))
+local function settle(id, tok, mode, at, err)
+  local bad = check_lease(id, tok)
+  if bad then return bad end
+  redis.call('HDEL', LEASE, id)
+  redis.call('ZREM', RUN, id)
+  local m = load(id)
+  if not m then return 'gone' end
+  if mode == 'done' then
+    release_key(id, m, now)
+    release_group(id, m)
+    forget(id)
+    return 'ok'
+  elseif mode == 'dead' then
+    bury(id, m, now, err)
+    return 'ok'
+  end
+  if m.k ~= '' and redis.call('HEXISTS', RERUNS, m.k) == 1 then
+    release_key(id, m, now)
+    forget(id)
+    return 'superseded'
+  end
+  if mode == 'defer' then
+    if m.a > 0 then m.a = m.a - 1 end
+    if err ~= '' then m.e = err end
+  else
+    m.e = err
+  end
+  if at > now then
+    schedule(id, m, at)
+  else
+    m.r = at
+    push_ready(id, m)
+  end
+  save(id, m)
+  return 'ok'
+end
+local out = {0}
+local i = 2
+while arg(i) do
+  table.insert(out, settle(arg(i), arg(i + 1), arg(i + 2), tonumber(arg(i + 3)), arg(i + 4)))
+  i = i + 5
+end
+out[1] = ready_count()
+return out
+`)
