@@ -106,8 +106,9 @@ type Store[T any] struct {
 	wakeFetch   chan struct{}
 	wakePromote chan struct{}
 
-	w  writer
-	nt notifier // wake-ups for Add, sent after its commit
+	w   writer
+	nt  notifier // wake-ups for Add, sent after its commit
+	due dueTimer // the promoter's timer, moved by Add
 
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
@@ -153,6 +154,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
 	s.nt.init()
+	s.due.wake = make(chan struct{}, 1)
 	s.healthy.Store(true)
 	return s, nil
 }
