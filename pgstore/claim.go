@@ -240,7 +240,7 @@ func backoff(n int, limit time.Duration) time.Duration {
 // unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	now := s.cfg.Clock.Now()
-	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.LeaseTTL))
+	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, s.leaseUntil())
 	if err != nil {
 		s.unreserve(n)
 		s.noteErr(err)

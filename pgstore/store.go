@@ -78,6 +78,7 @@ type Store[T any] struct {
 	channel string // NOTIFY channel, shared by the queues of one schema
 
 	cfg   queue.StoreConfig
+	lc    leaseClock // set with cfg, by Init
 	bound atomic.Bool
 
 	mu       sync.Mutex // guards started, closed, stop, and Init
@@ -184,6 +185,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		return fmt.Errorf("pgstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	s.cfg = cfg
+	s.lc = leaseClock{clock: cfg.Clock.Now(), real: time.Now()}
 	s.bound.Store(true)
 	return nil
 }
