@@ -148,14 +148,15 @@ func (s *Store[T]) promoteStep(ctx context.Context, promote bool, counted *time.
 	for range 2 {
 		if promote && !s.drained.Load() {
 			looked = s.cfg.Clock.Now()
-			if _, err := s.PromoteDue(ctx); err != nil {
+			if _, err := s.promoteDue(ctx, &next); err != nil {
 				return nil, false, err
 			}
-		}
-		err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name).Scan(&next)
-		s.noteErr(err)
-		if err != nil {
-			return nil, false, fmt.Errorf("pgstore: next due: %w", err)
+		} else {
+			err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name).Scan(&next)
+			s.noteErr(err)
+			if err != nil {
+				return nil, false, fmt.Errorf("pgstore: next due: %w", err)
+			}
 		}
 		if promote || next == nil || next.After(s.cfg.Clock.Now()) {
 			break
