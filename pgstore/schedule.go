@@ -46,16 +46,23 @@ func (s *Store[T]) noteDue(t time.Time) {
 	}
 }
 
-// setDue records the promoter's timer (zero: none).
-func (d *dueTimer) set(t time.Time) {
+// clear records that the promoter has no timer while it looks at the
+// database: an Add meanwhile moves the timer (see settle).
+func (d *dueTimer) clear() {
 	d.mu.Lock()
-	d.at = t
+	d.at = time.Time{}
 	d.mu.Unlock()
 }
 
-func (d *dueTimer) get() time.Time {
+// settle records the promoter's timer: t (zero: none), or the due time an
+// Add noted while the promoter looked, if earlier. It returns the timer's
+// time, zero for none.
+func (d *dueTimer) settle(t time.Time) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !t.IsZero() && (d.at.IsZero() || t.Before(d.at)) {
+		d.at = t
+	}
 	return d.at
 }
 
@@ -80,6 +87,7 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 	promote := true
 	for ctx.Err() == nil {
 		wait := s.o.PollInterval
+		s.due.clear()
 		next, stuck, err := s.promoteStep(ctx, promote, &counted)
 		promote = false
 		if err != nil {
@@ -98,7 +106,7 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 			}
 		}
 		due.Stop()
-		s.due.set(time.Time{})
+		var target time.Time
 		if next != nil {
 			d := next.Sub(clk.Now())
 			switch {
@@ -108,8 +116,10 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 				promote = true // due since the promotion looked
 				continue
 			}
-			s.due.set(clk.Now().Add(d))
-			due.Reset(d)
+			target = clk.Now().Add(d)
+		}
+		if at := s.due.settle(target); !at.IsZero() {
+			due.Reset(max(at.Sub(clk.Now()), 0))
 		}
 		poll.Reset(wait)
 		for waiting := true; waiting; {
@@ -122,7 +132,7 @@ func (s *Store[T]) promoteLoop(ctx context.Context) {
 				waiting = false
 			case <-s.due.wake:
 				// This process scheduled a job before the timer.
-				if at := s.due.get(); !at.IsZero() {
+				if at := s.due.settle(time.Time{}); !at.IsZero() {
 					due.Stop()
 					due.Reset(max(at.Sub(clk.Now()), 0))
 				}
