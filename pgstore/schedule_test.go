@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // stmtTracer calls onEnd after each statement, alone or in a batch.
@@ -42,7 +44,8 @@ func (t stmtTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 // wait. The fake clock moves on as the promotion statement ends, so the
 // second job is due when the promoter reads the next due time; the
 // promoter's timers are on the fake clock and its poll a minute away, so
-// a wait of any length holds the job back for the whole test.
+// a wait of any length holds the job back for the whole test. (It waited
+// 50 ms, or with LISTEN on for its own promotion's notification.)
 func TestJobDueWhilePromotingStartsAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -50,29 +53,49 @@ func TestJobDueWhilePromotingStartsAtOnce(t *testing.T) {
 	clk := queuetest.NewFakeClock(start)
 	var promoteSQL atomic.Pointer[string]
 	var fired atomic.Bool
+	looked := make(chan struct{}, 1) // the promoter read the next due time
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
 			p := promoteSQL.Load()
+			switch {
+			case p == nil:
+			case strings.Contains(sql, "min(run_at)"):
+				select {
+				case looked <- struct{}{}:
+				default:
+				}
 			// The promotion that the first job's timer started ends: the
 			// second job falls due before the next due time is read.
-			if p != nil && sql == *p && clk.Now().Equal(start.Add(time.Second)) && fired.CompareAndSwap(false, true) {
+			case sql == *p && clk.Now().Equal(start.Add(time.Second)) && fired.CompareAndSwap(false, true):
 				clk.Advance(time.Second)
 			}
 		}}
 	})
+	// No LISTEN: the promotion's own notification would wake the
+	// promoter too, a round trip later.
 	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute),
-		pgstore.WithJanitorInterval(time.Hour))
+		pgstore.WithJanitorInterval(time.Hour), pgstore.WithListen(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, promote, _ := pgstore.HotSQL(s)
-	bind(t, s, "due-while-promoting", clk)
+	promoteSQL.Store(&promote)
+	// Another process schedules the jobs before this one starts, so that
+	// no wake-up of this one's is pending when the clock moves.
+	producer := newStore[P](t, e)
+	if err := producer.Init(storetest.Config("due-while-promoting", 100, clk, nil)); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= 2; i++ {
-		if _, err := s.Add(bg, queue.Job[P]{Key: string(rune('0' + i)), RunAt: start.Add(time.Duration(i) * time.Second)}); err != nil {
+		if _, err := producer.Add(bg, queue.Job[P]{Key: string(rune('0' + i)), RunAt: start.Add(time.Duration(i) * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	promoteSQL.Store(&promote)
+	if err := producer.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "due-while-promoting", clk)
+	<-looked // the promoter's first look: its timer is set for the first job
 	clk.Advance(time.Second)
 	for i := 1; i <= 2; i++ {
 		j := claimWithin(t, s, 10*time.Second)
