@@ -20,9 +20,11 @@ import (
 // time.Now() readings is measured on the monotonic clock, which a wall
 // clock step does not move); a fake clock, which does not move by
 // itself, steps leases forward by each Advance, so that tests still
-// expire leases without waiting. A process's clock error thus bounds
-// nothing; what remains is its clock's rate (parts per million) over one
-// lease TTL, and the server's clock itself.
+// expire leases without waiting. A process's clock error thus does not
+// matter to leases; what remains is its clock's rate error (parts per
+// million) over one lease TTL. (A custom Clock whose readings lack
+// time.Now's monotonic reading lets a wall clock step through: the step
+// shifts that process's leases by its size.)
 //
 // Scheduled times (a job's RunAt, retry times) remain the queue's clock:
 // they are times the caller gave, and a process whose clock is off
