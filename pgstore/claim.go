@@ -240,7 +240,7 @@ func backoff(n int, limit time.Duration) time.Duration {
 // unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	now := s.cfg.Clock.Now()
-	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, now.Add(s.o.LeaseTTL))
+	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, s.leaseUntil())
 	if err != nil {
 		s.unreserve(n)
 		s.noteErr(err)
@@ -381,91 +381,6 @@ func (s *Store[T]) releaseHeld(ctx context.Context) {
 	if err := s.pool.QueryRow(ctx, s.q.release, ids, s.owner, s.channel, s.cfg.Name).Scan(&released, &notes); err != nil {
 		s.cfg.Logger.Warn("pgstore: releasing unclaimed jobs failed; they return when their lease expires", "err", err, "jobs", len(ids))
 	}
-}
-
-// promoteLoop promotes due jobs when the next one is due (on the queue's
-// clock), when woken, and every poll interval; it also refreshes Len and
-// keeps the leases of jobs waiting in the hand-off buffer.
-func (s *Store[T]) promoteLoop(ctx context.Context) {
-	clk := s.cfg.Clock
-	due := clk.NewTimer(time.Hour)
-	defer due.Stop()
-	poll := time.NewTimer(s.o.PollInterval)
-	defer poll.Stop()
-	failures := 0
-	lastExtend := time.Now()
-	var counted time.Time // Len's last count
-	for ctx.Err() == nil {
-		wait := s.o.PollInterval
-		next, err := s.promoteStep(ctx, &counted)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			wait = backoff(failures, s.o.PollInterval)
-		} else {
-			failures = 0
-		}
-		if time.Since(lastExtend) >= s.HeartbeatInterval() {
-			lastExtend = time.Now()
-			if len(s.heldIDs()) > 0 {
-				_, _ = s.Heartbeat(ctx, nil)
-			}
-		}
-		due.Stop()
-		if next != nil {
-			d := next.Sub(clk.Now())
-			if d <= 0 {
-				// Due but not moved: another process holds the rows, or
-				// we are drained. Look again soon, not in a busy loop.
-				d = min(s.o.PollInterval, 50*time.Millisecond)
-			}
-			due.Reset(d)
-		}
-		poll.Reset(wait)
-		select {
-		case <-due.C():
-		case <-poll.C:
-		case <-s.wakePromote:
-		case <-ctx.Done():
-		}
-	}
-}
-
-// promoteStep promotes due jobs (unless drained), refreshes Len when
-// counted is a poll interval old, and returns the next due time, if any.
-//
-// The count walks up to 2·capacity index entries, so it is not repeated
-// on every wake-up: a process woken by each notification of a busy
-// producer counted hundreds of times a second. In between, Len follows
-// this process's own adds and claims.
-func (s *Store[T]) promoteStep(ctx context.Context, counted *time.Time) (*time.Time, error) {
-	if !s.drained.Load() {
-		if _, err := s.PromoteDue(ctx); err != nil {
-			return nil, err
-		}
-	}
-	var next *time.Time
-	err := s.pool.QueryRow(ctx, s.q.nextDue, s.cfg.Name).Scan(&next)
-	s.noteErr(err)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: next due: %w", err)
-	}
-	if time.Since(*counted) >= s.o.PollInterval {
-		var ready int64
-		err := s.pool.QueryRow(ctx, s.q.countReady, s.cfg.Name, s.lenLimit()).Scan(&ready)
-		s.noteErr(err)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: count ready: %w", err)
-		}
-		*counted = time.Now()
-		s.ready.Store(ready)
-	}
-	if s.drained.Load() {
-		return nil, nil
-	}
-	return next, nil
 }
 
 // listenLoop holds a dedicated connection that LISTENs on the schema's

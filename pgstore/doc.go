@@ -83,13 +83,21 @@
 // # Scheduling and wake-ups
 //
 // Every process promotes its queue's due scheduled and retryable jobs to
-// available when the earliest is due (on the queue's Clock, so fake clocks
-// work), when woken, and at least every poll interval. Inserts and
-// promotions NOTIFY a channel per schema; a dedicated connection LISTENs
-// and wakes the claimer and promoter, so a new job starts within
+// available on a timer to the earliest due time (on the queue's Clock, so
+// fake clocks work), not on a poll. The timer moves when a job due earlier
+// is scheduled: at once for this process's own Add, and on the
+// notification of another process's insert, which makes the promoter read
+// the earliest due time again (one indexed read; it promotes only if a job
+// is due). Processes whose timers fire together share the due rows (SKIP
+// LOCKED): one promotes each job and notifies, and every process's
+// workers may claim it. The poll interval remains a safety net. Inserts
+// and promotions NOTIFY a channel per schema; a dedicated connection
+// LISTENs and wakes the claimer and promoter, so a new job starts within
 // milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in
 // transaction mode) is enough, at the poll interval's latency.
-//
+// BenchmarkScheduleLateness measures how late scheduled jobs start with
+// two processes on one queue.
+
 // A NOTIFY holds a lock shared by the whole server from its commit's start
 // to its end, so that notifying in every insert would serialise concurrent
 // inserts. Add therefore notifies after its insert committed, from one
@@ -120,6 +128,26 @@
 // final jobs, 20 000 at most per pass, with another pass at the next
 // interval while one finds that many. Stats().Leader tells whether this
 // process leads.
+//
+// # Clocks
+//
+// Leases are judged by the database server's clock, not each process's:
+// a claim or heartbeat writes statement_timestamp() plus the lease TTL,
+// and the rescue compares the expiry with statement_timestamp(). A process
+// whose clock is minutes ahead therefore does not rescue another's live
+// lease, and one whose clock is behind (or ahead) does not stamp leases
+// that expire early (or outlive its heartbeats). The queue's Clock only
+// measures how much time passes: a fake clock's Advance moves this
+// process's view of lease time forward, so tests expire leases without
+// waiting, while the system clock's reading, right or wrong, does not
+// matter. Leadership too is in database time.
+//
+// Due times are the queue's Clock's: a job's RunAt is a time the caller
+// gave, and each process promotes a job when its own clock reaches it. A
+// process whose clock is off by e promotes scheduled jobs e early or late
+// (a retry's time is computed from the clock of the process that ran it),
+// so keep the clocks of a queue's processes in step (NTP) when due times
+// must hold to better than their error.
 //
 // # Capacity
 //

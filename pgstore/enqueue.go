@@ -80,7 +80,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	switch {
 	case added.Coalesced:
 	case added.Scheduled:
-		kick(s.wakePromote)
+		s.noteDue(ceilMicro(job.RunAt))
 		s.notifyAdded()
 	default:
 		s.ready.Add(1)

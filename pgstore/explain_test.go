@@ -64,11 +64,11 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 		name, sql, index string
 		args             []any
 	}{
-		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", now.Add(time.Minute)}},
+		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"promote", promoteSQL, "queuekit_jobs_due_idx", []any{"explain", now, 1000, 10000, now.Add(10 * time.Second), "chan"}},
-		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3}},
+		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3, 0}},
 		{"complete", completeSQL, "queuekit_jobs_pkey", []any{ids, attempts, "w", now}},
-		{"heartbeat", heartbeatSQL, "queuekit_jobs_pkey", []any{ids, "w", now, now.Add(time.Minute)}},
+		{"heartbeat", heartbeatSQL, "queuekit_jobs_pkey", []any{ids, "w", now, time.Minute.Microseconds()}},
 	} {
 		var plan []map[string]any
 		if err := e.pool.QueryRow(bg, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,6 +87,13 @@ const promoteBatch = 1000
 // runs it by itself when the next job is due and on wake-ups; it is safe
 // to run concurrently (rows are taken with SKIP LOCKED).
 func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
+	return s.promoteDue(ctx, nil)
+}
+
+// promoteDue is PromoteDue; when next is not nil, it also reads the
+// earliest due time left into *next, in the same round trip as the last
+// promotion statement.
+func (s *Store[T]) promoteDue(ctx context.Context, next **time.Time) (int, error) {
 	// One promotion at a time per process: a caller that finds one running
 	// waits for it (and for the events it reports) instead of skipping
 	// the rows it holds.
@@ -93,7 +101,7 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 	defer s.promoteMu.Unlock()
 	moved := 0
 	for range 100 {
-		n, full, err := s.promoteOnce(ctx)
+		n, full, err := s.promoteOnce(ctx, next)
 		moved += n
 		if err != nil {
 			return moved, err
@@ -110,44 +118,50 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 }
 
 // promoteOnce runs one promotion statement; full reports a full batch.
-func (s *Store[T]) promoteOnce(ctx context.Context) (moved int, full bool, err error) {
+// When next is not nil, the earliest due time left is read into *next in
+// the same round trip (and implicit transaction, so it sees the rows just
+// promoted as gone).
+func (s *Store[T]) promoteOnce(ctx context.Context, next **time.Time) (moved int, full bool, err error) {
 	now := s.cfg.Clock.Now()
 	capacity := 0
 	if s.o.checkCapacity {
 		capacity = s.cfg.Capacity
 	}
 	requeueAt := now.Add(s.cfg.RequeueDelay)
-	rows, err := s.pool.Query(ctx, s.q.promote, s.cfg.Name, now, promoteBatch, capacity, requeueAt, s.channel)
-	if err != nil {
-		s.noteErr(err)
-		return 0, false, fmt.Errorf("pgstore: promote: %w", err)
-	}
 	type requeued struct {
 		id              int64
 		key, target     string
 		weight, attempt int
 	}
 	var (
-		id              int64
-		avail           bool
-		key, target     string
-		weight, attempt int
-		notes           int64
-		total           int
-		back            []requeued
+		total int
+		back  []requeued
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &avail, &key, &target, &weight, &attempt, &notes}, func() error {
-		total++
-		if avail {
-			moved++
-		} else {
-			back = append(back, requeued{id, key, target, weight, attempt})
-		}
-		return nil
+	b := &pgx.Batch{}
+	b.Queue(s.q.promote, s.cfg.Name, now, promoteBatch, capacity, requeueAt, s.channel).Query(func(rows pgx.Rows) error {
+		var (
+			r     requeued
+			avail bool
+			notes int64
+		)
+		_, err := pgx.ForEachRow(rows, []any{&r.id, &avail, &r.key, &r.target, &r.weight, &r.attempt, &notes}, func() error {
+			total++
+			if avail {
+				moved++
+			} else {
+				back = append(back, r)
+			}
+			return nil
+		})
+		return err
 	})
+	if next != nil {
+		b.Queue(s.q.nextDue, s.cfg.Name).QueryRow(func(row pgx.Row) error { return row.Scan(next) })
+	}
+	err = s.pool.SendBatch(ctx, b).Close()
 	s.noteErr(err)
 	if err != nil {
-		return moved, false, fmt.Errorf("pgstore: promote: %w", err)
+		return 0, false, fmt.Errorf("pgstore: promote: %w", err)
 	}
 	for _, r := range back {
 		s.report(queue.EventRequeued, r.id, r.key, r.target, r.weight, r.attempt, s.cfg.RequeueDelay, nil)

@@ -106,7 +106,7 @@ func (s *Store[T]) resign(ctx context.Context) {
 const rescueBatch = 1000
 
 // RescueExpired implements queue.Leaser: running jobs whose lease expired
-// (on the queue's clock) become available again, keeping their attempt
+// (in database time; see WithLeaseTTL) become available again, keeping their attempt
 // count — the lost run used an attempt — or are dead-lettered when that was
 // their last attempt. A dead-lettered job's rerun, if any, becomes ready.
 // Each job is reported as queue.EventRescued or queue.EventDead, by the
@@ -138,7 +138,7 @@ func (s *Store[T]) rescueOnce(ctx context.Context) (int, error) {
 	var got []rescued
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		got = got[:0]
-		rows, err := tx.Query(ctx, s.q.rescue, s.cfg.Name, now, rescueBatch, s.cfg.MaxAttempts)
+		rows, err := tx.Query(ctx, s.q.rescue, s.cfg.Name, now, rescueBatch, s.cfg.MaxAttempts, s.leaseShift().Microseconds())
 		if err != nil {
 			return err
 		}

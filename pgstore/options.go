@@ -118,7 +118,9 @@ func WithBatchSizes(claim, write int) Option {
 }
 
 // WithLeaseTTL sets how long a claim lasts without a heartbeat (default
-// 30s; at least 100ms). The queue heartbeats every third of it; a process
+// 30s; at least 100ms), in the database server's time, whatever the
+// processes' clocks read (see Clocks in the package documentation). The
+// queue heartbeats every third of it; a process
 // that dies leaves its jobs to be rescued by any other process of the
 // queue, leader or not, within TTL + the janitor interval, and run at
 // once.

@@ -105,15 +105,16 @@ SELECT (SELECT ok FROM room),
     (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending' AND $14::text <> '') n)`
 
 // sqlClaim takes up to $3 due available jobs of queue $1 in priority,
-// run_at, id order, leasing them to $4 until $5. $2 is now.
+// run_at, id order, leasing them to $4 for $5 microseconds of database
+// time (see lease.go). $2 is now.
 //
 // The picked IDs are an array, so that the update finds its rows through
 // the primary key whatever the row estimates: a join with the picked rows
 // could be planned as a hash join over the whole table when the limit is
 // not known (a generic plan).
-const sqlClaim = `
+var sqlClaim = `
 UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
-    lease_expires_at = $5::timestamptz, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
+    lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
 WHERE j.id = ANY (ARRAY(
     SELECT id FROM {jobs}
     WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz
@@ -176,9 +177,10 @@ func byIDs(param string) string { return "ANY (ARRAY(SELECT unnest(" + param + "
 // needed (one that the planner could make quadratic with a nested loop).
 const at = "width_bucket(j.id, $1::bigint[])"
 
-// sqlHeartbeat extends the leases of $1 held by $2 to $4; $3 is now.
+// sqlHeartbeat extends the leases of $1 held by $2 for $4 microseconds of
+// database time (see lease.go); $3 is now.
 var sqlHeartbeat = `
-UPDATE {jobs} SET lease_expires_at = $4::timestamptz, heartbeat_at = $3::timestamptz
+UPDATE {jobs} SET lease_expires_at = ` + dbTime("$4") + `, heartbeat_at = $3::timestamptz
 WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text
 RETURNING id`
 
@@ -307,12 +309,13 @@ ORDER BY run_at, id
 LIMIT $2::bigint`
 
 // sqlRescue returns up to $3 of queue $1's running jobs whose lease ended
-// before $2 to available, or dead-letters them after their last attempt
-// ($4: the queue's default limit).
-const sqlRescue = `
+// in database time shifted by $5 microseconds (see lease.go) to available,
+// or dead-letters them after their last attempt ($4: the queue's default
+// limit). $2 is now, for the error log and finalized_at.
+var sqlRescue = `
 WITH exp AS (
     SELECT id FROM {jobs}
-    WHERE queue = $1::text AND state = 'running' AND lease_expires_at < $2::timestamptz
+    WHERE queue = $1::text AND state = 'running' AND lease_expires_at < ` + dbTime("$5") + `
     ORDER BY lease_expires_at, id
     LIMIT $3::bigint
     FOR UPDATE SKIP LOCKED

@@ -78,6 +78,7 @@ type Store[T any] struct {
 	channel string // NOTIFY channel, shared by the queues of one schema
 
 	cfg   queue.StoreConfig
+	lc    leaseClock // set with cfg, by Init
 	bound atomic.Bool
 
 	mu       sync.Mutex // guards started, closed, stop, and Init
@@ -106,8 +107,9 @@ type Store[T any] struct {
 	wakeFetch   chan struct{}
 	wakePromote chan struct{}
 
-	w  writer
-	nt notifier // wake-ups for Add, sent after its commit
+	w   writer
+	nt  notifier // wake-ups for Add, sent after its commit
+	due dueTimer // the promoter's timer, moved by Add
 
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
@@ -153,6 +155,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
 	s.nt.init()
+	s.due.wake = make(chan struct{}, 1)
 	s.healthy.Store(true)
 	return s, nil
 }
@@ -182,6 +185,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		return fmt.Errorf("pgstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	s.cfg = cfg
+	s.lc = leaseClock{clock: cfg.Clock.Now(), real: time.Now()}
 	s.bound.Store(true)
 	return nil
 }

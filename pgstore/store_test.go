@@ -928,10 +928,10 @@ func TestConcurrentRescueOnce(t *testing.T) {
 	if _, err := stores[0].EnqueueMany(bg, jobs); err != nil {
 		t.Fatal(err)
 	}
-	// The jobs' process died mid-run: running, leases expired.
+	// The jobs' process died mid-run: running, leases expired (leases
+	// are in database time).
 	table := jobsTable(e)
-	if _, err := e.pool.Exec(bg, "UPDATE "+table+" SET state = 'running', attempt = 1, lease_owner = 'dead', lease_expires_at = $1",
-		epoch.Add(-time.Second)); err != nil {
+	if _, err := e.pool.Exec(bg, "UPDATE "+table+" SET state = 'running', attempt = 1, lease_owner = 'dead', lease_expires_at = now() - interval '1 second'"); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

@@ -407,7 +407,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		})
 	}
 	if len(hIDs) > 0 {
-		b.Queue(s.q.heartbeat, hIDs, s.owner, now, now.Add(s.o.LeaseTTL)).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.heartbeat, hIDs, s.owner, now, s.leaseUntil()).Query(func(rows pgx.Rows) error {
 			return collectIDs(rows, kept)
 		})
 	}
@@ -429,7 +429,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	var got []claimed[T]
 	refill, rest := s.refill(ended)
 	if refill > 0 {
-		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, now.Add(s.o.LeaseTTL)).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, s.leaseUntil()).Query(func(rows pgx.Rows) error {
 			var err error
 			got, err = s.scanClaimed(rows)
 			return err

@@ -1,0 +1,109 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
+)
+
+// stmtTracer calls onEnd after each statement, alone or in a batch.
+type stmtTracer struct{ onEnd func(sql string) }
+
+type stmtKey struct{}
+
+func (t stmtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, stmtKey{}, d.SQL)
+}
+
+func (t stmtTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(stmtKey{}).(string)
+	t.onEnd(sql)
+}
+
+func (t stmtTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (t stmtTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	t.onEnd(d.SQL)
+}
+
+func (t stmtTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestJobDueWhilePromotingStartsAtOnce: a job that becomes due while the
+// promoter promotes the one before it is promoted at once, not after a
+// wait. The fake clock moves on as the promotion statement ends, so the
+// second job is due when the promoter reads the next due time; the
+// promoter's timers are on the fake clock and its poll a minute away, so
+// a wait of any length holds the job back for the whole test. (It waited
+// 50 ms, or with LISTEN on for its own promotion's notification.)
+func TestJobDueWhilePromotingStartsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	start := time.Now().Truncate(time.Second)
+	clk := queuetest.NewFakeClock(start)
+	var promoteSQL atomic.Pointer[string]
+	var fired atomic.Bool
+	looked := make(chan struct{}, 1) // the promoter read the next due time
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
+			p := promoteSQL.Load()
+			switch {
+			case p == nil:
+			case strings.Contains(sql, "min(run_at)"):
+				select {
+				case looked <- struct{}{}:
+				default:
+				}
+			// The promotion that the first job's timer started ends: the
+			// second job falls due before the next due time is read.
+			case sql == *p && clk.Now().Equal(start.Add(time.Second)) && fired.CompareAndSwap(false, true):
+				clk.Advance(time.Second)
+			}
+		}}
+	})
+	// No LISTEN: the promotion's own notification would wake the
+	// promoter too, a round trip later.
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute),
+		pgstore.WithJanitorInterval(time.Hour), pgstore.WithListen(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, promote, _ := pgstore.HotSQL(s)
+	promoteSQL.Store(&promote)
+	// Another process schedules the jobs before this one starts, so that
+	// no wake-up of this one's is pending when the clock moves.
+	producer := newStore[P](t, e)
+	if err := producer.Init(storetest.Config("due-while-promoting", 100, clk, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := producer.Add(bg, queue.Job[P]{Key: string(rune('0' + i)), RunAt: start.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := producer.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "due-while-promoting", clk)
+	<-looked // the promoter's first look: its timer is set for the first job
+	clk.Advance(time.Second)
+	for i := 1; i <= 2; i++ {
+		j := claimWithin(t, s, 10*time.Second)
+		if want := string(rune('0' + i)); j.Key != want {
+			t.Fatalf("claimed job %q, want %q", j.Key, want)
+		}
+	}
+	if !fired.Load() {
+		t.Fatal("the clock did not move during a promotion; the test checked nothing")
+	}
+}
