@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
 	"github.com/stretchr/testify/assert"
@@ -176,6 +177,9 @@ func TestPeerTableIsBounded(t *testing.T) {
 	for _, want := range []string{"forwarder_peers 2\n", "forwarder_peers_evicted_total 2\n", "go_goroutines ", "go_memstats_heap_alloc_bytes ", "process_cpu_seconds_total "} {
 		assert.Contains(t, metrics, want)
 	}
+	problems, err := testutil.GatherAndLint(h.f.reg, "forwarder_peers", "forwarder_peers_evicted_total")
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
 
 func (h *harness) get(t *testing.T, path string) string {
