@@ -5,8 +5,10 @@
 #   UDP, BEP 15) are the upstreams; the forwarder (examples/forwarder) runs in
 #   front of them; a torrent announces to the forwarder; one aria2c seeds it,
 #   a second downloads it. It passes when the download completes with the
-#   right content, both opentrackers list the seeder of the torrent, and
-#   both drop it once it stops (its event=stopped forwarded over each).
+#   right content, both opentrackers list the seeder of the torrent, two
+#   more local peers each reach both opentrackers (forwarded per peer), a
+#   stopped peer is no longer served by the forwarder, and both opentrackers
+#   drop the seeder once it stops (its event=stopped forwarded over each).
 #
 # Everything stays on 127.0.0.1, DHT, LPD and PEX are off (peers can only come
 # from the tracker), the whole run is bounded (E2E_TIMEOUT, default 120 s), and
@@ -214,6 +216,48 @@ cmp "$WORK/seed/payload.bin" "$WORK/leech/payload.bin" || fail "downloaded file 
 sum=$(sha256sum <"$WORK/leech/payload.bin" | cut -c1-16)
 kill -0 "$SEEDER" 2>/dev/null || fail "the seeder died"
 
+# ==== BEGIN per-peer forwarding and stopped peers (items 2 and 3) ====
+# Two more local peers (announces sent with curl, as leechers at ports
+# nobody listens on) join the torrent after the seeder. Forwarded per peer,
+# each reaches both opentrackers although the torrent is not due there yet
+# (per torrent, only the seeder would have). Then the first stops: the
+# forwarder must not hand it out again, though it has kept ot1's reply to
+# the second peer's announce, which listed it.
+P1_PORT=$(pick_port)
+P2_PORT=$(pick_port)
+# fwd_announce PEER_ID PORT EVENT: announce a leecher of the torrent to the
+# forwarder, asking for the dict form; the reply goes to $WORK/reply.PORT.
+fwd_announce() {
+	curl -sf "http://127.0.0.1:$FWD_PORT/announce?info_hash=$(urlhash "$HASH")&peer_id=$1&port=$2&uploaded=0&downloaded=0&left=1000&compact=0&numwant=200${3:+&event=$3}" \
+		-o "$WORK/reply.$2"
+}
+# leechers_at PORT N: the opentracker on PORT counts N leechers of the torrent.
+leechers_at() {
+	curl -sf "http://127.0.0.1:$1/scrape?info_hash=$(urlhash "$HASH")" | grep -aq "10:incompletei$2e"
+}
+leechers_at_both() { leechers_at "$OT1_PORT" "$1" && leechers_at "$OT2_PORT" "$1"; }
+# served PORT REPLY_PORT: the forwarder's reply to the peer on REPLY_PORT lists a peer on PORT.
+served() { grep -aq "4:porti$1e" "$WORK/reply.$2"; }
+
+say "two more peers join"
+fwd_announce -QK0000-e2e-peer-001 "$P1_PORT" started || fail "peer 1's announce failed"
+wait_for "both opentrackers to list peer 1" 20 leechers_at_both 1
+fwd_announce -QK0000-e2e-peer-002 "$P2_PORT" started || fail "peer 2's announce failed"
+wait_for "both opentrackers to list peers 1 and 2" 20 leechers_at_both 2
+say "each peer reached both opentrackers"
+fwd_announce -QK0000-e2e-peer-002 "$P2_PORT" "" || fail "peer 2's re-announce failed"
+served "$P1_PORT" "$P2_PORT" || fail "peer 1 is not served to peer 2: $(cat "$WORK/reply.$P2_PORT")"
+
+fwd_announce -QK0000-e2e-peer-001 "$P1_PORT" stopped || fail "peer 1's stop failed"
+fwd_announce -QK0000-e2e-peer-002 "$P2_PORT" "" || fail "peer 2's re-announce failed"
+! served "$P1_PORT" "$P2_PORT" || fail "the stopped peer 1 is still served: $(cat "$WORK/reply.$P2_PORT")"
+wait_for "both opentrackers to drop peer 1" 20 leechers_at_both 1
+fwd_announce -QK0000-e2e-peer-002 "$P2_PORT" "" || fail "peer 2's re-announce failed"
+! served "$P1_PORT" "$P2_PORT" || fail "the stopped peer 1 is served again: $(cat "$WORK/reply.$P2_PORT")"
+fwd_announce -QK0000-e2e-peer-002 "$P2_PORT" stopped || fail "peer 2's stop failed"
+say "the stopped peer is no longer served"
+# ==== END per-peer forwarding and stopped peers ====
+
 # ---- stop: on SIGINT aria2c shuts down gracefully, announcing
 # event=stopped (SIGTERM is its emergency shutdown, which announces
 # nothing); the forwarder forwards the stop to both upstreams, HTTP and
@@ -234,4 +278,4 @@ say "both opentrackers dropped the seeder"
 
 stats=$(curl -sf "http://127.0.0.1:$FWD_PORT/stats?format=json")
 grep -q '"done": [1-9]' <<<"$stats" || fail "the forwarder completed no upstream announce: $stats"
-say "PASS: 3000000 bytes downloaded through the forwarder (sha256 $sum…), both opentrackers listed the seeder of $HASH and dropped it when it stopped, $((SECONDS - START)) s"
+say "PASS: 3000000 bytes downloaded through the forwarder (sha256 $sum…), both opentrackers listed the seeder of $HASH and dropped it when it stopped, each local peer reached both, a stopped one was no longer served, $((SECONDS - START)) s"

@@ -62,6 +62,7 @@ type Announce struct {
 
 	hashHex string
 	peerHex string
+	bothHex string // hashHex then peerHex, in one string
 }
 
 // HashHex is the info hash in lower-case hex, the form used in job keys.
@@ -78,6 +79,15 @@ func (a *Announce) PeerHex() string {
 		return hex.EncodeToString(a.PeerID[:])
 	}
 	return a.peerHex
+}
+
+// PeerKey names the peer within its torrent: the info hash and the peer
+// id in lower-case hex, 80 characters.
+func (a *Announce) PeerKey() string {
+	if a.bothHex == "" {
+		return a.HashHex() + a.PeerHex()
+	}
+	return a.bothHex
 }
 
 // unknownLeft is the left announced upstream for a client that sent none
@@ -270,7 +280,7 @@ func ParseAnnounce(rawQuery string, remote netip.AddrPort) (*Announce, error) {
 	hex.Encode(both[:40], a.InfoHash[:])
 	hex.Encode(both[40:], a.PeerID[:])
 	hexes := string(both[:])
-	a.hashHex, a.peerHex = hexes[:40], hexes[40:]
+	a.hashHex, a.peerHex, a.bothHex = hexes[:40], hexes[40:], hexes
 	return a, nil
 }
 

@@ -51,7 +51,7 @@ func BenchmarkAnnounce(b *testing.B) {
 		b.StopTimer()
 		c := cpuTime()
 		f.q.Purge(ctx)
-		f.swarms = newSwarms(time.Hour)
+		f.swarms = newSwarms(time.Hour, defaultMaxPeers)
 		untimedCPU += cpuTime() - c
 		b.StartTimer()
 	}

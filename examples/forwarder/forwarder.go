@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/anacrolix/torrent/bencode"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/queuekit/queue"
 )
@@ -40,6 +45,15 @@ type Options struct {
 	// failure reason without BEP 31 "retry in") is left alone for that
 	// torrent (default 30m).
 	RejectWait time.Duration
+	// Forward chooses what an upstream's interval spaces out: each peer's
+	// announces (ForwardPeer, the default) or each torrent's
+	// (ForwardTorrent). See ForwardMode.
+	Forward ForwardMode
+	// MaxPeers bounds the local peers held (default 1 000 000): past it,
+	// the least recently seen is evicted. A stopped peer is held, as a
+	// record that keeps its address from being served, for as long as a
+	// silent one.
+	MaxPeers int
 	// Registry receives the queue's and the forwarder's metrics and is
 	// served on /metrics (default: a new registry).
 	Registry *prometheus.Registry
@@ -49,6 +63,47 @@ type Options struct {
 	// (default time.Now).
 	Now func() time.Time
 }
+
+// ForwardMode says which announces reach an upstream.
+type ForwardMode uint8
+
+const (
+	// ForwardPeer forwards per peer: each peer's first announce and its
+	// events reach every upstream chosen, and the peer is announced again
+	// once the upstream's interval for it has passed. An upstream hears
+	// of every local peer, at one announce per peer per interval.
+	ForwardPeer ForwardMode = iota
+	// ForwardTorrent forwards per torrent: one announce per torrent per
+	// upstream interval, from whichever peer comes first once it is due
+	// (a peer's completed and stopped still reach the upstreams that know
+	// it). Upstreams learn few local peers; the forwarder still gets
+	// their peers back, at a load that grows with torrents, not peers.
+	ForwardTorrent
+)
+
+// String returns "peer" or "torrent".
+func (m ForwardMode) String() string {
+	if m == ForwardTorrent {
+		return "torrent"
+	}
+	return "peer"
+}
+
+// Set parses "peer" or "torrent", for flag.Var.
+func (m *ForwardMode) Set(s string) error {
+	switch s {
+	case "peer":
+		*m = ForwardPeer
+	case "torrent":
+		*m = ForwardTorrent
+	default:
+		return fmt.Errorf("forward mode %q: want peer or torrent", s)
+	}
+	return nil
+}
+
+// defaultMaxPeers is Options.MaxPeers' default.
+const defaultMaxPeers = 1_000_000
 
 // Forwarder is an HTTP BitTorrent tracker that answers its clients from
 // the peers it knows and forwards their announces to upstream trackers
@@ -66,6 +121,11 @@ type Forwarder struct {
 	announces *prometheus.CounterVec
 	// the announces counter's children, looked up once
 	cOK, cBad, cLimited, cStopped prometheus.Counter
+
+	// holdUntil is the latest end, in Unix nanoseconds, of an upstream's
+	// refusal of a torrent: until then ForwardPeer checks each target
+	// for one.
+	holdUntil atomic.Int64
 }
 
 // refusalReason is what a client refused by the queue's admission limiter
@@ -91,9 +151,15 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Forward > ForwardTorrent {
+		return nil, fmt.Errorf("forwarder: unknown forward mode %d", o.Forward)
+	}
+	if o.MaxPeers <= 0 {
+		o.MaxPeers = defaultMaxPeers
+	}
 	f := &Forwarder{
 		upstreams: make(map[string]*Upstream, len(o.Upstreams)),
-		swarms:    newSwarms(2 * o.Interval),
+		swarms:    newSwarms(2*o.Interval, o.MaxPeers),
 		opts:      o,
 		reg:       o.Registry,
 		log:       o.Logger,
@@ -115,6 +181,9 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	}
 	f.cOK, f.cBad = f.announces.WithLabelValues("ok"), f.announces.WithLabelValues("bad_request")
 	f.cLimited, f.cStopped = f.announces.WithLabelValues("rate_limited"), f.announces.WithLabelValues("stopped")
+	if err := f.registerPeerMetrics(); err != nil {
+		return nil, err
+	}
 	opts := append([]queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
@@ -129,6 +198,34 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	}
 	f.q = q
 	return f, nil
+}
+
+// registerPeerMetrics registers the peer table's gauge and eviction
+// counter, and the Go runtime's and the process's metrics (a registry
+// given in Options that has them already keeps its own).
+func (f *Forwarder) registerPeerMetrics() error {
+	peers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "forwarder_peers",
+		Help: "Local peers held, stopped ones included (bounded by -max-peers).",
+	}, func() float64 { n, _ := f.swarms.size(); return float64(n) })
+	evicted := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "forwarder_peers_evicted_total",
+		Help: "Local peers evicted, least recently seen first, to keep the table within -max-peers.",
+	}, func() float64 { _, n := f.swarms.size(); return float64(n) })
+	for _, c := range []prometheus.Collector{peers, evicted} {
+		if err := f.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := f.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return err
+		}
+	}
+	return nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -173,9 +270,41 @@ func (f *Forwarder) Shutdown(ctx context.Context) error { return f.q.Shutdown(ct
 func (f *Forwarder) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /announce", f.ServeAnnounce)
-	mux.Handle("GET /stats", f.q.StatsHandler())
+	mux.HandleFunc("GET /stats", f.ServeStats)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{Registry: f.reg}))
 	return mux
+}
+
+// PeerStats describes the peer table, in /stats.
+type PeerStats struct {
+	// Peers is the local peers held, stopped ones included.
+	Peers int64 `json:"peers"`
+	// MaxPeers is the bound on Peers (Options.MaxPeers).
+	MaxPeers int `json:"max_peers"`
+	// Evicted counts the peers evicted for the bound since start.
+	Evicted uint64 `json:"peers_evicted"`
+}
+
+// ServeStats serves the queue's statistics as queue.Queue.StatsHandler
+// does (text, or JSON with ?format=json or Accept: application/json), with
+// the peer table's: a last line in text, "peer_table" in JSON.
+func (f *Forwarder) ServeStats(w http.ResponseWriter, r *http.Request) {
+	n, evicted := f.swarms.size()
+	ps := PeerStats{Peers: n, MaxPeers: f.opts.MaxPeers, Evicted: evicted}
+	w.Header().Set("Cache-Control", "no-store")
+	if fm := r.URL.Query().Get("format"); fm == "json" || fm == "" && strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(struct {
+			queue.Stats
+			PeerTable PeerStats `json:"peer_table"`
+		}{f.q.Stats(), ps})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	queue.WriteStats(w, f.q.Stats())
+	fmt.Fprintf(w, "peers %d / %d, evicted %d\n", ps.Peers, ps.MaxPeers, ps.Evicted)
 }
 
 // ServeAnnounce answers one client announce. Trackers answer errors with
@@ -192,7 +321,7 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	}
 	now := f.opts.Now()
 	if a.Event == EventStopped {
-		f.stop(r.Context(), a)
+		f.stop(r.Context(), a, now)
 		f.cStopped.Inc()
 		w.Write(bencode.MustMarshal(announceResponse{Interval: int64(f.opts.Interval / time.Second), Peers: ""}))
 		return
@@ -210,8 +339,11 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, firstCompleted := f.swarms.update(a, now)
-	f.forward(r.Context(), a, firstCompleted)
+	isNew, firstCompleted := f.swarms.update(a, now)
+	if isNew {
+		f.forget(f.swarms.evict(a))
+	}
+	f.forward(r.Context(), a, firstCompleted, now)
 
 	peers, complete, incomplete := f.swarms.peers(a, a.NumWant, now)
 	resp := announceResponse{
@@ -225,19 +357,35 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	w.Write(bencode.MustMarshal(resp))
 }
 
+// dueKey is what an upstream's interval spaces out for a: its torrent, or
+// its peer (ForwardPeer).
+func (f *Forwarder) dueKey(a *Announce) string {
+	if f.opts.Forward == ForwardTorrent {
+		return a.HashHex()
+	}
+	return a.PeerKey()
+}
+
 // forward enqueues a's announce to every eligible upstream, and its first
 // completed event also to the upstreams that know the peer but are not due.
-func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted bool) {
+func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted bool, now time.Time) {
 	ev := a.Event
 	if ev == EventCompleted && !firstCompleted {
 		ev = EventNone
 	}
-	targets := f.q.Fanout(a.HashHex(), f.names)
+	targets := f.q.Fanout(f.dueKey(a), f.names)
+	if f.opts.Forward == ForwardPeer && len(targets) > 0 && now.UnixNano() < f.holdUntil.Load() {
+		// Fanout checked the peer; an upstream may refuse its torrent.
+		hash := a.HashHex()
+		targets = slices.DeleteFunc(targets, func(t string) bool { return !f.q.Due(t, hash) })
+	}
 	keys := jobKeys(a, targets)
 	for i, t := range targets {
 		// A completed replaces the peer's announce still queued for t:
-		// it is forwarded once, so dropped as a duplicate it would be lost.
-		f.enqueue(ctx, a, ev, t, keys[i], ev == EventCompleted)
+		// it is forwarded once, so dropped as a duplicate it would be
+		// lost. A started replaces its stop still queued (a client
+		// restarted): the upstream is to list the peer.
+		f.enqueue(ctx, a, ev, t, keys[i], ev == EventCompleted || ev == EventStarted)
 	}
 	if firstCompleted {
 		for _, t := range f.swarms.forwardedTo(a) {
@@ -251,11 +399,18 @@ func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted boo
 
 // stop cancels a's peer's pending jobs and forwards its stop to the
 // upstreams it was announced to, unless the peer is known at another
-// address: then the stop is someone else's, and changes nothing.
-func (f *Forwarder) stop(ctx context.Context, a *Announce) {
-	targets, foreign := f.swarms.remove(a)
+// address: then the stop is someone else's, and changes nothing. With
+// ForwardPeer the peer is due again at once, so that a restart's started
+// is forwarded.
+func (f *Forwarder) stop(ctx context.Context, a *Announce, now time.Time) {
+	targets, foreign := f.swarms.remove(a, now)
 	if foreign {
 		return
+	}
+	if f.opts.Forward == ForwardPeer {
+		for _, t := range targets {
+			f.q.SetNextDue(t, a.PeerKey(), time.Time{})
+		}
 	}
 	prefix, suffix := a.HashHex()+":", ":"+a.PeerHex()
 	f.q.CancelMatch(ctx, func(key string) bool {
@@ -263,6 +418,24 @@ func (f *Forwarder) stop(ctx context.Context, a *Announce) {
 	})
 	for _, t := range targets {
 		f.enqueue(ctx, a, EventStopped, t, jobKey(a, t), true)
+	}
+}
+
+// forget clears what the queue keeps for peers evicted from the table:
+// with ForwardPeer, their next-due times, which would otherwise outgrow
+// the table's bound.
+func (f *Forwarder) forget(evicted []evictedPeer) {
+	if f.opts.Forward != ForwardPeer {
+		return
+	}
+	var buf [80]byte
+	for _, p := range evicted {
+		hex.Encode(buf[:40], p.hash[:])
+		hex.Encode(buf[40:], p.id[:])
+		key := string(buf[:])
+		for _, t := range p.forwarded {
+			f.q.SetNextDue(t, key, time.Time{})
+		}
 	}
 }
 
@@ -345,7 +518,7 @@ func (f *Forwarder) runJob(ctx context.Context, j queue.Job[fwdJob]) error {
 		}
 		return fmt.Errorf("%s: %w", up.Name, err)
 	}
-	hash := a.HashHex()
+	hash, due := a.HashHex(), f.dueKey(a)
 	if r.Failure != "" {
 		ferr := fmt.Errorf("%s: tracker failure: %s", up.Name, r.Failure)
 		switch {
@@ -358,14 +531,16 @@ func (f *Forwarder) runJob(ctx context.Context, j queue.Job[fwdJob]) error {
 			// again at once for as long as the upstream answered so.
 			wait := max(r.RetryIn, f.opts.UpstreamFloor)
 			up.stats.retryIn.Add(1)
-			f.q.SetNextDue(up.Name, hash, now.Add(wait))
+			f.q.SetNextDue(up.Name, due, now.Add(wait))
 			return queue.RetryAfter(wait, ferr)
 		default:
 			// A refusal of this torrent (unregistered, not whitelisted)
 			// says nothing about the upstream's other torrents: drop the
 			// job and leave the pair alone for a while.
 			up.stats.rejected.Add(1)
-			f.q.SetNextDue(up.Name, hash, now.Add(f.opts.RejectWait))
+			until := now.Add(f.opts.RejectWait)
+			f.q.SetNextDue(up.Name, hash, until)
+			f.holdUntil.Store(max(f.holdUntil.Load(), until.UnixNano()))
 			return queue.Permanent(ferr)
 		}
 	}
@@ -382,7 +557,7 @@ func (f *Forwarder) runJob(ctx context.Context, j queue.Job[fwdJob]) error {
 		// other clients are served.
 		return nil
 	}
-	f.q.SetNextDue(up.Name, hash, now.Add(next))
+	f.q.SetNextDue(up.Name, due, now.Add(next))
 	f.swarms.recordReply(a, up.Name, r, now, next+next/2)
 	return nil
 }

@@ -85,6 +85,13 @@ type harness struct {
 // only when start is set.
 func newHarness(t *testing.T, kinds []string, start bool, qopts ...queue.Option) *harness {
 	t.Helper()
+	return newHarnessOpts(t, Options{}, kinds, start, qopts...)
+}
+
+// newHarnessOpts is newHarness with the forwarder's options (o.Upstreams
+// is set from kinds).
+func newHarnessOpts(t *testing.T, o Options, kinds []string, start bool, qopts ...queue.Option) *harness {
+	t.Helper()
 	h := &harness{ev: newEventLog(), sims: map[string]*simServer{}}
 	client := newHTTPClient(5 * time.Second)
 	var ups []*Upstream
@@ -112,7 +119,8 @@ func newHarness(t *testing.T, kinds []string, start bool, qopts ...queue.Option)
 		queue.WithJobTimeout(5 * time.Second),
 		queue.WithObserver(h.ev.hook),
 	}, qopts...)
-	f, err := NewForwarder(Options{Upstreams: ups}, opts...)
+	o.Upstreams = ups
+	f, err := NewForwarder(o, opts...)
 	require.NoError(t, err)
 	h.f = f
 	h.srv = httptest.NewServer(f.Handler())
@@ -203,7 +211,10 @@ func TestFastUpstreamPeersReachClients(t *testing.T) {
 	assert.Contains(t, peers, netip.MustParseAddrPort("127.0.0.1:7001"), "local client")
 	assert.Contains(t, peers, netip.MustParseAddrPort("127.2.0.1:6881"), "from the UDP upstream")
 	assert.Positive(t, httpSimPeers(peers), "from the HTTP upstream")
-	assert.Equal(t, int64(1), h.sims[simFast].Hits(), "the second peer is not forwarded: the torrent is not due yet")
+	h.waitDone(t, []string{simFast, "udp"}, 2) // the second peer is forwarded too (ForwardPeer)
+	enqueued := h.f.Queue().Stats().Enqueued
+	h.announce(t, clientQuery(1, 2, 7002, nil))
+	assert.Equal(t, enqueued, h.f.Queue().Stats().Enqueued, "its re-announce is not: the peer is not due yet")
 
 	// numwant and the dict form.
 	r = h.announce(t, clientQuery(1, 3, 7003, map[string]string{"numwant": "2"}))
@@ -257,8 +268,8 @@ func TestRetryInIsScheduled(t *testing.T) {
 	h.announce(t, clientQuery(1, 1, 7001, nil))
 	ev := h.ev.wait(t, queue.EventRetried, simRetryIn, 1)
 	assert.InDelta(t, (2 * time.Minute).Seconds(), ev.Delay.Seconds(), 1, "retried when the tracker asked")
-	hash, _ := hexOf(1, 1)
-	assert.False(t, h.f.Queue().Due(simRetryIn, hash), "not due before the retry")
+	hash, peer := hexOf(1, 1)
+	assert.False(t, h.f.Queue().Due(simRetryIn, hash+peer), "not due before the retry")
 	st := h.f.Queue().Stats()
 	assert.Equal(t, 1, st.Scheduled)
 	got, _ := h.f.Queue().Target(simRetryIn)
@@ -279,8 +290,8 @@ func TestRetryInZeroWaitsTheUpstreamFloor(t *testing.T) {
 	h.announce(t, clientQuery(1, 1, 7001, nil))
 	ev := h.ev.wait(t, queue.EventRetried, simRetryIn, 1)
 	assert.InDelta(t, time.Minute.Seconds(), ev.Delay.Seconds(), 1)
-	hash, _ := hexOf(1, 1)
-	assert.False(t, h.f.Queue().Due(simRetryIn, hash))
+	hash, peer := hexOf(1, 1)
+	assert.False(t, h.f.Queue().Due(simRetryIn, hash+peer))
 	assert.Equal(t, 1, h.f.Queue().Stats().Scheduled)
 }
 
@@ -354,7 +365,7 @@ func TestStopFromAnotherAddressIsIgnored(t *testing.T) {
 	assert.Contains(t, peers, netip.MustParseAddrPort("10.0.0.1:7001"), "the peer is still served")
 
 	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "stopped", "ip": "10.0.0.1"}))
-	h.ev.wait(t, queue.EventDone, simFast, 2)
+	h.ev.wait(t, queue.EventDone, simFast, 3) // peer 2's started, and the stop
 	assert.Equal(t, []string{"started", "stopped"}, h.sims[simFast].Events(hash, peer), "its own stop is")
 }
 

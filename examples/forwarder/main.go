@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,8 @@ type settings struct {
 	demo      time.Duration
 	verbose   bool
 	store     string // -store: memory, postgres://… or redis://…
+	forward   ForwardMode
+	maxPeers  int
 }
 
 func main() {
@@ -69,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // parseArgs reads the environment, then the flags (which win).
 func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	qc := DefaultQueueConfig()
-	s := settings{listen: "127.0.0.1:6969", interval: 30 * time.Minute, timeout: 10 * time.Second}
+	s := settings{listen: "127.0.0.1:6969", interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers}
 	if err := qc.FromEnv(""); err != nil {
 		return qc, s, err
 	}
@@ -96,6 +99,8 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.DurationVar(&s.demo, "demo", 0, "run the self-contained demo for this long and exit: simulated upstreams and clients on 127.0.0.1 (e.g. 20s)")
 	fs.BoolVar(&s.verbose, "v", false, "log queue events (target suspended, disabled, jobs dead-lettered) to stderr")
 	fs.StringVar(&s.store, "store", s.store, storeflag.Usage+" (env FORWARDER_STORE)")
+	fs.Var(&s.forward, "forward", "what an upstream's interval spaces out, `MODE` peer (the default: every local peer reaches every upstream, one announce per peer per interval) or torrent (one announce per torrent per interval; upstreams learn few local peers) (env FORWARDER_FORWARD)")
+	fs.IntVar(&s.maxPeers, "max-peers", s.maxPeers, "hold at most `N` local peers; past it the least recently seen is evicted (env FORWARDER_MAX_PEERS)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +132,9 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	if err := qc.Validate(); err != nil {
 		return qc, s, err
 	}
+	if s.maxPeers < 1 {
+		return qc, s, fmt.Errorf("-max-peers %d: must be at least 1", s.maxPeers)
+	}
 	if s.demo <= 0 && len(s.upstreams) == 0 {
 		return qc, s, errors.New("no upstreams: give -upstream URL (or FORWARDER_UPSTREAMS), or try -demo 20s")
 	}
@@ -139,6 +147,18 @@ func (s *settings) fromEnv() error {
 	}
 	if v := os.Getenv("FORWARDER_STORE"); v != "" {
 		s.store = v
+	}
+	if v := os.Getenv("FORWARDER_FORWARD"); v != "" {
+		if err := s.forward.Set(v); err != nil {
+			return fmt.Errorf("environment variable FORWARDER_FORWARD: %w", err)
+		}
+	}
+	if v := os.Getenv("FORWARDER_MAX_PEERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("environment variable FORWARDER_MAX_PEERS=%q: not a positive integer", v)
+		}
+		s.maxPeers = n
 	}
 	if v := os.Getenv("FORWARDER_UPSTREAMS"); v != "" {
 		for _, u := range strings.Split(v, ",") {
@@ -190,7 +210,7 @@ func serve(ctx context.Context, qc QueueConfig, s settings, stderr io.Writer) er
 	if store != nil {
 		opts = append(opts, queue.WithStore(store), queue.WithName("forwarder"))
 	}
-	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger}, opts...)
+	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Forward: s.forward, MaxPeers: s.maxPeers, Logger: logger}, opts...)
 	if err != nil {
 		return err
 	}

@@ -135,3 +135,36 @@ func TestDemoSummaryExplainsTheFigures(t *testing.T) {
 	assert.NotContains(t, clean, "left at the end")
 	assert.Contains(t, clean, "5 done + 0 dead + 0 cancelled + 0 left = 5")
 }
+
+func TestForwardAndMaxPeersArgs(t *testing.T) {
+	up := []string{"-upstream", "http://127.0.0.1:1/announce"}
+	_, s, err := parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, ForwardPeer, s.forward, "per peer by default")
+	assert.Equal(t, defaultMaxPeers, s.maxPeers)
+
+	t.Setenv("FORWARDER_FORWARD", "torrent")
+	t.Setenv("FORWARDER_MAX_PEERS", "5000")
+	_, s, err = parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, ForwardTorrent, s.forward)
+	assert.Equal(t, 5000, s.maxPeers)
+	_, s, err = parseArgs(append(up, "-forward", "peer", "-max-peers", "7"), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, ForwardPeer, s.forward, "the flag wins")
+	assert.Equal(t, 7, s.maxPeers)
+
+	for _, args := range [][]string{{"-forward", "swarm"}, {"-max-peers", "0"}} {
+		_, _, err = parseArgs(append(up, args...), &bytes.Buffer{})
+		assert.Error(t, err, "%v", args)
+	}
+	t.Setenv("FORWARDER_MAX_PEERS", "-1")
+	_, _, err = parseArgs(up, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "FORWARDER_MAX_PEERS")
+
+	t.Setenv("FORWARDER_MAX_PEERS", "")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "-forward MODE")
+	assert.Contains(t, errOut.String(), "-max-peers N")
+}

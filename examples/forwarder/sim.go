@@ -32,6 +32,7 @@ const (
 	simGarbage = "garbage"  // a body that is not bencode
 	simHuge    = "huge"     // an endless body
 	sim500     = "500"      // always HTTP 500
+	simEcho    = "echo"     // a real swarm: lists the peers announced to it
 )
 
 // simTracker is one simulated HTTP upstream.
@@ -41,10 +42,15 @@ type simTracker struct {
 	Interval int64         // seconds, in successful replies
 	RetryIn  atomic.Int64  // minutes, for retry-in; tests change it while serving
 	FailRate float64       // for flaky: share of failed answers
+	// KeepStopped, for echo: a stopped peer stays listed, as at a tracker
+	// the stop has not reached yet.
+	KeepStopped bool
 
 	hits atomic.Int64
 	mu   sync.Mutex
 	seen map[string][]string // "infohash-hex:peerid-hex" → events, in order
+	// for echo: each torrent's peers, by peer id
+	swarm map[[20]byte]map[[20]byte]netip.AddrPort
 }
 
 func newSimTracker(kind string) *simTracker {
@@ -127,6 +133,9 @@ func (s *simTracker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	case simEcho:
+		w.Write(s.echo(a))
+		return
 	case simFlaky:
 		if rand.Float64() < s.FailRate {
 			if rand.IntN(4) == 0 {
@@ -159,6 +168,35 @@ func (s *simTracker) reply(a *Announce) []byte {
 		"incomplete": n - n/2,
 		"peers":      string(peers),
 	})
+}
+
+// echo records a's peer in its torrent's swarm (or drops it on stop,
+// unless KeepStopped) and answers with the swarm's other peers, as a real
+// tracker does; a stop's answer lists none, as opentracker's does.
+func (s *simTracker) echo(a *Announce) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.swarm == nil {
+		s.swarm = make(map[[20]byte]map[[20]byte]netip.AddrPort)
+	}
+	sw := s.swarm[a.InfoHash]
+	if sw == nil {
+		sw = make(map[[20]byte]netip.AddrPort)
+		s.swarm[a.InfoHash] = sw
+	}
+	var peers []byte
+	if a.Event == EventStopped && !s.KeepStopped {
+		delete(sw, a.PeerID)
+	} else {
+		sw[a.PeerID] = a.Addr
+	}
+	for id, addr := range sw {
+		if id != a.PeerID && a.Event != EventStopped && addr.Addr().Is4() {
+			ip := addr.Addr().As4()
+			peers = binary.BigEndian.AppendUint16(append(peers, ip[:]...), addr.Port())
+		}
+	}
+	return bencode.MustMarshal(map[string]any{"interval": s.Interval, "complete": 0, "incomplete": len(sw), "peers": string(peers)})
 }
 
 // simServer serves a simTracker on 127.0.0.1 at a free port.

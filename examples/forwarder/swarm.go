@@ -1,10 +1,12 @@
 package main
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,19 +14,35 @@ import (
 // (local peers) and the peers each upstream last returned. It is sharded
 // by info hash so concurrent announces for different torrents rarely
 // share a lock. All methods are safe for concurrent use; none blocks on
-// anything but its shard's mutex.
+// anything but a shard's mutex, and none holds two shards' at once.
+//
+// The local peers are bounded twice: by age (a peer silent for peerTTL is
+// dropped) and by number (beyond maxPeers the least recently seen peer is
+// evicted). Each shard keeps its peers in a list ordered by when they were
+// last seen, and publishes its oldest's time, so that eviction finds the
+// table's oldest peer by reading 64 numbers rather than by a scan.
 type swarms struct {
 	peerTTL     time.Duration // a local peer silent this long is dropped
+	maxPeers    int64         // local peers (stopped ones included) kept at most
 	shards      [64]swarmShard
 	upstreamMax int // peers kept per upstream reply
+
+	count   atomic.Int64  // local peers held, stopped ones included
+	evicted atomic.Uint64 // local peers evicted for maxPeers
 }
 
 type swarmShard struct {
 	mu sync.Mutex
 	m  map[[20]byte]*swarm
+	// The shard's local peers, least recently seen first; mu guards them.
+	head, tail *localPeer
+	// oldest is head's seen in Unix nanoseconds, or math.MaxInt64 when the
+	// shard holds no peer; read without mu by evict.
+	oldest atomic.Int64
 }
 
 type swarm struct {
+	hash     [20]byte
 	local    map[[20]byte]*localPeer
 	upstream map[string]*upstreamPeers
 }
@@ -35,6 +53,14 @@ type localPeer struct {
 	seen      time.Time
 	forwarded []string // upstreams sent an announce of this peer
 	completed bool     // completed already forwarded
+	// stopped: the peer sent event=stopped. It is kept (until peerTTL
+	// passes) only so that its address, which upstreams may still list,
+	// is never handed out.
+	stopped bool
+
+	sw         *swarm
+	id         [20]byte
+	prev, next *localPeer // the shard's list, by seen
 }
 
 type upstreamPeers struct {
@@ -44,10 +70,20 @@ type upstreamPeers struct {
 	expires    time.Time
 }
 
-func newSwarms(peerTTL time.Duration) *swarms {
-	s := &swarms{peerTTL: peerTTL, upstreamMax: 200}
+// evictedPeer is a local peer evicted for the bound on the table, for the
+// forwarder to forget about as well.
+type evictedPeer struct {
+	hash, id  [20]byte
+	forwarded []string
+}
+
+// newSwarms returns an empty table dropping peers silent for peerTTL and
+// holding at most maxPeers local peers (at least 1).
+func newSwarms(peerTTL time.Duration, maxPeers int) *swarms {
+	s := &swarms{peerTTL: peerTTL, maxPeers: int64(max(maxPeers, 1)), upstreamMax: 200}
 	for i := range s.shards {
 		s.shards[i].m = make(map[[20]byte]*swarm)
+		s.shards[i].oldest.Store(math.MaxInt64)
 	}
 	return s
 }
@@ -58,10 +94,63 @@ func (s *swarms) shard(h [20]byte) *swarmShard { return &s.shards[h[0]&63] }
 func (sh *swarmShard) getLocked(h [20]byte, create bool) *swarm {
 	sw := sh.m[h]
 	if sw == nil && create {
-		sw = &swarm{local: make(map[[20]byte]*localPeer, 1)}
+		sw = &swarm{hash: h, local: make(map[[20]byte]*localPeer, 1)}
 		sh.m[h] = sw
 	}
 	return sw
+}
+
+// pushLocked appends p to the shard's list: it is the most recently seen.
+func (sh *swarmShard) pushLocked(p *localPeer) {
+	p.prev, p.next = sh.tail, nil
+	if sh.tail != nil {
+		sh.tail.next = p
+	} else {
+		sh.head = p
+	}
+	sh.tail = p
+	sh.setOldestLocked()
+}
+
+// unlinkLocked takes p out of the shard's list.
+func (sh *swarmShard) unlinkLocked(p *localPeer) {
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		sh.head = p.next
+	}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		sh.tail = p.prev
+	}
+	p.prev, p.next = nil, nil
+	sh.setOldestLocked()
+}
+
+func (sh *swarmShard) setOldestLocked() {
+	if sh.head == nil {
+		sh.oldest.Store(math.MaxInt64)
+		return
+	}
+	sh.oldest.Store(sh.head.seen.UnixNano())
+}
+
+// dropLocked removes p from its swarm and the shard's list, and the swarm
+// too once it holds nothing.
+func (s *swarms) dropLocked(sh *swarmShard, p *localPeer) {
+	sh.unlinkLocked(p)
+	delete(p.sw.local, p.id)
+	s.count.Add(-1)
+	if len(p.sw.local) == 0 && len(p.sw.upstream) == 0 {
+		delete(sh.m, p.sw.hash)
+	}
+}
+
+// live reports whether p is a peer to serve: not stopped, not silent for
+// the TTL.
+func (s *swarms) live(p *localPeer, now time.Time) bool {
+	return p != nil && !p.stopped && now.Sub(p.seen) < s.peerTTL
 }
 
 // known reports whether a's peer is a live local peer of its torrent.
@@ -70,40 +159,90 @@ func (s *swarms) known(a *Announce, now time.Time) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sw := sh.getLocked(a.InfoHash, false); sw != nil {
-		if p := sw.local[a.PeerID]; p != nil {
-			return now.Sub(p.seen) < s.peerTTL
-		}
+		return s.live(sw.local[a.PeerID], now)
 	}
 	return false
 }
 
 // update records a's peer (any event but stopped). It reports whether the
-// peer is new and whether a's completed event is the peer's first, which
-// is forwarded once.
+// peer is new (unknown, silent for the TTL, or stopped before) and whether
+// a's completed event is the peer's first, which is forwarded once. A new
+// peer may take the table past its bound: see evict.
 func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sw := sh.getLocked(a.InfoHash, true)
 	p := sw.local[a.PeerID]
-	if p == nil || now.Sub(p.seen) >= s.peerTTL {
+	switch {
+	case p == nil:
 		isNew = true
-		p = &localPeer{}
+		p = &localPeer{sw: sw, id: a.PeerID}
 		sw.local[a.PeerID] = p
+		s.count.Add(1)
+	case !s.live(p, now):
+		isNew = true
+		sh.unlinkLocked(p)
+		p.forwarded, p.completed, p.stopped = nil, false, false
+	default:
+		sh.unlinkLocked(p)
 	}
 	p.addr, p.seen = a.Addr, now
 	p.seeder = a.Left == 0
+	sh.pushLocked(p)
 	if a.Event == EventCompleted && !p.completed {
 		p.completed, firstCompleted = true, true
 	}
 	return isNew, firstCompleted
 }
 
-// remove drops a's peer and returns the upstreams it had been announced
-// to, which should hear its stop. A peer known at another IP address is
-// left alone and reported as foreign: peer ids are no secret (compact=0
+// evict evicts the least recently seen local peers while the table holds
+// more than maxPeers, never keep's peer (the one just announced), and
+// returns them. It is cheap when the table is within its bound.
+func (s *swarms) evict(keep *Announce) []evictedPeer {
+	var out []evictedPeer
+	for tries := 0; s.count.Load() > s.maxPeers && tries < 2*len(s.shards); tries++ {
+		sh := s.oldestShard()
+		if sh == nil {
+			break
+		}
+		sh.mu.Lock()
+		p := sh.head
+		if p != nil && p.id == keep.PeerID && p.sw.hash == keep.InfoHash {
+			p = p.next
+		}
+		if p != nil {
+			out = append(out, evictedPeer{hash: p.sw.hash, id: p.id, forwarded: p.forwarded})
+			s.dropLocked(sh, p)
+			s.evicted.Add(1)
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// oldestShard returns the shard whose least recently seen peer is the
+// table's oldest, or nil when no shard holds a peer.
+func (s *swarms) oldestShard() *swarmShard {
+	var best *swarmShard
+	oldest := int64(math.MaxInt64)
+	for i := range s.shards {
+		if t := s.shards[i].oldest.Load(); t < oldest {
+			best, oldest = &s.shards[i], t
+		}
+	}
+	return best
+}
+
+// remove marks a's peer stopped and returns the upstreams it had been
+// announced to, which should hear its stop. Its address is struck from
+// every upstream reply kept for the torrent, and is not served again
+// while the stopped record lasts (peerTTL from now), whatever an upstream
+// returns meanwhile: upstreams that have not processed the stop yet, or
+// never heard it, still list the peer. A peer known at another IP address
+// is left alone and reported as foreign: peer ids are no secret (compact=0
 // replies list them), and trackers key a peer by its address.
-func (s *swarms) remove(a *Announce) (forwarded []string, foreign bool) {
+func (s *swarms) remove(a *Announce, now time.Time) (forwarded []string, foreign bool) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -112,17 +251,21 @@ func (s *swarms) remove(a *Announce) (forwarded []string, foreign bool) {
 		return nil, false
 	}
 	p := sw.local[a.PeerID]
-	if p == nil {
+	if p == nil || p.stopped {
 		return nil, false
 	}
 	if p.addr.Addr() != a.Addr.Addr() {
 		return nil, true
 	}
-	delete(sw.local, a.PeerID)
-	if len(sw.local) == 0 && len(sw.upstream) == 0 {
-		delete(sh.m, a.InfoHash)
+	forwarded = p.forwarded
+	p.stopped, p.forwarded, p.seeder = true, nil, false
+	p.seen = now
+	sh.unlinkLocked(p)
+	sh.pushLocked(p)
+	for _, u := range sw.upstream {
+		u.peers = slices.DeleteFunc(u.peers, func(x netip.AddrPort) bool { return x == p.addr })
 	}
-	return slices.Clone(p.forwarded), false
+	return forwarded, false
 }
 
 // forwardedTo returns the upstreams that accepted an announce of a's peer.
@@ -131,7 +274,7 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sw := sh.getLocked(a.InfoHash, false); sw != nil {
-		if p := sw.local[a.PeerID]; p != nil {
+		if p := sw.local[a.PeerID]; p != nil && !p.stopped {
 			return slices.Clone(p.forwarded)
 		}
 	}
@@ -169,7 +312,7 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 		return
 	}
 	p := sw.local[a.PeerID]
-	if p == nil {
+	if p == nil || p.stopped {
 		return
 	}
 	if len(p.forwarded) == 0 {
@@ -186,6 +329,8 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 // peers returns up to numwant peers for a's torrent, other than a's own
 // peer, drawn at random from local clients and live upstream replies, with
 // seeder and leecher counts (local counts plus the largest upstream's).
+// Stopped local peers are neither counted nor served, not even from an
+// upstream's reply.
 func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
@@ -204,8 +349,12 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 	}
 	cand := make([]Peer, 0, n)
 	seen := newAddrSet(n, a.Addr)
+	stopped := 0
 	for id, p := range sw.local {
-		if now.Sub(p.seen) >= s.peerTTL {
+		if !s.live(p, now) {
+			if p.stopped {
+				stopped++
+			}
 			continue
 		}
 		if p.seeder {
@@ -220,6 +369,15 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 			continue
 		}
 		cand = append(cand, Peer{Addr: p.addr, ID: id, HasID: true, Seeder: p.seeder})
+	}
+	if stopped > 0 && len(sw.upstream) > 0 {
+		// After the live peers: a live peer may use a stopped one's
+		// address (a client restarted with a new peer id).
+		for _, p := range sw.local {
+			if p.stopped && now.Sub(p.seen) < s.peerTTL {
+				seen.add(p.addr)
+			}
+		}
 	}
 	for _, u := range sw.upstream {
 		if !now.Before(u.expires) {
@@ -242,19 +400,18 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 	return cand, complete + upC, incomplete + upI
 }
 
-// sweep drops local peers silent for peerTTL, expired upstream replies
-// and empty swarms. It reports how many torrents remain.
+// sweep drops local peers silent for peerTTL (and stopped records as
+// old), expired upstream replies and empty swarms. It reports how many
+// torrents remain.
 func (s *swarms) sweep(now time.Time) int {
 	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		for sh.head != nil && now.Sub(sh.head.seen) >= s.peerTTL {
+			s.dropLocked(sh, sh.head)
+		}
 		for h, sw := range sh.m {
-			for id, p := range sw.local {
-				if now.Sub(p.seen) >= s.peerTTL {
-					delete(sw.local, id)
-				}
-			}
 			for name, u := range sw.upstream {
 				if !now.Before(u.expires) {
 					delete(sw.upstream, name)
@@ -268,6 +425,12 @@ func (s *swarms) sweep(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	return total
+}
+
+// size reports the local peers held (stopped ones included) and how many
+// were evicted for the bound since the table was made.
+func (s *swarms) size() (peers int64, evicted uint64) {
+	return s.count.Load(), s.evicted.Load()
 }
 
 // addrSet is a set of addresses: a slice while small, a map beyond.

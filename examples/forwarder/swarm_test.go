@@ -30,7 +30,7 @@ func addrs(peers []Peer) []netip.AddrPort {
 }
 
 func TestSwarmMergesLocalAndUpstreamPeers(t *testing.T) {
-	s := newSwarms(time.Hour)
+	s := newSwarms(time.Hour, defaultMaxPeers)
 	a1, a2 := peerAnnounce(1, 0, EventStarted), peerAnnounce(2, 100, EventStarted)
 	isNew, _ := s.update(a1, t0)
 	assert.True(t, isNew)
@@ -57,7 +57,7 @@ func TestSwarmMergesLocalAndUpstreamPeers(t *testing.T) {
 }
 
 func TestSwarmNumwant(t *testing.T) {
-	s := newSwarms(time.Hour)
+	s := newSwarms(time.Hour, defaultMaxPeers)
 	for i := 1; i <= 100; i++ {
 		s.update(peerAnnounce(i, 1, EventNone), t0)
 	}
@@ -75,7 +75,7 @@ func TestSwarmNumwant(t *testing.T) {
 }
 
 func TestSwarmExpiry(t *testing.T) {
-	s := newSwarms(time.Minute)
+	s := newSwarms(time.Minute, defaultMaxPeers)
 	a1, a2 := peerAnnounce(1, 1, EventNone), peerAnnounce(2, 1, EventNone)
 	s.update(a1, t0)
 	s.update(a2, t0.Add(50*time.Second))
@@ -94,7 +94,7 @@ func TestSwarmExpiry(t *testing.T) {
 }
 
 func TestSwarmCompletedOnceAndStop(t *testing.T) {
-	s := newSwarms(time.Hour)
+	s := newSwarms(time.Hour, defaultMaxPeers)
 	a := peerAnnounce(1, 10, EventStarted)
 	s.update(a, t0)
 	s.markForwarded(a, []string{"A", "B"})
@@ -106,18 +106,19 @@ func TestSwarmCompletedOnceAndStop(t *testing.T) {
 
 	other := peerAnnounce(1, 0, EventStopped)
 	other.Addr = netip.MustParseAddrPort("192.0.2.66:6881")
-	forwarded, foreign := s.remove(other)
+	forwarded, foreign := s.remove(other, t0)
 	assert.True(t, foreign, "a stop from another address")
 	assert.Empty(t, forwarded)
 	assert.True(t, s.known(a, t0), "leaves the peer alone")
 
-	forwarded, foreign = s.remove(peerAnnounce(1, 0, EventStopped))
+	forwarded, foreign = s.remove(peerAnnounce(1, 0, EventStopped), t0)
 	assert.False(t, foreign)
 	assert.ElementsMatch(t, []string{"A", "B"}, forwarded)
 	assert.False(t, s.known(a, t0))
-	forwarded, _ = s.remove(a)
+	forwarded, _ = s.remove(a, t0)
 	assert.Empty(t, forwarded, "stopping twice forwards nothing")
-	require.Equal(t, 0, s.sweep(t0))
+	assert.Equal(t, 1, s.sweep(t0), "the stopped record stays, so that upstream copies of its address are not served")
+	require.Equal(t, 0, s.sweep(t0.Add(time.Hour)))
 }
 
 // An upstream may list far more peers than the swarm keeps (a 1 MiB
@@ -125,7 +126,7 @@ func TestSwarmCompletedOnceAndStop(t *testing.T) {
 // not the reply's whole array behind them (5.6 MB per torrent, for 1.5
 // intervals).
 func TestSwarmKeepsOnlyTheUpstreamPeersItUses(t *testing.T) {
-	s := newSwarms(time.Hour)
+	s := newSwarms(time.Hour, defaultMaxPeers)
 	a := peerAnnounce(1, 1, EventNone)
 	many := make([]netip.AddrPort, 10*s.upstreamMax)
 	for i := range many {
