@@ -48,6 +48,11 @@ type Options struct {
 	// Now is the time source for the forwarder's own bookkeeping
 	// (default time.Now).
 	Now func() time.Time
+	// Store keeps the forwarder's jobs (default nil: in memory, lost on
+	// exit). A durable store (pgstore, redisstore) keeps queued forwards
+	// across a restart and lets several forwarders that share the
+	// queue's name (queue.WithName, default "forwarder") share its jobs.
+	Store queue.Store[fwdJob]
 }
 
 // Forwarder is an HTTP BitTorrent tracker that answers its clients from
@@ -123,7 +128,7 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		// qopts may change the hint (and the wording).
 		queue.WithRateLimitRefusal(10*time.Second, refusalReason),
 	}, qopts...)
-	q, err := queue.New(f.runJob, opts...)
+	q, err := newQueue(o.Store, f.runJob, opts)
 	if err != nil {
 		return nil, err
 	}
