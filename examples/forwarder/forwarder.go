@@ -71,6 +71,7 @@ type Forwarder struct {
 	announces *prometheus.CounterVec
 	// the announces counter's children, looked up once
 	cOK, cBad, cLimited, cStopped prometheus.Counter
+	scrapes                       scrapeCounters
 }
 
 // refusalReason is what a client refused by the queue's admission limiter
@@ -120,6 +121,9 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	}
 	f.cOK, f.cBad = f.announces.WithLabelValues("ok"), f.announces.WithLabelValues("bad_request")
 	f.cLimited, f.cStopped = f.announces.WithLabelValues("rate_limited"), f.announces.WithLabelValues("stopped")
+	if err := f.registerScrapeMetrics(); err != nil {
+		return nil, err
+	}
 	opts := append([]queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
@@ -174,10 +178,18 @@ func (f *Forwarder) Start(ctx context.Context) error {
 // cancelled, and Shutdown waits for them or for ctx.
 func (f *Forwarder) Shutdown(ctx context.Context) error { return f.q.Shutdown(ctx) }
 
-// Handler serves /announce, /stats (text, ?format=json) and /metrics.
+// announcePath is where the forwarder serves announces; scrapes are
+// served at the path BEP 48's convention derives from it, /scrape.
+const announcePath = "/announce"
+
+// Handler serves /announce, /scrape, /stats (text, ?format=json) and
+// /metrics.
 func (f *Forwarder) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /announce", f.ServeAnnounce)
+	mux.HandleFunc("GET "+announcePath, f.ServeAnnounce)
+	if p, ok := scrapePath(announcePath); ok {
+		mux.HandleFunc("GET "+p, f.ServeScrape)
+	}
 	mux.Handle("GET /stats", f.q.StatsHandler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{Registry: f.reg}))
 	return mux

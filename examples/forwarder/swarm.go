@@ -25,8 +25,9 @@ type swarmShard struct {
 }
 
 type swarm struct {
-	local    map[[20]byte]*localPeer
-	upstream map[string]*upstreamPeers
+	local      map[[20]byte]*localPeer
+	upstream   map[string]*upstreamPeers
+	downloaded int64 // local peers' first completed events (scrape's downloaded)
 }
 
 type localPeer struct {
@@ -41,6 +42,7 @@ type upstreamPeers struct {
 	peers      []netip.AddrPort
 	complete   int64
 	incomplete int64
+	downloaded int64
 	expires    time.Time
 }
 
@@ -95,6 +97,7 @@ func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool)
 	p.seeder = a.Left == 0
 	if a.Event == EventCompleted && !p.completed {
 		p.completed, firstCompleted = true, true
+		sw.downloaded++
 	}
 	return isNew, firstCompleted
 }
@@ -151,7 +154,7 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 	if sw.upstream == nil {
 		sw.upstream = make(map[string]*upstreamPeers, 1)
 	}
-	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, expires: now.Add(ttl)}
+	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, downloaded: r.Downloaded, expires: now.Add(ttl)}
 }
 
 // markForwarded records that a's peer was sent to upstreams, which will
