@@ -219,7 +219,7 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 		if id == a.PeerID {
 			continue
 		}
-		if !seen.add(p.addr) {
+		if !seen.addLocal(p.addr) {
 			continue
 		}
 		cand = append(cand, Peer{Addr: p.addr, ID: id, HasID: true, Seeder: p.seeder})
@@ -229,7 +229,7 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 			continue
 		}
 		for _, addr := range u.peers {
-			if !seen.add(addr) {
+			if !seen.addUpstream(addr) {
 				continue
 			}
 			cand = append(cand, Peer{Addr: addr})
@@ -286,7 +286,7 @@ func newAddrSet(n int, first netip.AddrPort) *addrSet {
 	} else {
 		s.small = make([]netip.AddrPort, 0, n+1)
 	}
-	s.add(first)
+	s.addLocal(first)
 	return s
 }
 
