@@ -5,8 +5,10 @@ import "net/netip"
 // A client's address, its ip parameter and what upstreams hear.
 //
 // The ip parameter is believed only from a client connected over
-// loopback (a proxy or a client on this host; see ParseAnnounce): from
-// anyone else it would let a client enter any address into a swarm.
+// loopback (a proxy or a client on this host) or from a network the
+// operator names (-trust-ip-from, Options.TrustIPFrom: a LAN whose clients
+// or proxy may speak for others): from anyone else it would let a client
+// enter any address into a swarm. No public network is trusted by default.
 //
 // Upstreams are told the client's address as ip= (HTTP) or the IPv4
 // field (BEP 15) by forwardIP's rule. Trackers that ignore ip (or, like
@@ -18,6 +20,19 @@ import "net/netip"
 // or ::1 from an upstream as a peer already listed when a local peer on
 // loopback, or an earlier such upstream entry, has the same port
 // (addrSet.addLocal, addrSet.addUpstream).
+
+// trustsIP reports whether the ip parameter is believed from remote.
+func trustsIP(remote netip.Addr, trusted []netip.Prefix) bool {
+	if remote.IsLoopback() {
+		return true
+	}
+	for _, p := range trusted {
+		if p.Contains(remote) {
+			return true
+		}
+	}
+	return false
+}
 
 // forwardIP reports whether the client's address is sent upstream as ip.
 // Any address but loopback is: the upstream sees the forwarder's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"net/url"
@@ -86,4 +87,34 @@ func TestLoopbackPeerIsListedOnce(t *testing.T) {
 	got, _, _ = s.peers(six, 50, t0)
 	assert.NotContains(t, addrs(got), netip.MustParseAddrPort("127.0.0.1:7001"), "nor is a client handed itself")
 	assert.Len(t, got, 4)
+}
+
+// ip is believed from loopback always, from the networks -trust-ip-from
+// names, and from nowhere else.
+func TestTrustIPFrom(t *testing.T) {
+	_, s, err := parseArgs([]string{"-upstream", "http://127.0.0.1:1/announce",
+		"-trust-ip-from", "10.0.0.0/8, 192.0.2.7", "-trust-ip-from", "fd00::/8"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	trusted := []netip.Prefix(s.trustIP)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("fd00::/8")}, trusted)
+	_, _, err = parseArgs([]string{"-upstream", "http://127.0.0.1:1/announce", "-trust-ip-from", "10.0.0.0/99"}, &bytes.Buffer{})
+	assert.Error(t, err)
+
+	for _, tc := range []struct {
+		from    string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"127.0.0.1:1", nil, "10.9.9.9"},
+		{"10.1.2.3:1", nil, "10.1.2.3"},
+		{"10.1.2.3:1", trusted, "10.9.9.9"},
+		{"192.0.2.7:1", trusted, "10.9.9.9"},
+		{"192.0.2.8:1", trusted, "192.0.2.8"},
+		{"198.51.100.1:1", trusted, "198.51.100.1"},
+	} {
+		a, err := parseAnnounce(query(map[string]string{"ip": "10.9.9.9"}), netip.MustParseAddrPort(tc.from), tc.trusted)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, a.Addr.Addr().String(), "from %s", tc.from)
+	}
 }

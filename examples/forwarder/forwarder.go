@@ -48,6 +48,9 @@ type Options struct {
 	// Now is the time source for the forwarder's own bookkeeping
 	// (default time.Now).
 	Now func() time.Time
+	// TrustIPFrom lists networks whose clients' ip parameter is
+	// believed, besides loopback, which always is (default none).
+	TrustIPFrom []netip.Prefix
 	// Store keeps the forwarder's jobs (default nil: in memory, lost on
 	// exit). A durable store (pgstore, redisstore) keeps queued forwards
 	// across a restart and lets several forwarders that share the
@@ -201,7 +204,7 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("Cache-Control", "no-cache")
 	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
-	a, err := ParseAnnounce(r.URL.RawQuery, remote)
+	a, err := parseAnnounce(r.URL.RawQuery, remote, f.opts.TrustIPFrom)
 	if err != nil {
 		f.cBad.Inc()
 		w.Write(encodeFailure(err.Error(), 0))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 )
 
@@ -59,4 +60,42 @@ func closeAll(lns []net.Listener) {
 	for _, ln := range lns {
 		ln.Close()
 	}
+}
+
+// prefixList is a flag.Value holding networks, comma-separated; each use
+// of the flag adds to the list.
+type prefixList []netip.Prefix
+
+func (p *prefixList) String() string {
+	var b strings.Builder
+	for i, x := range *p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(x.String())
+	}
+	return b.String()
+}
+
+// Set adds the comma-separated networks in v (CIDRs, or single addresses).
+func (p *prefixList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return err
+			}
+			*p = append(*p, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		pr, err := netip.ParsePrefix(s)
+		if err != nil {
+			return err
+		}
+		*p = append(*p, pr.Masked())
+	}
+	return nil
 }

@@ -38,6 +38,7 @@ type settings struct {
 	demo      time.Duration
 	verbose   bool
 	store     string // -store: memory, postgres://… or redis://…
+	trustIP   prefixList
 }
 
 func main() {
@@ -97,6 +98,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.DurationVar(&s.demo, "demo", 0, "run the self-contained demo for this long and exit: simulated upstreams and clients on 127.0.0.1 (e.g. 20s)")
 	fs.BoolVar(&s.verbose, "v", false, "verbose: the server also logs every job's outcome (debug level) besides the queue's state changes; the demo logs queue events (target suspended, disabled, jobs dead-lettered) to stderr")
 	fs.StringVar(&s.store, "store", s.store, storeflag.Usage+" (env FORWARDER_STORE)")
+	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -141,6 +143,11 @@ func (s *settings) fromEnv() error {
 			return fmt.Errorf("environment variable FORWARDER_LISTEN=%q: %w", v, err)
 		}
 		s.listen.given = false // a -listen flag replaces the variable's list
+	}
+	if v := os.Getenv("FORWARDER_TRUST_IP_FROM"); v != "" {
+		if err := s.trustIP.Set(v); err != nil {
+			return fmt.Errorf("environment variable FORWARDER_TRUST_IP_FROM=%q: %w", v, err)
+		}
 	}
 	if v := os.Getenv("FORWARDER_STORE"); v != "" {
 		s.store = v
@@ -240,7 +247,7 @@ func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err = NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger, Store: store}, opts...)
+	f, err = NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger, Store: store, TrustIPFrom: s.trustIP}, opts...)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
