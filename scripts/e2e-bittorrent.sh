@@ -5,10 +5,11 @@
 #   UDP, BEP 15) are the upstreams; the forwarder (examples/forwarder) runs in
 #   front of them; a torrent announces to the forwarder; one aria2c seeds it,
 #   a second downloads it. It passes when the download completes with the
-#   right content, both opentrackers list the seeder of the torrent, two
-#   more local peers each reach both opentrackers (forwarded per peer), a
-#   stopped peer is no longer served by the forwarder, and both opentrackers
-#   drop the seeder once it stops (its event=stopped forwarded over each).
+#   right content, both opentrackers list the seeder of the torrent, the
+#   forwarder's own /scrape counts it, two more local peers each reach both
+#   opentrackers (forwarded per peer), a stopped peer is no longer served by
+#   the forwarder, and both opentrackers drop the seeder once it stops (its
+#   event=stopped forwarded over each).
 #
 # Everything stays on 127.0.0.1, DHT, LPD and PEX are off (peers can only come
 # from the tracker), the whole run is bounded (E2E_TIMEOUT, default 120 s), and
@@ -216,6 +217,26 @@ cmp "$WORK/seed/payload.bin" "$WORK/leech/payload.bin" || fail "downloaded file 
 sum=$(sha256sum <"$WORK/leech/payload.bin" | cut -c1-16)
 kill -0 "$SEEDER" 2>/dev/null || fail "the seeder died"
 
+# ---- BEGIN scrape checks (BEP 48 /scrape on the forwarder)
+# The forwarder answers a scrape of the torrent from its own peers merged
+# with the upstreams' counts: the seeder is still running (complete >= 1).
+# (aria2c with --seed-time=0 sends no completed event, only stopped, so
+# downloaded may be 0.) Two hashes get two entries; a bad info_hash gets a
+# bencoded failure reason, not a 404.
+fwd_scrape_ok() {
+	curl -sf "http://127.0.0.1:$FWD_PORT/scrape?info_hash=$(urlhash "$HASH")" -o "$WORK/fwd-scrape" || return 1
+	grep -aq '^d5:filesd20:' "$WORK/fwd-scrape" &&
+		grep -aq '8:completei[1-9]' "$WORK/fwd-scrape" &&
+		grep -aq '10:downloadedi' "$WORK/fwd-scrape"
+}
+wait_for "the forwarder's scrape to count the seeder" 10 fwd_scrape_ok
+curl -sf "http://127.0.0.1:$FWD_PORT/scrape?info_hash=short" | grep -aq '14:failure reason' ||
+	fail "a scrape with a bad info_hash got no failure reason"
+n=$(curl -sf "http://127.0.0.1:$FWD_PORT/scrape?info_hash=$(urlhash "$HASH")&info_hash=$(urlhash "$PROBE")" |
+	grep -ao '8:completei' | wc -l)
+[ "$n" -eq 2 ] || fail "a scrape of two info hashes listed $n"
+say "the forwarder's scrape counts the seeder"
+# ---- END scrape checks
 # ==== BEGIN per-peer forwarding and stopped peers (items 2 and 3) ====
 # Two more local peers (announces sent with curl, as leechers at ports
 # nobody listens on) join the torrent after the seeder. Forwarded per peer,

@@ -197,9 +197,16 @@ func unescape(s string) (string, error) {
 }
 
 // ParseAnnounce parses an announce query. remote is the connection's
-// address, used when the client sends no usable ip parameter. Every error
-// is an *announceError whose text is fit for a client.
+// address, used unless remote is on loopback and the client sends a
+// usable ip parameter. Every error is an *announceError whose text is fit
+// for a client.
 func ParseAnnounce(rawQuery string, remote netip.AddrPort) (*Announce, error) {
+	return parseAnnounce(rawQuery, remote, nil)
+}
+
+// parseAnnounce is ParseAnnounce believing ip also from a remote within
+// trusted.
+func parseAnnounce(rawQuery string, remote netip.AddrPort, trusted []netip.Prefix) (*Announce, error) {
 	if len(rawQuery) > maxQueryLen {
 		return nil, badRequest("request too long")
 	}
@@ -263,11 +270,11 @@ func ParseAnnounce(rawQuery string, remote netip.AddrPort) (*Announce, error) {
 		a.Key = k
 	}
 	ip := remote.Addr()
-	if s := q.get(pIP); s != "" && ip.IsLoopback() {
+	if s := q.get(pIP); s != "" && trustsIP(ip, trusted) {
 		// The ip parameter is believed only from loopback (a proxy on
-		// this host): from anyone else it would let a client enter any
-		// address into a swarm. BEP 3 allows a DNS name; only literals
-		// are taken.
+		// this host) and the networks the operator trusts: from anyone
+		// else it would let a client enter any address into a swarm.
+		// BEP 3 allows a DNS name; only literals are taken.
 		if parsed, err := netip.ParseAddr(s); err == nil && !parsed.IsUnspecified() {
 			ip = parsed
 		}

@@ -62,6 +62,14 @@ type Options struct {
 	// Now is the time source for the forwarder's own bookkeeping
 	// (default time.Now).
 	Now func() time.Time
+	// TrustIPFrom lists networks whose clients' ip parameter is
+	// believed, besides loopback, which always is (default none).
+	TrustIPFrom []netip.Prefix
+	// Store keeps the forwarder's jobs (default nil: in memory, lost on
+	// exit). A durable store (pgstore, redisstore) keeps queued forwards
+	// across a restart and lets several forwarders that share the
+	// queue's name (queue.WithName, default "forwarder") share its jobs.
+	Store queue.Store[fwdJob]
 }
 
 // ForwardMode says which announces reach an upstream.
@@ -126,6 +134,7 @@ type Forwarder struct {
 	// refusal of a torrent: until then ForwardPeer checks each target
 	// for one.
 	holdUntil atomic.Int64
+	scrapes   scrapeCounters
 }
 
 // refusalReason is what a client refused by the queue's admission limiter
@@ -184,6 +193,9 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if err := f.registerPeerMetrics(); err != nil {
 		return nil, err
 	}
+	if err := f.registerScrapeMetrics(); err != nil {
+		return nil, err
+	}
 	opts := append([]queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
@@ -192,7 +204,7 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		// qopts may change the hint (and the wording).
 		queue.WithRateLimitRefusal(10*time.Second, refusalReason),
 	}, qopts...)
-	q, err := queue.New(f.runJob, opts...)
+	q, err := newQueue(o.Store, f.runJob, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -266,10 +278,18 @@ func (f *Forwarder) Start(ctx context.Context) error {
 // cancelled, and Shutdown waits for them or for ctx.
 func (f *Forwarder) Shutdown(ctx context.Context) error { return f.q.Shutdown(ctx) }
 
-// Handler serves /announce, /stats (text, ?format=json) and /metrics.
+// announcePath is where the forwarder serves announces; scrapes are
+// served at the path BEP 48's convention derives from it, /scrape.
+const announcePath = "/announce"
+
+// Handler serves /announce, /scrape, /stats (text, ?format=json) and
+// /metrics.
 func (f *Forwarder) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /announce", f.ServeAnnounce)
+	mux.HandleFunc("GET "+announcePath, f.ServeAnnounce)
+	if p, ok := scrapePath(announcePath); ok {
+		mux.HandleFunc("GET "+p, f.ServeScrape)
+	}
 	mux.HandleFunc("GET /stats", f.ServeStats)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{Registry: f.reg}))
 	return mux
@@ -313,7 +333,7 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("Cache-Control", "no-cache")
 	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
-	a, err := ParseAnnounce(r.URL.RawQuery, remote)
+	a, err := parseAnnounce(r.URL.RawQuery, remote, f.opts.TrustIPFrom)
 	if err != nil {
 		f.cBad.Inc()
 		w.Write(encodeFailure(err.Error(), 0))

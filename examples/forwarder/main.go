@@ -4,6 +4,7 @@
 //
 //	go run ./examples/forwarder -demo 20s
 //	go run ./examples/forwarder -listen :6969 -upstream http://tracker.example/announce -upstream udp://other.example:6969
+//	go run ./examples/forwarder -listen 0.0.0.0:6969,[::]:6969 -store postgres://user@db:5432/forwarder -upstream ...
 //
 // Every queue setting is a flag and an environment variable (QueueConfig);
 // -h lists them with their defaults.
@@ -31,7 +32,7 @@ import (
 
 // settings are the command's own flags, beyond QueueConfig.
 type settings struct {
-	listen    string
+	listen    listFlag // -listen: one or more addresses
 	upstreams []string
 	interval  time.Duration
 	timeout   time.Duration
@@ -40,6 +41,7 @@ type settings struct {
 	store     string // -store: memory, postgres://… or redis://…
 	forward   ForwardMode
 	maxPeers  int
+	trustIP   prefixList
 }
 
 func main() {
@@ -72,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // parseArgs reads the environment, then the flags (which win).
 func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	qc := DefaultQueueConfig()
-	s := settings{listen: "127.0.0.1:6969", interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers}
+	s := settings{listen: listFlag{vals: []string{"127.0.0.1:6969"}}, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers}
 	if err := qc.FromEnv(""); err != nil {
 		return qc, s, err
 	}
@@ -89,7 +91,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 		fs.PrintDefaults()
 	}
 	qc.RegisterFlags(fs)
-	fs.StringVar(&s.listen, "listen", s.listen, "address serving /announce, /stats and /metrics (env FORWARDER_LISTEN)")
+	fs.Var(&s.listen, "listen", "`ADDR` serving /announce, /scrape, /stats and /metrics; comma-separated or repeated for several, e.g. 127.0.0.1:6969,[::1]:6969 (env FORWARDER_LISTEN)")
 	fs.Func("upstream", "upstream tracker: URL or NAME=URL, with http://, https:// or udp://host:port; repeat for more (env FORWARDER_UPSTREAMS, comma-separated)", func(v string) error {
 		s.upstreams = append(s.upstreams, v)
 		return nil
@@ -97,10 +99,11 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.DurationVar(&s.interval, "interval", s.interval, "announce interval given to clients (env FORWARDER_INTERVAL)")
 	fs.DurationVar(&s.timeout, "upstream-timeout", s.timeout, "timeout of one announce to an upstream (env FORWARD_TIMEOUT)")
 	fs.DurationVar(&s.demo, "demo", 0, "run the self-contained demo for this long and exit: simulated upstreams and clients on 127.0.0.1 (e.g. 20s)")
-	fs.BoolVar(&s.verbose, "v", false, "log queue events (target suspended, disabled, jobs dead-lettered) to stderr")
+	fs.BoolVar(&s.verbose, "v", false, "verbose: the server also logs every job's outcome (debug level) besides the queue's state changes; the demo logs queue events (target suspended, disabled, jobs dead-lettered) to stderr")
 	fs.StringVar(&s.store, "store", s.store, storeflag.Usage+" (env FORWARDER_STORE)")
 	fs.Var(&s.forward, "forward", "what an upstream's interval spaces out, `MODE` peer (the default: every local peer reaches every upstream, one announce per peer per interval) or torrent (one announce per torrent per interval; upstreams learn few local peers) (env FORWARDER_FORWARD)")
 	fs.IntVar(&s.maxPeers, "max-peers", s.maxPeers, "hold at most `N` local peers; past it the least recently seen is evicted (env FORWARDER_MAX_PEERS)")
+	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -143,7 +146,16 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 
 func (s *settings) fromEnv() error {
 	if v := os.Getenv("FORWARDER_LISTEN"); v != "" {
-		s.listen = v
+		s.listen = listFlag{}
+		if err := s.listen.Set(v); err != nil {
+			return fmt.Errorf("environment variable FORWARDER_LISTEN=%q: %w", v, err)
+		}
+		s.listen.given = false // a -listen flag replaces the variable's list
+	}
+	if v := os.Getenv("FORWARDER_TRUST_IP_FROM"); v != "" {
+		if err := s.trustIP.Set(v); err != nil {
+			return fmt.Errorf("environment variable FORWARDER_TRUST_IP_FROM=%q: %w", v, err)
+		}
 	}
 	if v := os.Getenv("FORWARDER_STORE"); v != "" {
 		s.store = v
@@ -179,52 +191,47 @@ func (s *settings) fromEnv() error {
 	return nil
 }
 
-// serve runs the forwarder until ctx ends. ctx is the signal context and
-// is passed to Start on purpose: SIGINT or SIGTERM shuts the queue down at
-// once instead of draining it (the library's quick start shows the
-// draining pattern). Forwards are best effort: an interrupted or queued
-// one is dropped with the in-memory store, or kept in PostgreSQL or Redis
-// (-store) for the next start, and every client announces again within
-// its interval anyway.
+// serve runs the forwarder until ctx ends, on every -listen address.
 func serve(ctx context.Context, qc QueueConfig, s settings, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	client := newHTTPClient(s.timeout)
-	var ups []*Upstream
-	for _, spec := range s.upstreams {
-		up, err := ParseUpstream(spec, client)
-		if err != nil {
-			return err
-		}
-		ups = append(ups, up)
-	}
-	opts, err := qc.Options()
+	lns, err := listenAll(s.listen.vals)
 	if err != nil {
 		return err
 	}
-	opts = append(opts, queue.WithJobTimeout(s.timeout))
-	store, closeStore, err := storeflag.Open[fwdJob](ctx, s.store)
+	return serveOn(ctx, qc, s, lns, stderr)
+}
+
+// serveOn runs the forwarder on lns, which it closes, until ctx ends. ctx
+// is the signal context and is passed to Start on purpose: SIGINT or
+// SIGTERM shuts the queue down at once instead of draining it (the
+// library's quick start shows the draining pattern). Forwards are best
+// effort: an interrupted or queued one is dropped with the in-memory
+// store, or kept in PostgreSQL or Redis (-store) for the next start, and
+// every client announces again within its interval anyway.
+//
+// It logs at info level (its addresses, upstreams' state changes, jobs
+// dead-lettered); -v adds every job's outcome (debug level).
+func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener, stderr io.Writer) error {
+	level := slog.LevelInfo
+	if s.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	f, closeStore, err := newServer(ctx, qc, s, logger)
 	if err != nil {
+		closeAll(lns)
 		return err
 	}
 	defer closeStore()
-	if store != nil {
-		opts = append(opts, queue.WithStore(store), queue.WithName("forwarder"))
-	}
-	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Forward: s.forward, MaxPeers: s.maxPeers, Logger: logger}, opts...)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		return err
-	}
 	if err := f.Start(ctx); err != nil {
+		closeAll(lns)
 		return err
 	}
 	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(ups))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store))
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -237,4 +244,33 @@ func serve(ctx context.Context, qc QueueConfig, s settings, stderr io.Writer) er
 		err = nil
 	}
 	return err
+}
+
+// newServer builds the server mode's forwarder from the settings, with
+// its store; closeStore releases the store once the queue has stopped.
+func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Logger) (f *Forwarder, closeStore func(), err error) {
+	client := newHTTPClient(s.timeout)
+	var ups []*Upstream
+	for _, spec := range s.upstreams {
+		up, err := ParseUpstream(spec, client)
+		if err != nil {
+			return nil, nil, err
+		}
+		ups = append(ups, up)
+	}
+	opts, err := qc.Options()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = append(opts, queue.WithJobTimeout(s.timeout))
+	store, closeStore, err := storeflag.Open[fwdJob](ctx, s.store)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err = NewForwarder(Options{Upstreams: ups, Interval: s.interval, Forward: s.forward, MaxPeers: s.maxPeers, Logger: logger, Store: store, TrustIPFrom: s.trustIP}, opts...)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return f, closeStore, nil
 }

@@ -27,7 +27,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"-rate-limit-initial-burst TOKENS", "RATE_LIMIT_INITIAL_BURST",
 		"-forwarder-suspend SECONDS", "FORWARDER_SUSPEND_SECONDS", "(default 300s)",
 		"-max-forwarders-per-announce N", "(default 100)",
-		"-upstream", "FORWARDER_UPSTREAMS", "-listen", `(default "127.0.0.1:6969")`,
+		"-upstream", "FORWARDER_UPSTREAMS", "-listen ADDR", "(default 127.0.0.1:6969)", "-store", "FORWARDER_STORE", "-v",
 		"-interval", "-upstream-timeout", "-demo",
 	} {
 		assert.Contains(t, help, want)

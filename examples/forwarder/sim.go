@@ -166,6 +166,7 @@ func (s *simTracker) reply(a *Announce) []byte {
 		"interval":   s.Interval,
 		"complete":   n / 2,
 		"incomplete": n - n/2,
+		"downloaded": n + 10,
 		"peers":      string(peers),
 	})
 }

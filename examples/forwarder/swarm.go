@@ -42,9 +42,10 @@ type swarmShard struct {
 }
 
 type swarm struct {
-	hash     [20]byte
-	local    map[[20]byte]*localPeer
-	upstream map[string]*upstreamPeers
+	hash       [20]byte
+	local      map[[20]byte]*localPeer
+	upstream   map[string]*upstreamPeers
+	downloaded int64 // local peers' first completed events (scrape's downloaded)
 }
 
 type localPeer struct {
@@ -67,6 +68,7 @@ type upstreamPeers struct {
 	peers      []netip.AddrPort
 	complete   int64
 	incomplete int64
+	downloaded int64
 	expires    time.Time
 }
 
@@ -192,6 +194,7 @@ func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool)
 	sh.pushLocked(p)
 	if a.Event == EventCompleted && !p.completed {
 		p.completed, firstCompleted = true, true
+		sw.downloaded++
 	}
 	return isNew, firstCompleted
 }
@@ -294,7 +297,7 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 	if sw.upstream == nil {
 		sw.upstream = make(map[string]*upstreamPeers, 1)
 	}
-	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, expires: now.Add(ttl)}
+	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, downloaded: r.Downloaded, expires: now.Add(ttl)}
 }
 
 // markForwarded records that a's peer was sent to upstreams, which will
@@ -328,7 +331,9 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 
 // peers returns up to numwant peers for a's torrent, other than a's own
 // peer, drawn at random from local clients and live upstream replies, with
-// seeder and leecher counts (local counts plus the largest upstream's).
+// seeder and leecher counts: each the largest of the local count and each
+// live upstream reply's, the rule scrape uses (a sum would count the local
+// peers forwarded upstream twice).
 // Stopped local peers are neither counted nor served, not even from an
 // upstream's reply.
 func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
@@ -365,7 +370,7 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 		if id == a.PeerID {
 			continue
 		}
-		if !seen.add(p.addr) {
+		if !seen.addLocal(p.addr) {
 			continue
 		}
 		cand = append(cand, Peer{Addr: p.addr, ID: id, HasID: true, Seeder: p.seeder})
@@ -384,7 +389,7 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 			continue
 		}
 		for _, addr := range u.peers {
-			if !seen.add(addr) {
+			if !seen.addUpstream(addr) {
 				continue
 			}
 			cand = append(cand, Peer{Addr: addr})
@@ -397,7 +402,7 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 		}
 		cand = cand[:numwant]
 	}
-	return cand, complete + upC, incomplete + upI
+	return cand, max(complete, upC), max(incomplete, upI)
 }
 
 // sweep drops local peers silent for peerTTL (and stopped records as
@@ -446,7 +451,7 @@ func newAddrSet(n int, first netip.AddrPort) *addrSet {
 	} else {
 		s.small = make([]netip.AddrPort, 0, n+1)
 	}
-	s.add(first)
+	s.addLocal(first)
 	return s
 }
 

@@ -42,8 +42,10 @@ func TestSwarmMergesLocalAndUpstreamPeers(t *testing.T) {
 
 	peers, complete, incomplete := s.peers(a2, 50, t0)
 	assert.ElementsMatch(t, []netip.AddrPort{a1.Addr, up}, addrs(peers), "deduplicated, the asker left out")
-	assert.Equal(t, int64(1+3), complete, "local seeders plus the largest upstream count")
-	assert.Equal(t, int64(1+9), incomplete)
+	// Each count is the largest of the local one and each upstream's: an
+	// upstream's counts already include the local peers forwarded to it.
+	assert.Equal(t, int64(3), complete, "the largest of local (1) and upstream (3, 1) seeders")
+	assert.Equal(t, int64(9), incomplete, "the largest of local (1) and upstream (4, 9) leechers")
 	for _, p := range peers {
 		if p.Addr == a1.Addr {
 			assert.True(t, p.HasID, "local peers keep their id")

@@ -120,11 +120,11 @@ func udpAnnounceRequest(connID uint64, a *Announce, ev Event, remote net.Addr) [
 	b = binary.BigEndian.AppendUint64(b, uint64(a.leftUpstream()))
 	b = binary.BigEndian.AppendUint64(b, uint64(a.Uploaded))
 	b = binary.BigEndian.AppendUint32(b, udpEvent(ev))
-	// The client's IPv4 address when it is not the forwarder's own
-	// loopback; 0 lets the tracker use the packet's source.
+	// The client's IPv4 address by forwardIP's rule (BEP 15 has room for
+	// IPv4 only); 0 lets the tracker use the packet's source.
 	var ip uint32
-	if ca := a.Addr.Addr(); ca.Is4() && !ca.IsLoopback() {
-		if ra, ok := remote.(*net.UDPAddr); ok && ra.IP.To4() != nil {
+	if ca := a.Addr.Addr(); ca.Is4() {
+		if ra, ok := remote.(*net.UDPAddr); ok && ra.IP.To4() != nil && forwardIP(ca, ra.AddrPort().Addr().Unmap()) {
 			ip = binary.BigEndian.Uint32(ca.AsSlice())
 		}
 	}

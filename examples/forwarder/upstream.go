@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ func ParseUpstream(spec string, client *http.Client) (*Upstream, error) {
 	up := &Upstream{Name: name, URL: u}
 	switch u.Scheme {
 	case "http", "https":
-		up.client = &httpAnnouncer{base: u, client: client}
+		up.client = &httpAnnouncer{base: u, client: client, host: hostAddr(u.Hostname())}
 	case "udp":
 		if u.Port() == "" {
 			return nil, fmt.Errorf("upstream %q: udp needs a port", spec)
@@ -95,6 +96,7 @@ func newHTTPClient(timeout time.Duration) *http.Client {
 type httpAnnouncer struct {
 	base   *url.URL
 	client *http.Client
+	host   netip.Addr // the upstream's address when its URL names one (see forwardIP)
 }
 
 func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*Reply, error) {
@@ -170,7 +172,7 @@ func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
 		b.WriteString("&key=")
 		escapeQuery(&b, a.Key)
 	}
-	if ip := a.Addr.Addr(); ip.IsValid() && !ip.IsLoopback() {
+	if ip := a.Addr.Addr(); forwardIP(ip, h.host) {
 		b.WriteString("&ip=")
 		b.WriteString(ip.String())
 	}

@@ -102,6 +102,7 @@ type Reply struct {
 	MinInterval time.Duration
 	Complete    int64
 	Incomplete  int64
+	Downloaded  int64 // completed downloads, when the tracker says (opentracker does); else 0
 	Peers       []netip.AddrPort
 }
 
@@ -115,6 +116,7 @@ type rawReply struct {
 	MinInterval int64         `bencode:"min interval"`
 	Complete    int64         `bencode:"complete"`
 	Incomplete  int64         `bencode:"incomplete"`
+	Downloaded  int64         `bencode:"downloaded"`
 	Peers       bencode.Bytes `bencode:"peers"`
 	Peers6      bencode.Bytes `bencode:"peers6"`
 }
@@ -155,6 +157,7 @@ func ParseReply(body []byte) (r *Reply, err error) {
 		MinInterval: secs(raw.MinInterval),
 		Complete:    max(raw.Complete, 0),
 		Incomplete:  max(raw.Incomplete, 0),
+		Downloaded:  max(raw.Downloaded, 0),
 	}
 	if len(raw.RetryIn) > 0 {
 		r.HasRetry = true
