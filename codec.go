@@ -1,14 +1,14 @@
 package queue
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
 
 // Codec encodes job payloads for a store that keeps them outside the
-// process (pgstore and redisstore take one with their WithCodec option;
-// the in-memory store keeps payloads as they are and needs none). Every
+// process (pgstore and redisstore take one with their WithCodec option,
+// and use encoding/json without it; the in-memory store keeps payloads as
+// they are and needs none). Every
 // process sharing a queue must use the same Codec, and a Codec must be
 // safe for concurrent use.
 type Codec interface {
@@ -17,18 +17,6 @@ type Codec interface {
 	// Unmarshal decodes data into v, a pointer to a Payload.
 	Unmarshal(data []byte, v any) error
 }
-
-// JSONCodec is the Codec of encoding/json, the default of the durable
-// stores. Its zero value is ready to use: pgstore.WithCodec(queue.JSONCodec{}).
-type JSONCodec struct{}
-
-var _ Codec = JSONCodec{}
-
-// Marshal calls json.Marshal.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal calls json.Unmarshal.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // DecodeError is the cause a durable store records for a job whose
 // payload its Codec cannot decode into the queue's payload type: the job is

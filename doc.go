@@ -13,7 +13,7 @@
 //	defer stop()
 //	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 //		return announce(ctx, j.Target, j.Payload)
-//	}, queue.WithCapacity(10000), queue.WithWorkers(10, 20))
+//	}, queue.WithCapacity(10000, 0), queue.WithWorkers(10, 20))
 //	if err != nil {
 //		return err
 //	}

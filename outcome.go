@@ -90,11 +90,16 @@ func IsPermanent(err error) bool {
 }
 
 // RetryDelay returns the delay asked for by RetryAfter somewhere in err's
-// chain.
+// chain, or, for a refusal by Admit, how long the client should wait
+// before trying again (RateLimit.RetryAfter).
 func RetryDelay(err error) (time.Duration, bool) {
 	var r *retryAfterError
 	if errors.As(err, &r) {
 		return r.delay, true
+	}
+	var rl *rateLimitError
+	if errors.As(err, &rl) {
+		return rl.retryAfter, true
 	}
 	return 0, false
 }

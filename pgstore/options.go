@@ -76,7 +76,7 @@ func WithSchema(name string) Option {
 	}
 }
 
-// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// WithCodec sets how payloads are encoded (default: encoding/json). Every
 // process of a queue must use the same codec.
 func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 

@@ -108,7 +108,7 @@ func WithShard(label string, client redis.UniversalClient) Option {
 	}
 }
 
-// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// WithCodec sets how payloads are encoded (default: encoding/json). Every
 // process of a queue must use the same codec.
 func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 

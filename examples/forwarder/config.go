@@ -258,16 +258,13 @@ func (c QueueConfig) Options() ([]queue.Option, error) {
 		return nil, err
 	}
 	return []queue.Option{
-		queue.WithCapacity(s.capacity),
+		queue.WithCapacity(s.capacity, 0),
 		queue.WithWorkers(s.workers, s.maxWorkers),
-		queue.WithScaleThresholds(s.scaleUp, s.scaleDown),
-		queue.WithThrottle(s.throttlePct, s.throttleTopN),
-		queue.WithFanoutMax(s.fanoutMax),
-		queue.WithRateLimit(s.ratePct, s.ratePerSec, s.rateBurst),
-		queue.WithRateLimitRefusal(s.retryAfter, refusalReason),
-		queue.WithSuspendDuration(s.suspend),
-		queue.WithMaxAttempts(s.attempts),
-		queue.WithBackoff(s.backoffBase, s.backoffMax),
+		queue.WithScaling(queue.ScaleByFill, s.scaleUp, s.scaleDown, 0),
+		queue.WithFanout(s.fanoutMax, s.throttlePct, s.throttleTopN),
+		queue.WithRateLimit(queue.RateLimit{FillPct: s.ratePct, PerSecond: s.ratePerSec, Burst: s.rateBurst, RetryAfter: s.retryAfter, Reason: refusalReason}),
+		queue.WithSuspend(s.suspend, nil),
+		queue.WithRetry(s.attempts, s.backoffBase, s.backoffMax),
 	}, nil
 }
 

@@ -250,7 +250,7 @@ func TestConfigValidate(t *testing.T) {
 		"zero backoff":        {func(c *QueueConfig) { c.RetryBaseMs = 0 }, "WithBackoff"},
 		"scale threshold 0":   {func(c *QueueConfig) { c.ScaleThresholdPct = 0 }, "WithScaleThresholds"},
 		// QueueConfig names no store: New uses the in-memory one.
-		"size above memory limit": {func(c *QueueConfig) { c.QueueSize = queue.MaxMemoryCapacity + 1 }, "WithCapacity"},
+		"size above memory limit": {func(c *QueueConfig) { c.QueueSize = 1<<23 + 1 /* above the in-memory store's limit */ }, "WithCapacity"},
 		// n·unit must not wrap: 18446744074 s is 2^64 ns + 0.29 s.
 		"suspend wraps":            {func(c *QueueConfig) { c.SuspendSeconds = 18446744074 }, "QueueConfig.SuspendSeconds"},
 		"suspend just too long":    {func(c *QueueConfig) { c.SuspendSeconds = math.MaxInt64/int(time.Second) + 1 }, "QueueConfig.SuspendSeconds"},

@@ -190,7 +190,7 @@ func statusLine(elapsed time.Duration, st queue.Stats, donePerSec uint64) string
 	}
 	return fmt.Sprintf("[%3.0fs] fill %3.0f%% (%4d/%d)  workers %2d/%d  done/s %4d  rate-limited %5d  throttled %6d  scheduled %4d  suspended [%s]  disabled [%s]",
 		elapsed.Seconds(), st.FillPct, st.Depth, st.Capacity, st.Workers, st.MaxWorkers, donePerSec,
-		st.RateLimited, st.Throttled, st.Scheduled, strings.Join(susp, " "), strings.Join(dis, " "))
+		st.RateLimited, st.Throttled, st.Store.Scheduled, strings.Join(susp, " "), strings.Join(dis, " "))
 }
 
 // demoSeen remembers which mechanisms the run showed.
@@ -209,7 +209,7 @@ func (d *demoSeen) observe(st queue.Stats, f *Forwarder) {
 	d.peakFill = max(d.peakFill, st.FillPct)
 	d.peakWorkers = max(d.peakWorkers, st.Workers)
 	d.baseWorkers = st.BaseWorkers
-	d.scheduledMax = max(d.scheduledMax, st.Scheduled)
+	d.scheduledMax = max(d.scheduledMax, st.Store.Scheduled)
 	d.rateLimited = d.rateLimited || st.RateLimited > 0
 	d.throttled = d.throttled || st.Throttled > 0
 	for _, t := range st.Targets {

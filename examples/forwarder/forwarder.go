@@ -118,10 +118,10 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	opts := append([]queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
-		queue.WithMetrics(f.reg),
+		queue.WithMetrics(f.reg, 0),
 		// A refused client reads "tracker busy, retry in 10 seconds";
 		// qopts may change the hint (and the wording).
-		queue.WithRateLimitRefusal(10*time.Second, refusalReason),
+		queue.WithRateLimit(queue.RateLimit{RetryAfter: 10 * time.Second, Reason: refusalReason}),
 	}, qopts...)
 	q, err := queue.New(f.runJob, opts...)
 	if err != nil {

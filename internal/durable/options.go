@@ -47,7 +47,7 @@ type Options struct {
 func Defaults(pkg string, pollInterval time.Duration) Options {
 	return Options{
 		Pkg:             pkg,
-		Codec:           queue.JSONCodec{},
+		Codec:           JSONCodec{},
 		MaxPayload:      DefaultMaxPayload,
 		LeaseTTL:        DefaultLeaseTTL,
 		LeaderTTL:       DefaultLeaderTTL,
