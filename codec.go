@@ -35,23 +35,9 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the Codec's error.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// ErrPayloadTooLarge is matched (with errors.Is) by the
-// *PayloadTooLargeError a durable store returns when a job's encoded
-// payload is larger than its limit (the stores' WithMaxPayload option).
+// ErrPayloadTooLarge is matched (with errors.Is) by the error a durable
+// store returns when a job's encoded payload is larger than its limit (the
+// stores' WithMaxPayload option). Nothing was stored. The error's text is
+// the same on every store: "queue: payload too large: <size> bytes, limit
+// <limit>".
 var ErrPayloadTooLarge = errors.New("queue: payload too large")
-
-// PayloadTooLargeError refuses a job whose encoded payload is larger than
-// the store's limit. Nothing was stored. It matches ErrPayloadTooLarge.
-type PayloadTooLargeError struct {
-	Size  int // the encoded payload's size, in bytes
-	Limit int // the store's limit, in bytes
-}
-
-// Error returns "queue: payload too large: " followed by the size and the
-// limit, the same words on every store.
-func (e *PayloadTooLargeError) Error() string {
-	return fmt.Sprintf("%v: %d bytes, limit %d", ErrPayloadTooLarge, e.Size, e.Limit)
-}
-
-// Is reports whether target is ErrPayloadTooLarge.
-func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }
