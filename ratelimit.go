@@ -23,9 +23,9 @@ const (
 )
 
 // RateLimit configures the admission limiter Admit consults (see
-// WithRateLimit). A zero field takes its default, so RateLimit{} is the
-// default limiter and RateLimit{Reason: "server busy"} changes only the
-// wording.
+// WithRateLimit). A zero field changes nothing, so RateLimit{} leaves the
+// default limiter as it is and RateLimit{Reason: "server busy"} changes
+// only the wording.
 type RateLimit struct {
 	// FillPct is the ready-queue fill, in percent (1..100), at or above
 	// which the token bucket decides; below it every request is admitted.
@@ -46,7 +46,8 @@ type RateLimit struct {
 	// Default "busy".
 	Reason string
 	// Disabled turns the limiter off: Admit always returns nil, and the
-	// other fields are ignored.
+	// other fields are ignored. A later WithRateLimit without it turns the
+	// limiter back on.
 	Disabled bool
 }
 
@@ -73,7 +74,9 @@ func (a *admissionConfig) validate() error { return nil }
 // WithRateLimit configures the admission limiter used by Admit (default
 // RateLimit{}: engage at 80 % fill, then admit 100 requests per second
 // with bursts of 200, and refuse the rest with "busy, retry in 10
-// seconds"). A zero field of rl keeps its default; negative numbers, a
+// seconds"). A zero field of rl keeps the current value: the default,
+// unless an earlier WithRateLimit changed it, so that a host may set its
+// wording in one place and the limits in another. Negative numbers, a
 // FillPct above 100 and a NaN or infinite PerSecond are refused. With
 // Disabled set, Admit always returns nil.
 //
@@ -97,9 +100,12 @@ func WithRateLimit(rl RateLimit) Option {
 		if rl.RetryAfter < 0 {
 			return optErr("WithRateLimit", rl.RetryAfter, "RetryAfter must be > 0 (0 keeps the default)")
 		}
-		a := defaultAdmission()
-		if rl.FillPct != 0 {
+		a := c.admission
+		switch {
+		case rl.FillPct != 0:
 			a.thresholdPct = rl.FillPct
+		case a.thresholdPct == 0: // turned off by an earlier WithRateLimit
+			a.thresholdPct = defaultRateLimitPct
 		}
 		if rl.PerSecond != 0 {
 			a.perSec = rl.PerSecond

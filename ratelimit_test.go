@@ -107,6 +107,8 @@ func TestAdmitRefusalReason(t *testing.T) {
 		{"default", nil, "busy, retry in 10 seconds"},
 		{"host's wording", []queue.Option{queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1, RetryAfter: 3 * time.Second, Reason: "tracker busy"})}, "tracker busy, retry in 3 seconds"},
 		{"empty keeps the default", []queue.Option{queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1, RetryAfter: 2500 * time.Millisecond, Reason: ""})}, "busy, retry in 3 seconds"},
+		{"a later limit keeps the wording", []queue.Option{queue.WithRateLimit(queue.RateLimit{RetryAfter: 3 * time.Second, Reason: "tracker busy"}),
+			queue.WithRateLimit(queue.RateLimit{Burst: 1})}, "tracker busy, retry in 3 seconds"},
 		{"last wins", []queue.Option{queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1, RetryAfter: time.Second, Reason: "a"}),
 			queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1, RetryAfter: time.Minute, Reason: "server busy"})}, "server busy, retry in 60 seconds"},
 	} {

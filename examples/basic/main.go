@@ -66,18 +66,22 @@ func main() {
 		queue.WithCapacity(100, 0),
 		queue.WithWorkers(1, 4), // one worker at first, so the order is easy to follow
 		queue.WithRetry(3, 200*time.Millisecond, 2*time.Second),
-		queue.WithOnDead(func(_ context.Context, j queue.Job[announce], err error) {
-			logf("dead  %-14s after %d attempts: %v", j.Key, j.Attempt, err)
-		}),
 	}
+	var q *queue.Queue[announce]
+
 	if store != nil {
-		opts = append(opts, queue.WithStore(store), queue.WithName(fmt.Sprintf("basic_%d", os.Getpid())))
+		opts = append(opts, queue.WithName(fmt.Sprintf("basic_%d", os.Getpid())))
+		q, err = queue.NewWithStore(store, handler, opts...)
+	} else {
+		q, err = queue.New(handler, opts...)
 	}
-	q, err := queue.New(handler, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	q.OnDead(func(_ context.Context, j queue.Job[announce], err error) {
+		logf("dead  %-14s after %d attempts: %v", j.Key, j.Attempt, err)
+	})
 	ctx := context.Background()
 	enqueue := func(j queue.Job[announce]) {
 		if err := q.Enqueue(ctx, j); err != nil {

@@ -242,7 +242,7 @@ func printSummary(out io.Writer, f *Forwarder, atEnd, final queue.Stats, c clien
 	fmt.Fprintln(out, "  (forwards per upstream: ok = a good reply; failed = an error, of which 429 = \"too many requests\";")
 	fmt.Fprintln(out, "   retry-in = told to come back later (BEP 31); rejected = the upstream refused the torrent)")
 
-	left := final.Depth + final.Scheduled + final.Waiting
+	left := final.Depth + final.Store.Scheduled + final.Store.Waiting
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "clients: %d announces sent: %d answered with peers, %d asked to retry later (\"tracker busy, retry in N seconds\"), %d errors\n",
 		c.sent, c.ok, c.limited, c.errors)
@@ -273,7 +273,7 @@ func (g *loadGen) counts() clientCounts {
 // totals mean, whether the run went well, and what became of the jobs
 // left at the end.
 func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
-	left := uint64(final.Depth + final.Scheduled + final.Waiting)
+	left := uint64(final.Depth + final.Store.Scheduled + final.Store.Waiting)
 	ended := final.Done + final.Dead + final.Cancelled
 	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	p("what the numbers mean:")
@@ -314,7 +314,7 @@ func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
 	}
 	if left > 0 {
 		p("  - The %d forwards left at the end (%d ready, %d scheduled for later, %d waiting), %d of them interrupted",
-			left, final.Depth, final.Scheduled, final.Waiting, atEnd.Running)
+			left, final.Depth, final.Store.Scheduled, final.Store.Waiting, atEnd.Running)
 		p("    by the shutdown and put back, were held in memory, so they are dropped when the demo exits. For a")
 		p("    tracker that is acceptable: every client announces again within its interval, and that announce is")
 		p("    forwarded. The forwarder as a server (without -demo) can keep them in PostgreSQL or Redis (-store).")

@@ -27,6 +27,10 @@ type fwdJob struct {
 // Options configures a Forwarder; the zero value of each field means its
 // default.
 type Options struct {
+	// Store keeps the forwarder's jobs (default: in memory, lost at exit);
+	// a durable store lets them survive restarts and be shared by several
+	// forwarders. It belongs to this forwarder's queue alone.
+	Store queue.Store[fwdJob]
 	// Upstreams to forward to, parsed with ParseUpstream.
 	Upstreams []*Upstream
 	// Interval is the announce interval given to clients (default 30m).
@@ -123,7 +127,13 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		// qopts may change the hint (and the wording).
 		queue.WithRateLimit(queue.RateLimit{RetryAfter: 10 * time.Second, Reason: refusalReason}),
 	}, qopts...)
-	q, err := queue.New(f.runJob, opts...)
+	var q *queue.Queue[fwdJob]
+	var err error
+	if o.Store != nil {
+		q, err = queue.NewWithStore(o.Store, f.runJob, opts...)
+	} else {
+		q, err = queue.New(f.runJob, opts...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,14 +209,14 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	}
 	if !f.swarms.known(a, now) {
 		if err := f.q.Admit(); err != nil {
-			var rl *queue.RateLimitError
-			retry := 10 * time.Second
-			msg := err.Error()
-			if errors.As(err, &rl) {
-				retry, msg = rl.RetryAfter, rl.Message()
+			// The refusal's text is ready to show ("tracker busy, retry
+			// in 10 seconds"); RetryDelay gives its hint for the retry key.
+			retry, ok := queue.RetryDelay(err)
+			if !ok {
+				retry = 10 * time.Second
 			}
 			f.cLimited.Inc()
-			w.Write(encodeFailure(msg, retry))
+			w.Write(encodeFailure(err.Error(), retry))
 			return
 		}
 	}

@@ -188,9 +188,9 @@ func serve(ctx context.Context, qc QueueConfig, s settings, stderr io.Writer) er
 	}
 	defer closeStore()
 	if store != nil {
-		opts = append(opts, queue.WithStore(store), queue.WithName("forwarder"))
+		opts = append(opts, queue.WithName("forwarder"))
 	}
-	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger}, opts...)
+	f, err := NewForwarder(Options{Upstreams: ups, Interval: s.interval, Logger: logger, Store: store}, opts...)
 	if err != nil {
 		return err
 	}
