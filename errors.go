@@ -15,7 +15,7 @@ var (
 	// accepted and is counted as dropped_full.
 	ErrQueueFull = core.ErrQueueFull
 
-	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
+	// ErrPendingLimit: the queue holds WithCapacity's pending bound of jobs (ready,
 	// scheduled, coalesced reruns and jobs parked for a target's slot);
 	// the job was not accepted and is counted as dropped_limit. It also
 	// matches ErrQueueFull, so that code that backs off on a full queue
@@ -67,7 +67,7 @@ type DuplicateError = core.DuplicateError
 func invalidJob(id int64, attempt, maxAttempts int) error {
 	switch {
 	case maxAttempts < 0:
-		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithMaxAttempts)", ErrInvalidJob, maxAttempts)
+		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithRetry maxAttempts)", ErrInvalidJob, maxAttempts)
 	case id != 0:
 		return fmt.Errorf("%w: ID is %d; the queue assigns IDs, leave it zero (use Key to deduplicate)", ErrInvalidJob, id)
 	case attempt != 0:

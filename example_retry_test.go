@@ -9,7 +9,7 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// An ordinary error is retried with backoff until WithMaxAttempts, then
+// An ordinary error is retried with backoff until WithRetry's maxAttempts, then
 // the job is dead-lettered and the OnDead hook sees it.
 func ExampleQueue_OnDead() {
 	ctx := context.Background()

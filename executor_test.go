@@ -219,7 +219,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// RetryAfter is the downstream asking us to come back later, not a
-		// failure of ours: it must not use up WithMaxAttempts.
+		// failure of ours: it must not use up WithRetry's maxAttempts.
 		var calls int
 		var mu sync.Mutex
 		q := startQueue(t, func(context.Context, queue.Job[int]) error {

@@ -64,10 +64,10 @@ func newCollector[T any](q *Queue[T]) *collector {
 	c := &collector{
 		stats: q.Stats,
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "queue_job_wait_seconds", Help: "Time from a job becoming due to its handler starting (sampled, see WithMetricsSampling).",
+			Name: "queue_job_wait_seconds", Help: "Time from a job becoming due to its handler starting (sampled, see WithMetrics).",
 			Buckets: durationBuckets}),
 		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "queue_job_run_seconds", Help: "Handler run time by outcome: done, retried or dead (sampled, see WithMetricsSampling).",
+			Name: "queue_job_run_seconds", Help: "Handler run time by outcome: done, retried or dead (sampled, see WithMetrics).",
 			Buckets: durationBuckets}, []string{"outcome"}),
 		descs: map[string]*prometheus.Desc{},
 	}
@@ -96,7 +96,7 @@ func newCollector[T any](q *Queue[T]) *collector {
 	// Counters.
 	d("queue_jobs_enqueued_total", "Jobs accepted by Enqueue, coalesced reruns included.")
 	d("queue_jobs_coalesced_total", "Jobs accepted as the single rerun of a running key.")
-	d("queue_jobs_dropped_total", "Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).", "reason")
+	d("queue_jobs_dropped_total", "Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithCapacity's pending bound, ErrPendingLimit).", "reason")
 	d("queue_jobs_finished_total", "Accepted jobs that ended, by outcome: done, dead or cancelled.", "outcome")
 	d("queue_job_failures_total", "Handler runs that returned an error or panicked.")
 	d("queue_job_retries_total", "Jobs scheduled to run again after a failed run or RetryAfter.")

@@ -142,7 +142,7 @@ queue_jobs_coalesced_total 0
 # HELP queue_jobs_deferred_total Claimed jobs put back without using an attempt (target suspended or busy, shutdown).
 # TYPE queue_jobs_deferred_total counter
 queue_jobs_deferred_total 0
-# HELP queue_jobs_dropped_total Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).
+# HELP queue_jobs_dropped_total Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithCapacity's pending bound, ErrPendingLimit).
 # TYPE queue_jobs_dropped_total counter
 queue_jobs_dropped_total{reason="full"} 1
 queue_jobs_dropped_total{reason="limit"} 0

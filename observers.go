@@ -125,7 +125,7 @@ type observers struct {
 	dropSeen  uint64 // drops counted at the previous tick
 	dropping  bool   // drops happened during the previous interval
 	dropStart uint64 // drops counted when the episode began
-	limSeen   uint64 // the same three for refusals at WithMaxPending
+	limSeen   uint64 // the same three for refusals at the pending bound
 	limiting  bool
 	limStart  uint64
 
@@ -323,7 +323,7 @@ func (o *observers) tick() {
 	switch {
 	case n > o.limSeen && !o.limiting:
 		o.limiting, o.limStart = true, o.limSeen
-		o.log.WarnContext(ctx, "pending-job limit reached (WithMaxPending): refusing jobs", "dropped", n-o.limSeen, "dropped_limit_total", n)
+		o.log.WarnContext(ctx, "pending-job limit reached (WithCapacity's pending bound): refusing jobs", "dropped", n-o.limSeen, "dropped_limit_total", n)
 	case n == o.limSeen && o.limiting:
 		o.limiting = false
 		o.log.InfoContext(ctx, "below the pending-job limit: accepting jobs again", "dropped", n-o.limStart, "dropped_limit_total", n)

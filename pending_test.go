@@ -16,7 +16,7 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// The pending bound (WithMaxPending): everything the in-memory queue holds
+// The pending bound (WithCapacity's pending): everything the in-memory queue holds
 // waiting to run is bounded, not only the ready queue.
 
 func TestPendingLimitDefaultBoundsTheSchedule(t *testing.T) {
@@ -36,7 +36,7 @@ func TestPendingLimitDefaultBoundsTheSchedule(t *testing.T) {
 	require.Equal(t, want, accepted, "accepted up to the bound, then refused: %v", err)
 	require.ErrorIs(t, err, queue.ErrPendingLimit)
 	assert.ErrorIs(t, err, queue.ErrQueueFull, "a caller that backs off on a full queue backs off here too")
-	assert.Contains(t, err.Error(), "WithMaxPending")
+	assert.Contains(t, err.Error(), "WithCapacity")
 	assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{}), queue.ErrPendingLimit, "ready jobs count against it too")
 	st := q.Stats()
 	assert.EqualValues(t, 2, st.DroppedLimit)

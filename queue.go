@@ -219,7 +219,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // Enqueue adds job without blocking. A job whose RunAt is after now is
 // scheduled; otherwise it joins the ready queue of its priority. It returns
 // ErrQueueFull when the ready queue is at capacity (counted as
-// dropped_full), ErrPendingLimit when the queue holds WithMaxPending jobs
+// dropped_full), ErrPendingLimit when the queue holds WithCapacity's pending bound of jobs
 // (counted as dropped_limit; it matches ErrQueueFull too), a
 // *DuplicateError (matching ErrDuplicate, naming the key
 // or group) when job.Key is already pending (see WithCoalesce for running

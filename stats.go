@@ -47,7 +47,7 @@ type Counts struct {
 	Cancelled   uint64 `json:"cancelled"`    // cancelled before running (Cancel, Purge, disabled target, superseded)
 	DroppedFull uint64 `json:"dropped_full"` // refused by Enqueue: ready queue full
 	// DroppedLimit counts jobs refused by Enqueue with ErrPendingLimit:
-	// the queue held WithMaxPending jobs.
+	// the queue held WithCapacity's pending bound of jobs.
 	DroppedLimit uint64 `json:"dropped_limit"`
 	Coalesced    uint64 `json:"coalesced"`    // accepted as the rerun of a running key
 	Requeued     uint64 `json:"requeued"`     // due but the ready queue was full: rescheduled

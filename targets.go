@@ -12,7 +12,7 @@ import (
 // API). The queue tracks each target's health from job outcomes:
 //
 //   - suspension: an overload (Overloaded, HTTP 429) suspends the target
-//     for WithSuspendDuration; queued jobs for it wait, fan-out skips it.
+//     for WithSuspend; queued jobs for it wait, fan-out skips it.
 //   - disabling: a non-retryable error, a rejection, "retry in: never" or
 //     WithDisableAfter consecutive failures disables it until Resume;
 //     queued jobs for it are cancelled.
@@ -291,7 +291,7 @@ func (ts *targets) statuses(now time.Time) []TargetStatus {
 	return out
 }
 
-// Suspend suspends target for d (WithSuspendDuration when d is 0): Fanout
+// Suspend suspends target for d (WithSuspend when d is 0): Fanout
 // skips it and its queued jobs wait until the suspension ends.
 func (q *Queue[T]) Suspend(target string, d time.Duration) error {
 	if target == "" {

@@ -82,7 +82,7 @@ func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec
 
 // WithMaxPayload bounds the encoded size of one job's payload in bytes
 // (default 1 MiB; at least 1). A job above it is refused with a
-// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// an error matching queue.ErrPayloadTooLarge and
 // nothing is inserted.
 func WithMaxPayload(n int) Option { return shared((*durable.Options).SetMaxPayload, n) }
 

@@ -127,7 +127,7 @@ func WithFallback(size int) Option {
 
 // WithMaxPayload bounds the encoded size of one job's payload in bytes
 // (default 1 MiB; at least 1). A job above it is refused with a
-// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// an error matching queue.ErrPayloadTooLarge and
 // nothing is stored.
 func WithMaxPayload(n int) Option { return shared((*durable.Options).SetMaxPayload, n) }
 
