@@ -70,7 +70,7 @@ func BenchmarkEnqueueRun(b *testing.B) {
 	b.Run("channel", func(b *testing.B) {
 		b.ReportAllocs()
 		cd := newCountdown(b.N)
-		ch := make(chan int, queue.DefaultCapacity)
+		ch := make(chan int, 10000) // the default capacity
 		var wg sync.WaitGroup
 		work := func(int) { cd.tick() }
 		for range benchWorkers {
@@ -155,7 +155,7 @@ func BenchmarkSchedule(b *testing.B) {
 			b.ReportAllocs()
 			// No pending bound: b.N passes the default's million.
 			q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { return nil },
-				queue.WithMaxPending(math.MaxInt)))
+				queue.WithCapacity(10000, math.MaxInt)))
 			ctx := context.Background()
 			delays := make([]time.Duration, b.N)
 			var keys []string
@@ -219,7 +219,7 @@ func BenchmarkScheduleRun(b *testing.B) {
 		}
 		ran.Add(1)
 		return nil
-	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers), queue.WithMaxPending(math.MaxInt)))
+	}, queue.WithClock(clk), queue.WithWorkers(benchWorkers, benchWorkers), queue.WithCapacity(10000, math.MaxInt)))
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -329,8 +329,7 @@ func BenchmarkScheduledHeld(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1),
-				queue.WithMaxPending(math.MaxInt))
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1, math.MaxInt))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -348,7 +347,7 @@ func BenchmarkScheduledHeld(b *testing.B) {
 			b.StopTimer()
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			if got := q.Stats().Scheduled; got != n {
+			if got := q.Stats().Store.Scheduled; got != n {
 				b.Fatalf("scheduled %d, want %d", got, n)
 			}
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/job")
@@ -367,8 +366,7 @@ func BenchmarkScheduledHeld(b *testing.B) {
 // goroutine calls Stats in a loop, and reports the slowest pair too.
 func BenchmarkStatsHeldKeys(b *testing.B) {
 	const held = 1_000_000
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1),
-		queue.WithMaxPending(2*held))
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1, 2*held))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -380,7 +378,7 @@ func BenchmarkStatsHeldKeys(b *testing.B) {
 	}
 	b.Run("stats", func(b *testing.B) {
 		for b.Loop() {
-			if got := q.Stats().PendingKeys; got != held {
+			if got := q.Stats().Store.PendingKeys; got != held {
 				b.Fatalf("pending keys %d, want %d", got, held)
 			}
 		}
@@ -434,7 +432,7 @@ func BenchmarkStatsHeldKeys(b *testing.B) {
 }
 
 func BenchmarkAdmit(b *testing.B) {
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(100))
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(100, 0))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,7 +57,7 @@ var (
 	errDisable404    = Disable(&HTTPError{Status: http.StatusNotFound})
 )
 
-// Classify is ClassifyHTTP with the queue's WithShouldSuspend test.
+// Classify is ClassifyHTTP with the queue's WithSuspend overload test.
 func (q *Queue[T]) Classify(status int, err error) error {
 	if fn := q.cfg.targets.shouldSuspend; fn != nil && fn(status, err) {
 		if err == nil {

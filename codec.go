@@ -1,14 +1,14 @@
 package queue
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
 
 // Codec encodes job payloads for a store that keeps them outside the
-// process (pgstore and redisstore take one with their WithCodec option;
-// the in-memory store keeps payloads as they are and needs none). Every
+// process (pgstore and redisstore take one with their WithCodec option,
+// and use encoding/json without it; the in-memory store keeps payloads as
+// they are and needs none). Every
 // process sharing a queue must use the same Codec, and a Codec must be
 // safe for concurrent use.
 type Codec interface {
@@ -17,18 +17,6 @@ type Codec interface {
 	// Unmarshal decodes data into v, a pointer to a Payload.
 	Unmarshal(data []byte, v any) error
 }
-
-// JSONCodec is the Codec of encoding/json, the default of the durable
-// stores. Its zero value is ready to use: pgstore.WithCodec(queue.JSONCodec{}).
-type JSONCodec struct{}
-
-var _ Codec = JSONCodec{}
-
-// Marshal calls json.Marshal.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal calls json.Unmarshal.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // DecodeError is the cause a durable store records for a job whose
 // payload its Codec cannot decode into the queue's payload type: the job is
@@ -47,23 +35,9 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the Codec's error.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// ErrPayloadTooLarge is matched (with errors.Is) by the
-// *PayloadTooLargeError a durable store returns when a job's encoded
-// payload is larger than its limit (the stores' WithMaxPayload option).
+// ErrPayloadTooLarge is matched (with errors.Is) by the error a durable
+// store returns when a job's encoded payload is larger than its limit (the
+// stores' WithMaxPayload option). Nothing was stored. The error's text is
+// the same on every store: "queue: payload too large: <size> bytes, limit
+// <limit>".
 var ErrPayloadTooLarge = errors.New("queue: payload too large")
-
-// PayloadTooLargeError refuses a job whose encoded payload is larger than
-// the store's limit. Nothing was stored. It matches ErrPayloadTooLarge.
-type PayloadTooLargeError struct {
-	Size  int // the encoded payload's size, in bytes
-	Limit int // the store's limit, in bytes
-}
-
-// Error returns "queue: payload too large: " followed by the size and the
-// limit, the same words on every store.
-func (e *PayloadTooLargeError) Error() string {
-	return fmt.Sprintf("%v: %d bytes, limit %d", ErrPayloadTooLarge, e.Size, e.Limit)
-}
-
-// Is reports whether target is ErrPayloadTooLarge.
-func (e *PayloadTooLargeError) Is(target error) bool { return target == ErrPayloadTooLarge }

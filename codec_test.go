@@ -8,33 +8,6 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// TestJSONCodec: the default codec of the durable stores round-trips a
-// payload through encoding/json and reports what it cannot encode.
-func TestJSONCodec(t *testing.T) {
-	type payload struct {
-		Hash string `json:"hash"`
-		Port int    `json:"port"`
-	}
-	var c queue.Codec = queue.JSONCodec{}
-	data, err := c.Marshal(payload{Hash: "ab", Port: 6881})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(data) != `{"hash":"ab","port":6881}` {
-		t.Fatalf("Marshal = %s", data)
-	}
-	var got payload
-	if err := c.Unmarshal(data, &got); err != nil || got != (payload{Hash: "ab", Port: 6881}) {
-		t.Fatalf("Unmarshal = %+v, %v", got, err)
-	}
-	if _, err := c.Marshal(make(chan int)); err == nil {
-		t.Fatal("Marshal of a channel succeeded")
-	}
-	if err := c.Unmarshal([]byte("not json"), &got); err == nil {
-		t.Fatal("Unmarshal of bad input succeeded")
-	}
-}
-
 // TestDecodeError: the cause both durable stores record for a payload
 // their codec cannot decode names the job and wraps the codec's error.
 func TestDecodeError(t *testing.T) {
@@ -45,25 +18,5 @@ func TestDecodeError(t *testing.T) {
 	}
 	if !errors.Is(fmt.Errorf("wrapped: %w", err), cause) {
 		t.Fatal("a DecodeError does not unwrap to the codec's error")
-	}
-}
-
-// TestPayloadTooLargeError: the error both durable stores return for a
-// payload above their limit carries the figures, matches
-// ErrPayloadTooLarge, and says the same words whichever store returns it.
-func TestPayloadTooLargeError(t *testing.T) {
-	var err error = fmt.Errorf("wrapped: %w", &queue.PayloadTooLargeError{Size: 2048, Limit: 1024})
-	if !errors.Is(err, queue.ErrPayloadTooLarge) {
-		t.Fatal("a PayloadTooLargeError does not match ErrPayloadTooLarge")
-	}
-	var tooBig *queue.PayloadTooLargeError
-	if !errors.As(err, &tooBig) || tooBig.Size != 2048 || tooBig.Limit != 1024 {
-		t.Fatalf("errors.As = %+v", tooBig)
-	}
-	if got, want := tooBig.Error(), "queue: payload too large: 2048 bytes, limit 1024"; got != want {
-		t.Fatalf("Error() = %q, want %q", got, want)
-	}
-	if errors.Is(queue.ErrQueueFull, queue.ErrPayloadTooLarge) || errors.Is(err, queue.ErrQueueFull) {
-		t.Fatal("ErrPayloadTooLarge matches another error")
 	}
 }

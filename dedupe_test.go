@@ -29,17 +29,17 @@ func TestDuplicateWhilePendingAcceptedAfterDone(t *testing.T) {
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 6}), "no key, no dedupe")
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 7}))
 		st := q.Stats()
-		assert.Equal(t, 2, st.PendingKeys)
+		assert.Equal(t, 2, st.Store.PendingKeys)
 		assert.Equal(t, uint64(4), st.Enqueued, "duplicates are not counted as enqueued")
 
 		require.NoError(t, q.Start(bg))
 		synctest.Wait()
-		assert.Equal(t, 1, q.Stats().PendingKeys, "released when done")
+		assert.Equal(t, 1, q.Stats().Store.PendingKeys, "released when done")
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 8, Key: "k"}), "accepted after done")
 		advance(time.Minute)
 		assert.ElementsMatch(t, []int{1, 6, 7, 8, 4}, rec.payloads())
 		st = q.Stats()
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.PendingKeys)
 		balance(t, st)
 	})
 }
@@ -48,15 +48,15 @@ func TestKeyReleasedAfterDeadAndKeptDuringRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[int]
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return errors.New("fail") }),
-			queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second))
+			queue.WithRetry(2, time.Second, time.Second))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
 		synctest.Wait()
-		assert.Equal(t, 1, q.Stats().Scheduled, "waiting for its retry")
+		assert.Equal(t, 1, q.Stats().Store.Scheduled, "waiting for its retry")
 		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Key: "k"}), queue.ErrDuplicate, "a retry keeps its key")
 		advance(time.Second)
 		assert.Equal(t, 2, rec.len())
 		assert.Equal(t, uint64(1), q.Stats().Dead)
-		assert.Zero(t, q.Stats().PendingKeys, "released when dead")
+		assert.Zero(t, q.Stats().Store.PendingKeys, "released when dead")
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 3, Key: "k"}))
 	})
 }
@@ -81,7 +81,7 @@ func TestCoalesceWhileRunning(t *testing.T) {
 		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 3, Key: "k"}), queue.ErrDuplicate, "a rerun is already waiting")
 		st := q.Stats()
 		assert.Equal(t, uint64(1), st.Coalesced)
-		assert.Equal(t, 1, st.PendingKeys)
+		assert.Equal(t, 1, st.Store.PendingKeys)
 
 		close(gates[0])
 		synctest.Wait()
@@ -97,7 +97,7 @@ func TestCoalesceWhileRunning(t *testing.T) {
 		st = q.Stats()
 		assert.Equal(t, uint64(3), st.Done)
 		assert.Equal(t, uint64(2), st.Coalesced)
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.PendingKeys)
 		balance(t, st)
 	})
 }
@@ -114,7 +114,7 @@ func TestCoalescedRerunSupersedesRetry(t *testing.T) {
 				return errors.New("fail")
 			}
 			return nil
-		}), queue.WithBackoff(time.Minute, time.Minute))
+		}), queue.WithRetry(0, time.Minute, time.Minute))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
 		synctest.Wait()
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Key: "k"}))
@@ -170,8 +170,8 @@ func TestCancelPreventsRun(t *testing.T) {
 
 		st := q.Stats()
 		assert.Equal(t, 1, st.Depth, "a cancelled job leaves the depth at once")
-		assert.Zero(t, st.Scheduled)
-		assert.Equal(t, 1, st.PendingKeys, "and its mark is cleared")
+		assert.Zero(t, st.Store.Scheduled)
+		assert.Equal(t, 1, st.Store.PendingKeys, "and its mark is cleared")
 		assert.Equal(t, uint64(2), st.Cancelled)
 		balance(t, st)
 
@@ -207,7 +207,7 @@ func TestCancelRerunOfRunningKey(t *testing.T) {
 		st := q.Stats()
 		assert.Equal(t, uint64(1), st.Done)
 		assert.Equal(t, uint64(1), st.Cancelled)
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.PendingKeys)
 		balance(t, st)
 	})
 }
@@ -233,7 +233,7 @@ func TestCancelMatch(t *testing.T) {
 		assert.Equal(t, 3, n)
 		st := q.Stats()
 		assert.Equal(t, uint64(3), st.Cancelled)
-		assert.Equal(t, 2, st.PendingKeys)
+		assert.Equal(t, 2, st.Store.PendingKeys)
 		balance(t, st)
 
 		require.NoError(t, q.Start(bg))
@@ -254,7 +254,7 @@ func TestConcurrentDedupe(t *testing.T) {
 			v, _ := runs.LoadOrStore(job.ID, new(atomic.Int32))
 			v.(*atomic.Int32).Add(1)
 			return nil
-		}, queue.WithCapacity(10000))
+		}, queue.WithCapacity(10000, 0))
 		var accepted atomic.Int64
 		var wg sync.WaitGroup
 		for p := range 8 {

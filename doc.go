@@ -13,7 +13,7 @@
 //	defer stop()
 //	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 //		return announce(ctx, j.Target, j.Payload)
-//	}, queue.WithCapacity(10000), queue.WithWorkers(10, 20))
+//	}, queue.WithCapacity(10000, 0), queue.WithWorkers(10, 20)) // 0: pending bound 100 × capacity
 //	if err != nil {
 //		return err
 //	}
@@ -87,18 +87,19 @@
 // Permanent(err) dead-letters at once, Overloaded(err) suspends the job's
 // target and waits for it (using an attempt), Disable(err) disables the
 // target, and any other error is retried with exponential
-// backoff and jitter until WithMaxAttempts, then dead-lettered
-// (WithOnDead). A panic is recovered and counted as a failure.
+// backoff and jitter until WithRetry's maxAttempts, then dead-lettered
+// (Queue.OnDead). A panic is recovered and counted as a failure.
 //
 // # Admission control
 //
 // Admit is for a host to call when a new client request arrives. Below
 // the WithRateLimit fill threshold (default 80 %) it always admits; at or
-// above it a token bucket decides, and a refusal carries a retry hint and
-// a ready client message ("busy, retry in 10 seconds"), worded by the host
-// with WithRateLimitRefusal. Fanout picks the targets a request goes to:
+// above it a token bucket decides, and a refusal matches ErrRateLimited,
+// carries a retry hint (RetryDelay) and its text is a ready client message
+// ("busy, retry in 10 seconds"), worded by the host with WithRateLimit's
+// RateLimit.Reason. Fanout picks the targets a request goes to:
 // healthy, due, shuffled, capped — at top-N while the queue fills
-// (WithThrottle).
+// (WithFanout).
 //
 // # Metrics
 //

@@ -15,7 +15,7 @@ var (
 	// accepted and is counted as dropped_full.
 	ErrQueueFull = core.ErrQueueFull
 
-	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
+	// ErrPendingLimit: the queue holds WithCapacity's pending bound of jobs (ready,
 	// scheduled, coalesced reruns and jobs parked for a target's slot);
 	// the job was not accepted and is counted as dropped_limit. It also
 	// matches ErrQueueFull, so that code that backs off on a full queue
@@ -40,8 +40,8 @@ var (
 	// ErrStarted: Start was called on a queue that was already started.
 	ErrStarted = core.ErrStarted
 
-	// ErrRateLimited is matched (with errors.Is) by the *RateLimitError
-	// that Admit returns when it refuses a request.
+	// ErrRateLimited is matched (with errors.Is) by the error Admit
+	// returns when it refuses a request; RetryDelay reads its retry hint.
 	ErrRateLimited = errors.New("queue: rate limited")
 
 	// ErrUnknownPriority: a job names a priority label that the queue
@@ -67,7 +67,7 @@ type DuplicateError = core.DuplicateError
 func invalidJob(id int64, attempt, maxAttempts int) error {
 	switch {
 	case maxAttempts < 0:
-		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithMaxAttempts)", ErrInvalidJob, maxAttempts)
+		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithRetry maxAttempts)", ErrInvalidJob, maxAttempts)
 	case id != 0:
 		return fmt.Errorf("%w: ID is %d; the queue assigns IDs, leave it zero (use Key to deduplicate)", ErrInvalidJob, id)
 	case attempt != 0:
@@ -94,35 +94,27 @@ type PanicError struct {
 // panic; the stack is in Stack.
 func (e *PanicError) Error() string { return fmt.Sprintf("queue: handler panicked: %v", e.Value) }
 
-// RateLimitError is returned by Admit when the admission limiter refuses a
-// request. It matches ErrRateLimited.
-type RateLimitError struct {
-	// RetryAfter is how long the client should wait before trying again.
-	RetryAfter time.Duration
-	// Reason is the host's text shown before the retry hint, set with
-	// WithRateLimitRefusal; "" means "busy".
-	Reason string
+// rateLimitError is Admit's refusal: it matches ErrRateLimited, carries
+// the retry hint for RetryDelay, and its text is the client-facing
+// message, built once.
+type rateLimitError struct {
+	retryAfter time.Duration
+	msg        string
 }
 
-// defaultRefusalReason is RateLimitError's Reason when the host sets none.
+// defaultRefusalReason is the refusal's reason when the host sets none.
 const defaultRefusalReason = "busy"
 
-// Error returns the same text as Message.
-func (e *RateLimitError) Error() string { return e.Message() }
-
-// Message is a ready client-facing message: the Reason, then the retry
-// hint in whole seconds, rounded up, e.g. "busy, retry in 10 seconds".
-func (e *RateLimitError) Message() string {
-	secs := e.RetryAfter / time.Second // rounded up below, without overflowing
-	if e.RetryAfter%time.Second > 0 {
+// newRateLimitError returns the refusal for retryAfter and reason: the
+// reason, then the retry hint in whole seconds, rounded up, e.g. "busy,
+// retry in 10 seconds".
+func newRateLimitError(retryAfter time.Duration, reason string) *rateLimitError {
+	secs := retryAfter / time.Second // rounded up below, without overflowing
+	if retryAfter%time.Second > 0 {
 		secs++
 	}
-	reason := e.Reason
-	if reason == "" {
-		reason = defaultRefusalReason
-	}
-	return fmt.Sprintf("%s, retry in %d seconds", reason, int64(secs))
+	return &rateLimitError{retryAfter: retryAfter, msg: fmt.Sprintf("%s, retry in %d seconds", reason, int64(secs))}
 }
 
-// Is reports whether target is ErrRateLimited.
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+func (e *rateLimitError) Error() string        { return e.msg }
+func (e *rateLimitError) Is(target error) bool { return target == ErrRateLimited }

@@ -42,7 +42,7 @@ func Example() {
 // stopped queue as errors the caller can act on.
 func ExampleQueue_Enqueue() {
 	ctx := context.Background()
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(2))
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(2, 0))
 	if err != nil {
 		panic(err)
 	}
@@ -87,8 +87,7 @@ func ExampleWithPriorities() {
 		fmt.Println(job.Priority, job.Payload)
 		return nil
 	}, queue.WithWorkers(1, 1),
-		queue.WithPriorities(queue.Priority{Name: "initial", Weight: 0}, queue.Priority{Name: "reannounce", Weight: 1}),
-		queue.WithDefaultPriority("reannounce"))
+		queue.WithPriorities("reannounce", queue.Priority{Name: "initial", Weight: 0}, queue.Priority{Name: "reannounce", Weight: 1}))
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,7 @@ import (
 func ExampleQueue_Fanout() {
 	ctx := context.Background()
 	q, err := queue.New(func(context.Context, queue.Job[string]) error { return nil },
-		queue.WithFanoutMax(3))
+		queue.WithFanout(3, 0, 0))
 	if err != nil {
 		panic(err)
 	}
@@ -40,8 +40,10 @@ func ExampleQueue_Fanout() {
 func ExampleQueue_Admit() {
 	ctx := context.Background()
 	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-		queue.WithCapacity(10), queue.WithRateLimit(80, 1, 2),
-		queue.WithRateLimitRefusal(5*time.Second, "server busy")) // the host's wording
+		queue.WithCapacity(10, 0), queue.WithRateLimit(queue.RateLimit{
+			FillPct: 80, PerSecond: 1, Burst: 2,
+			RetryAfter: 5 * time.Second, Reason: "server busy", // the host's wording
+		}))
 	if err != nil {
 		panic(err)
 	}
@@ -52,17 +54,16 @@ func ExampleQueue_Admit() {
 	}
 	fmt.Println("1:", q.Admit())
 	fmt.Println("2:", q.Admit())
-	err = q.Admit()
-	var rl *queue.RateLimitError
-	if errors.As(err, &rl) {
-		fmt.Println("3:", rl.Message())
+	if err := q.Admit(); errors.Is(err, queue.ErrRateLimited) {
+		wait, _ := queue.RetryDelay(err)
+		fmt.Println("3:", err, "/", wait) // the message is ready to show the client
 	}
 	fmt.Println("rate_limited:", q.Stats().RateLimited)
 	// Output:
 	// quiet: <nil>
 	// 1: <nil>
 	// 2: <nil>
-	// 3: server busy, retry in 5 seconds
+	// 3: server busy, retry in 5 seconds / 5s
 	// rate_limited: 1
 }
 

@@ -27,7 +27,7 @@ func ExampleWithMetrics() {
 		return nil // send the welcome mail to j.Payload
 	},
 		queue.WithName("mail"),
-		queue.WithMetrics(reg),
+		queue.WithMetrics(reg, 0),
 		queue.WithObserver(func(ev queue.Event) {
 			if ev.Kind == queue.EventDone {
 				done.Done()
@@ -81,7 +81,7 @@ func ExampleQueue_StatsHandler() {
 	done.Add(2)
 	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error { return nil },
 		queue.WithName("announces"),
-		queue.WithCapacity(1000),
+		queue.WithCapacity(1000, 0),
 		queue.WithWorkers(4, 8),
 		queue.WithObserver(func(ev queue.Event) {
 			if ev.Kind == queue.EventDone {

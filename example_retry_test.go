@@ -9,24 +9,23 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// An ordinary error is retried with backoff until WithMaxAttempts, then
+// An ordinary error is retried with backoff until WithRetry's maxAttempts, then
 // the job is dead-lettered and the OnDead hook sees it.
-func ExampleWithOnDead() {
+func ExampleQueue_OnDead() {
 	ctx := context.Background()
 	dead := make(chan struct{})
 	q, err := queue.New(func(_ context.Context, job queue.Job[string]) error {
 		fmt.Println("attempt", job.Attempt)
 		return errors.New("connection reset")
 	},
-		queue.WithMaxAttempts(3),
-		queue.WithBackoff(time.Millisecond, 4*time.Millisecond),
-		queue.WithOnDead(func(_ context.Context, job queue.Job[string], err error) {
-			fmt.Printf("dead after %d attempts: %v\n", job.Attempt, err)
-			close(dead)
-		}))
+		queue.WithRetry(3, time.Millisecond, 4*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
+	q.OnDead(func(_ context.Context, job queue.Job[string], err error) {
+		fmt.Printf("dead after %d attempts: %v\n", job.Attempt, err)
+		close(dead)
+	})
 	_ = q.Start(ctx)
 	_ = q.Enqueue(ctx, queue.Job[string]{Payload: "announce"})
 	<-dead
@@ -92,13 +91,13 @@ func ExamplePermanent() {
 			panic("bug")
 		}
 		return nil
-	}, queue.WithWorkers(1, 1), queue.WithMaxAttempts(1),
-		queue.WithOnDead(func(_ context.Context, job queue.Job[string], err error) {
-			fmt.Printf("%s: %v (permanent: %t)\n", job.Payload, err, queue.IsPermanent(err))
-		}))
+	}, queue.WithWorkers(1, 1), queue.WithRetry(1, 0, 0))
 	if err != nil {
 		panic(err)
 	}
+	q.OnDead(func(_ context.Context, job queue.Job[string], err error) {
+		fmt.Printf("%s: %v (permanent: %t)\n", job.Payload, err, queue.IsPermanent(err))
+	})
 	_ = q.Enqueue(ctx, queue.Job[string]{Payload: "bad"})
 	_ = q.Enqueue(ctx, queue.Job[string]{Payload: "panic"})
 	_ = q.Start(ctx)

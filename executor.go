@@ -212,17 +212,6 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took
 	q.emit(EventDone, job, nil, took)
 }
 
-// callOnDead runs the OnDead hook, recovering a panic, which is logged:
-// host code on a worker must not crash the host.
-func (q *Queue[T]) callOnDead(ctx context.Context, job *Job[T], cause error) {
-	defer func() {
-		if v := recover(); v != nil {
-			q.log.Error("OnDead hook panicked", "job", job.ID, "key", job.Key, "panic", v, "stack", string(debug.Stack()))
-		}
-	}()
-	q.onDead(ctx, *job, cause)
-}
-
 // leaseLost reports whether err says the store no longer holds this run's
 // claim (ErrLeaseLost), and logs it: the outcome (named by op) was not
 // recorded, and the job's rescue will end it, so the caller counts
@@ -269,9 +258,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause er
 	w.ctr.dead.Add(1)
 	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
 	q.emit(EventDead, job, cause, took)
-	if q.onDead != nil {
-		q.callOnDead(ctx, job, cause)
-	}
+	q.callOnDead(ctx, job, cause)
 }
 
 // deferJob puts a claimed job back to run at at without using an attempt.

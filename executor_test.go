@@ -26,7 +26,7 @@ func TestPanicRecovered(t *testing.T) {
 				panic("kaboom")
 			}
 			return nil
-		}), queue.WithBackoff(time.Second, time.Second))
+		}), queue.WithRetry(0, time.Second, time.Second))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k", Target: "t"}))
 		advance(time.Second)
 		require.Equal(t, 2, rec.len(), "retried after the panic")
@@ -46,8 +46,8 @@ func TestPanicDeadLettered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dead := make(chan error, 1)
 		q := startQueue(t, func(context.Context, queue.Job[int]) error { panic(errors.New("bad")) },
-			queue.WithMaxAttempts(1),
-			queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+			queue.WithRetry(1, 0, 0))
+		q.OnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err })
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 		synctest.Wait()
 		err := <-dead
@@ -69,8 +69,8 @@ func TestRetryBackoffThenDeadLetter(t *testing.T) {
 		var rec recorder[int]
 		boom := errors.New("boom")
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return boom }),
-			queue.WithMaxAttempts(5), queue.WithBackoff(time.Second, 6*time.Second),
-			queue.WithOnDead(func(_ context.Context, job queue.Job[int], err error) { dead <- dl{job, err} }))
+			queue.WithRetry(5, time.Second, 6*time.Second))
+		q.OnDead(func(_ context.Context, job queue.Job[int], err error) { dead <- dl{job, err} })
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
 		advance(time.Minute)
 
@@ -93,7 +93,7 @@ func TestRetryBackoffThenDeadLetter(t *testing.T) {
 		assert.Equal(t, uint64(5), st.Failed)
 		assert.Equal(t, uint64(4), st.Retried)
 		assert.Equal(t, uint64(1), st.Dead)
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.PendingKeys)
 		balance(t, st)
 	})
 }
@@ -113,7 +113,7 @@ func TestBackoffJitterSpread(t *testing.T) {
 			}
 			delays = append(delays, time.Since(first[job.Payload]))
 			return nil
-		}, queue.WithBackoff(8*time.Second, time.Minute), queue.WithCapacity(1000))
+		}, queue.WithRetry(0, 8*time.Second, time.Minute), queue.WithCapacity(1000, 0))
 		for i := range 200 {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
 		}
@@ -137,7 +137,7 @@ func TestJobMaxAttemptsOverride(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[int]
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return errors.New("x") }),
-			queue.WithMaxAttempts(5), queue.WithBackoff(time.Millisecond, time.Millisecond))
+			queue.WithRetry(5, time.Millisecond, time.Millisecond))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, MaxAttempts: 2}))
 		advance(time.Second)
 		assert.Equal(t, 2, rec.len())
@@ -151,8 +151,8 @@ func TestPermanentDeadAtOnce(t *testing.T) {
 		var rec recorder[int]
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error {
 			return queue.Permanent(errors.New("malformed"))
-		}), queue.WithMaxAttempts(10),
-			queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+		}), queue.WithRetry(10, 0, 0))
+		q.OnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err })
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k"}))
 		advance(time.Hour)
 		assert.Equal(t, 1, rec.len())
@@ -162,7 +162,7 @@ func TestPermanentDeadAtOnce(t *testing.T) {
 		st := q.Stats()
 		assert.Equal(t, uint64(1), st.Dead)
 		assert.Zero(t, st.Retried)
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.PendingKeys)
 	})
 }
 
@@ -187,7 +187,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 				var rec recorder[int]
 				opts := []queue.Option{}
 				if tc.ceiling > 0 {
-					opts = append(opts, queue.WithRetryAfterBounds(queue.DefaultRetryFloor, tc.ceiling))
+					opts = append(opts, queue.WithRetryAfterBounds(time.Second, tc.ceiling))
 				}
 				q := startQueue(t, rec.handler(func(_ context.Context, job queue.Job[int]) error {
 					assert.Equal(t, 1, job.Attempt, "RetryAfter does not use up an attempt")
@@ -202,7 +202,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 				runs := rec.all()
 				st := q.Stats()
 				assert.Equal(t, uint64(1), st.Done)
-				assert.Zero(t, st.PendingKeys)
+				assert.Zero(t, st.Store.PendingKeys)
 				if tc.rerunsAt == 0 {
 					assert.Len(t, runs, 1, "treated as done")
 					assert.Zero(t, st.Retried)
@@ -219,7 +219,7 @@ func TestRetryAfterBEP31(t *testing.T) {
 func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// RetryAfter is the downstream asking us to come back later, not a
-		// failure of ours: it must not use up WithMaxAttempts.
+		// failure of ours: it must not use up WithRetry's maxAttempts.
 		var calls int
 		var mu sync.Mutex
 		q := startQueue(t, func(context.Context, queue.Job[int]) error {
@@ -230,7 +230,7 @@ func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 				return queue.RetryAfter(time.Second, nil)
 			}
 			return errors.New("real failure")
-		}, queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second))
+		}, queue.WithRetry(2, time.Second, time.Second))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 		advance(time.Minute)
 		assert.Equal(t, 5, calls, "three retry-afters, then two real attempts")
@@ -261,7 +261,7 @@ func (lostLeaseStore) Retry(context.Context, queue.Job[int], time.Time, error) e
 func TestLostLeaseCountsNoOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dead atomic.Int32
-		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+		q, err := queue.NewWithStore(lostLeaseStore{memstore.New[int]()}, func(_ context.Context, j queue.Job[int]) error {
 			switch j.Payload {
 			case 1:
 				return nil
@@ -269,9 +269,9 @@ func TestLostLeaseCountsNoOutcome(t *testing.T) {
 				return queue.Permanent(errors.New("no"))
 			}
 			return errors.New("transient")
-		}, queue.WithStore[int](lostLeaseStore{memstore.New[int]()}), queue.WithWorkers(1, 1),
-			queue.WithOnDead(func(context.Context, queue.Job[int], error) { dead.Add(1) }))
+		}, queue.WithWorkers(1, 1))
 		require.NoError(t, err)
+		q.OnDead(func(context.Context, queue.Job[int], error) { dead.Add(1) })
 		queuetest.Start(t, q)
 		for p := range 3 {
 			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: p + 1}))
@@ -307,10 +307,10 @@ func TestRetryAfterZeroDoesNotSpin(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var runs atomic.Int64
 				var opts []queue.Option
-				floor := queue.DefaultRetryFloor
+				floor := time.Second
 				if tc.floor > 0 {
 					floor = tc.floor
-					opts = append(opts, queue.WithRetryAfterBounds(tc.floor, queue.DefaultRetryCeiling))
+					opts = append(opts, queue.WithRetryAfterBounds(tc.floor, 10*time.Minute))
 				}
 				q := startQueue(t, func(context.Context, queue.Job[int]) error {
 					if runs.Add(1) > spinGuard {
@@ -325,7 +325,7 @@ func TestRetryAfterZeroDoesNotSpin(t *testing.T) {
 				advance(10 * floor)
 				assert.EqualValues(t, 11, runs.Load(), "one rerun per %s", floor)
 				st := q.Stats()
-				assert.Equal(t, 1, st.Scheduled, "the rerun waits in the schedule")
+				assert.Equal(t, 1, st.Store.Scheduled, "the rerun waits in the schedule")
 				assert.EqualValues(t, 11, st.Retried, "every run asked to retry")
 			})
 		})
@@ -352,8 +352,8 @@ func TestStopReturnsWhileHandlerKeepsAskingToRetry(t *testing.T) {
 		assert.Zero(t, time.Since(start), "Stop returns at once: nothing is ready")
 		assert.EqualValues(t, 1, runs.Load(), "the drain does not run the rerun")
 		st := q.Stats()
-		assert.Equal(t, 1, st.Scheduled, "the rerun is kept, as scheduled jobs are")
-		assert.Equal(t, 1, st.PendingKeys, "and keeps its key")
+		assert.Equal(t, 1, st.Store.Scheduled, "the rerun is kept, as scheduled jobs are")
+		assert.Equal(t, 1, st.Store.PendingKeys, "and keeps its key")
 		assert.Zero(t, st.Done)
 		balance(t, st)
 	})
@@ -385,7 +385,7 @@ func TestStopDrainKeepsRetriesThatComeDueDuringIt(t *testing.T) {
 						return ctx.Err()
 					}
 					return tc.err
-				}, queue.WithWorkers(2, 2), queue.WithMaxAttempts(100), queue.WithBackoff(time.Second, time.Second))
+				}, queue.WithWorkers(2, 2), queue.WithRetry(100, time.Second, time.Second))
 				for i := range 6 {
 					require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
 				}
@@ -397,7 +397,7 @@ func TestStopDrainKeepsRetriesThatComeDueDuringIt(t *testing.T) {
 				assert.Equal(t, 6*time.Second, time.Since(start), "the drain ran the six ready jobs, two at a time")
 				assert.EqualValues(t, 6, runs.Load(), "each job ran once")
 				st := q.Stats()
-				assert.Equal(t, 6, st.Scheduled, "every rerun is kept")
+				assert.Equal(t, 6, st.Store.Scheduled, "every rerun is kept")
 				balance(t, st)
 			})
 		})

@@ -56,7 +56,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -131,7 +130,7 @@ type fuzzConfig struct {
 	capacity, base, max, maxAttempts int
 	coalesce, metrics                bool
 	admitPct                         int // WithRateLimit threshold (1 token/s, burst 1); 0: off
-	fanoutMax, throttlePct           int // WithThrottle(throttlePct, 1)
+	fanoutMax, throttlePct           int // WithFanout(0, throttlePct, 1)
 	startAfter                       int // ops before Start
 }
 
@@ -153,22 +152,21 @@ func decodeFuzzConfig(in *fuzzBytes) fuzzConfig {
 
 func (c fuzzConfig) options(m *fuzzModel) []queue.Option {
 	opts := []queue.Option{
-		queue.WithCapacity(c.capacity),
+		queue.WithCapacity(c.capacity, 0),
 		queue.WithWorkers(c.base, c.max),
-		queue.WithMaxAttempts(c.maxAttempts),
+		queue.WithRetry(c.maxAttempts, 0, 0),
 		queue.WithCoalesce(c.coalesce),
-		queue.WithScaleInterval(fzScaleInterval),
-		queue.WithBackoff(fzBackoffBase, fzBackoffMax),
-		queue.WithSuspendDuration(fzSuspend),
+		queue.WithScaling(queue.ScaleByFill, 0, 0, fzScaleInterval),
+		queue.WithRetry(0, fzBackoffBase, fzBackoffMax),
+		queue.WithSuspend(fzSuspend, nil),
 		queue.WithRequeueDelay(fzRequeueDelay),
-		queue.WithRetryAfterBounds(queue.DefaultRetryFloor, fzCeiling),
-		queue.WithRateLimit(c.admitPct, 1, 1),
-		queue.WithFanoutMax(c.fanoutMax),
-		queue.WithThrottle(c.throttlePct, 1),
+		queue.WithRetryAfterBounds(time.Second, fzCeiling),
+		queue.WithRateLimit(queue.RateLimit{FillPct: c.admitPct, PerSecond: 1, Burst: 1}),
+		queue.WithFanout(c.fanoutMax, c.throttlePct, 1),
 		queue.WithObserver(m.observe),
 	}
 	if c.metrics {
-		opts = append(opts, queue.WithMetrics(prometheus.NewRegistry()), queue.WithMetricsSampling(1))
+		opts = append(opts, queue.WithMetrics(prometheus.NewRegistry(), 1))
 	}
 	return opts
 }
@@ -904,9 +902,8 @@ func (r *fuzzRun) admit() {
 	if pct == 0 || st.Depth*100 < pct*r.m.cfg.capacity {
 		r.fatalf("Admit refused below its threshold (depth %d, capacity %d, threshold %d%%): %v", st.Depth, r.m.cfg.capacity, pct, err)
 	}
-	var rl *queue.RateLimitError
-	if !errors.Is(err, queue.ErrRateLimited) || !errors.As(err, &rl) || rl.RetryAfter != queue.DefaultRateLimitRetryAfter {
-		r.fatalf("Admit: %v, want a *RateLimitError", err)
+	if d, ok := queue.RetryDelay(err); !errors.Is(err, queue.ErrRateLimited) || !ok || d != 10*time.Second {
+		r.fatalf("Admit: %v, want a refusal with the default 10s retry hint", err)
 	}
 	r.m.mu.Lock()
 	r.m.limited++
@@ -1080,9 +1077,9 @@ func (r *fuzzRun) check() {
 		{"dead", st.Dead, m.dead},
 		{"cancelled", st.Cancelled, m.cancelled},
 		{"running", uint64(st.Running), uint64(running)},
-		{"waiting", uint64(st.Waiting), uint64(reruns)},
-		{"ready+scheduled", uint64(st.Depth + st.Scheduled), uint64(pending)},
-		{"pending keys", uint64(st.PendingKeys), uint64(keys)},
+		{"waiting", uint64(st.Store.Waiting), uint64(reruns)},
+		{"ready+scheduled", uint64(st.Depth + st.Store.Scheduled), uint64(pending)},
+		{"pending keys", uint64(st.Store.PendingKeys), uint64(keys)},
 		{"rate limited", st.RateLimited, m.limited},
 		{"throttled", st.Throttled, m.throttled},
 		{"coalesced", st.Coalesced, uint64(r.coalesced())},
@@ -1117,8 +1114,8 @@ func (r *fuzzRun) finish() {
 	r.releaseAll()
 	for i := 0; i < 100 && !r.closed && r.live() > 0; i++ {
 		d := time.Second
-		if next := r.q.Stats().NextScheduled; len(next) > 0 && next[0].In > 0 {
-			d = next[0].In
+		if next := r.q.Stats().NextScheduled; len(next) > 0 && time.Until(next[0].RunAt) > 0 {
+			d = time.Until(next[0].RunAt)
 		}
 		r.logf("finish: advance %v", d)
 		queuetest.Advance(d)
@@ -1131,8 +1128,8 @@ func (r *fuzzRun) finish() {
 		r.check()
 	}
 	st := r.q.Stats()
-	if st.Running != 0 || st.Waiting != 0 {
-		r.fatalf("stopped queue still has %d running and %d waiting jobs", st.Running, st.Waiting)
+	if st.Running != 0 || st.Store.Waiting != 0 {
+		r.fatalf("stopped queue still has %d running and %d waiting jobs", st.Running, st.Store.Waiting)
 	}
 	if n := r.live(); !wasClosed && n > 0 {
 		r.fatalf("%d accepted jobs never ended though time ran on and every outcome ends", n)
@@ -1272,7 +1269,7 @@ func fuzzQueueSeeds() [][]byte {
 // Tables of values FuzzOptions draws from: valid, boundary and invalid.
 var (
 	foInts      = []int{-1, 0, 1, 2, 3, 7, 33, 1000}
-	foCaps      = []int{-1, 0, 1, 2, 5, 1000, queue.MaxMemoryCapacity + 1, math.MaxInt}
+	foCaps      = []int{-1, 0, 1, 2, 5, 1000, 1<<23 + 1 /* above the in-memory store's limit */, math.MaxInt}
 	foWorkers   = []int{-1, 0, 1, 2, 4}
 	foPcts      = []int{-1, 0, 1, 50, 99, 100, 101}
 	foRates     = []float64{-1, 0, math.NaN(), 0.5, 1, 100, math.Inf(1)}
@@ -1290,15 +1287,15 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 	case 0:
 		return queue.WithName(pick(in, foLabels...)), "WithName"
 	case 1:
-		return queue.WithCapacity(pick(in, foCaps...)), "WithCapacity"
+		return queue.WithCapacity(pick(in, foCaps...), 0), "WithCapacity"
 	case 2:
 		return queue.WithWorkers(pick(in, foWorkers...), pick(in, foWorkers...)), "WithWorkers"
 	case 3:
-		return queue.WithScaleThresholds(pick(in, foPcts...), pick(in, foPcts...)), "WithScaleThresholds"
+		return queue.WithScaling(queue.ScaleByFill, pick(in, foPcts...), pick(in, foPcts...), 0), "WithScaling"
 	case 4:
-		return queue.WithScaleInterval(dur()), "WithScaleInterval"
+		return queue.WithScaling(queue.ScaleByFill, 0, 0, dur()), "WithScaling"
 	case 5:
-		return queue.WithScalePolicy(queue.ScalePolicy(in.n(4) - 1)), "WithScalePolicy"
+		return queue.WithScaling(queue.ScalePolicy(in.n(4)-1), 0, 0, 0), "WithScaling"
 	case 6:
 		return queue.WithRequeueDelay(dur()), "WithRequeueDelay"
 	case 7:
@@ -1306,49 +1303,39 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 		for i := range levels {
 			levels[i] = queue.Priority{Name: pick(in, foLabels...), Weight: pick(in, foWeights...)}
 		}
-		return queue.WithPriorities(levels...), "WithPriorities"
+		return queue.WithPriorities("", levels...), "WithPriorities"
 	case 8:
-		return queue.WithDefaultPriority(pick(in, foLabels...)), "WithDefaultPriority"
+		return queue.WithPriorities(pick(in, foLabels...), queue.DefaultPriorities()...), "WithPriorities"
 	case 9:
 		return queue.WithCoalesce(in.n(2) == 0), "WithCoalesce"
 	case 10:
-		return queue.WithMaxAttempts(pick(in, foInts...)), "WithMaxAttempts"
+		return queue.WithRetry(pick(in, foInts...), 0, 0), "WithRetry"
 	case 11:
-		return queue.WithBackoff(dur(), dur()), "WithBackoff"
+		return queue.WithRetry(0, dur(), dur()), "WithRetry"
 	case 12:
 		return queue.WithRetryAfterBounds(dur(), dur()), "WithRetryAfterBounds"
 	case 13:
 		return queue.WithJobTimeout(dur()), "WithJobTimeout"
 	case 14:
-		return queue.WithClock(pick[queue.Clock](in, nil, queue.SystemClock{})), "WithClock"
+		return queue.WithClock(pick[queue.Clock](in, nil, timeClock{})), "WithClock"
 	case 15:
 		loggers := []*slog.Logger{nil, slog.New(slog.DiscardHandler),
 			slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 		return queue.WithLogger(pick(in, loggers...)), "WithLogger"
 	case 16:
-		switch in.n(3) {
-		case 0:
-			return queue.WithStore[int](nil), "WithStore"
-		case 1:
-			return queue.WithStore[int](memstore.New[int]()), "WithStore"
-		default:
-			return queue.WithStore[string](memstore.New[string]()), "WithStore"
-		}
+		// Formerly WithStore, now NewWithStore's argument, whose payload
+		// type the compiler checks: all of the scaling option at once.
+		return queue.WithScaling(queue.ScalePolicy(in.n(4)-1), pick(in, foPcts...), pick(in, foPcts...), dur()), "WithScaling"
 	case 17:
-		switch in.n(3) {
-		case 0:
-			return queue.WithOnDead[int](nil), "WithOnDead"
-		case 1:
-			return queue.WithOnDead(func(context.Context, queue.Job[int], error) {}), "WithOnDead"
-		default:
-			return queue.WithOnDead(func(context.Context, queue.Job[string], error) {}), "WithOnDead"
-		}
+		// Formerly WithOnDead, now a method whose hook type the compiler
+		// checks: all of the retry option at once.
+		return queue.WithRetry(pick(in, foInts...), dur(), dur()), "WithRetry"
 	case 18:
-		return queue.WithRateLimit(pick(in, foPcts...), pick(in, foRates...), pick(in, foInts...)), "WithRateLimit"
+		return queue.WithRateLimit(queue.RateLimit{FillPct: pick(in, foPcts...), PerSecond: pick(in, foRates...), Burst: pick(in, foInts...)}), "WithRateLimit"
 	case 19:
-		return queue.WithRateLimitRefusal(dur(), pick(in, "", "busy", "server busy")), "WithRateLimitRefusal"
+		return queue.WithRateLimit(queue.RateLimit{RetryAfter: dur(), Reason: pick(in, "", "busy", "server busy")}), "WithRateLimit"
 	case 20:
-		return queue.WithSuspendDuration(dur()), "WithSuspendDuration"
+		return queue.WithSuspend(dur(), nil), "WithSuspend"
 	case 21:
 		return queue.WithDisableAfter(pick(in, foInts...)), "WithDisableAfter"
 	case 22:
@@ -1357,28 +1344,28 @@ func foOption(in *fuzzBytes) (queue.Option, string) {
 		return queue.WithTargetConcurrency(pick(in, foInts...)), "WithTargetConcurrency"
 	case 24:
 		fns := []func(int, error) bool{nil, func(status int, _ error) bool { return status == 503 }}
-		return queue.WithShouldSuspend(pick(in, fns...)), "WithShouldSuspend"
+		return queue.WithSuspend(0, pick(in, fns...)), "WithSuspend"
 	case 25:
-		return queue.WithFanoutMax(pick(in, foInts...)), "WithFanoutMax"
+		return queue.WithFanout(pick(in, foInts...), 0, 0), "WithFanout"
 	case 26:
-		return queue.WithThrottle(pick(in, foPcts...), pick(in, foInts...)), "WithThrottle"
+		return queue.WithFanout(0, pick(in, foPcts...), pick(in, foInts...)), "WithFanout"
 	case 27:
 		fns := []func(int, func(int, int)){nil, func(int, func(int, int)) {}}
 		return queue.WithShuffle(pick(in, fns...)), "WithShuffle"
 	case 28:
 		if in.n(2) == 0 {
-			return queue.WithMetrics(nil), "WithMetrics"
+			return queue.WithMetrics(nil, 0), "WithMetrics"
 		}
-		return queue.WithMetrics(prometheus.NewRegistry()), "WithMetrics"
+		return queue.WithMetrics(prometheus.NewRegistry(), 0), "WithMetrics"
 	case 29:
-		return queue.WithMetricsSampling(pick(in, foInts...)), "WithMetricsSampling"
+		return queue.WithMetrics(nil, pick(in, foInts...)), "WithMetrics"
 	case 30:
 		fns := []func(queue.Event){nil, func(queue.Event) {}}
 		return queue.WithObserver(pick(in, fns...)), "WithObserver"
 	case 31:
 		return queue.WithWarnDepth(pick(in, foInts...)), "WithWarnDepth"
 	case 32:
-		return queue.WithMaxPending(pick(in, foCaps...)), "WithMaxPending"
+		return queue.WithCapacity(pick(in, foCaps...), pick(in, foCaps...)), "WithCapacity"
 	default:
 		return nil, ""
 	}
@@ -1472,8 +1459,7 @@ func runFuzzOptions(t *testing.T, data []byte) {
 		if !errors.As(err, &oe) || oe.Option == "" {
 			t.Fatalf("New(%v) = %v: want an *OptionError naming the option", names, err)
 		}
-		ok := slices.Contains(names, oe.Option) ||
-			(oe.Option == "WithDefaultPriority" && slices.Contains(names, "WithPriorities"))
+		ok := slices.Contains(names, oe.Option)
 		if !ok || !strings.Contains(err.Error(), oe.Option) {
 			t.Fatalf("New(%v) = %v: names %q, which was not given", names, err, oe.Option)
 		}
@@ -1509,8 +1495,8 @@ func runFuzzOptions(t *testing.T, data []byte) {
 	}
 	for range 3 {
 		if err := q.Admit(); err != nil {
-			var rl *queue.RateLimitError
-			require(errors.As(err, &rl) && rl.RetryAfter > 0 && !strings.Contains(rl.Message(), "-"),
+			d, ok := queue.RetryDelay(err)
+			require(errors.Is(err, queue.ErrRateLimited) && ok && d > 0 && !strings.Contains(err.Error(), "-"),
 				"Admit refused with %v", err)
 		}
 	}
@@ -1541,5 +1527,5 @@ func runFuzzOptions(t *testing.T, data []byte) {
 	}
 	mu.Unlock()
 	st := queuetest.CheckCounts(t, q)
-	require(st.Running == 0 && st.Waiting == 0, "stopped with %d running, %d waiting", st.Running, st.Waiting)
+	require(st.Running == 0 && st.Store.Waiting == 0, "stopped with %d running, %d waiting", st.Running, st.Store.Waiting)
 }

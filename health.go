@@ -61,7 +61,7 @@ func (ts *targets) blockedUntil(t *target) int64 {
 // wall clock (an NTP correction) neither lengthens nor cuts a
 // suspension, a cool-down or a next-due time; by the wall clock for a
 // time without one (one a caller built or parsed). It saturates (Sub
-// does): a suspension set far enough ahead (a huge WithSuspendDuration)
+// does): a suspension set far enough ahead (a huge WithSuspend)
 // does not wrap into the past.
 func (ts *targets) instant(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
 

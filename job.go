@@ -12,10 +12,10 @@ import (
 //   - [RetryAfter]: run again after the given delay (BEP 31 "retry in").
 //   - [Permanent]: no retry; the job is dead-lettered.
 //   - [Overloaded]: the job's target is suspended and the job waits for it
-//     (using an attempt: dead-lettered at [WithMaxAttempts]).
+//     (using an attempt: dead-lettered at [WithRetry]).
 //   - [Disable]: the job's target is disabled and the job is dead-lettered.
 //   - any other error: retried with exponential backoff and jitter until
-//     [WithMaxAttempts] is reached, then dead-lettered.
+//     [WithRetry] is reached, then dead-lettered.
 //
 // A panic in a Handler is recovered and treated as an error of type
 // [*PanicError]. ctx is cancelled by [Queue.Shutdown], when the job's
@@ -34,7 +34,7 @@ type Handler[T any] func(ctx context.Context, job Job[T]) error
 //   - Priority is a label from [WithPriorities]; "" is the default.
 //   - RunAt is when the job becomes due; zero means now.
 //   - Attempt is the current attempt, from 1; Enqueue refuses a set one.
-//   - MaxAttempts overrides [WithMaxAttempts] for the job (0: the default).
+//   - MaxAttempts overrides [WithRetry] for the job (0: the default).
 //   - Payload is the job's data, never inspected, logged or displayed.
 //
 // Job is defined in an internal package that the in-memory store shares

@@ -93,8 +93,7 @@ func enqueueIntoStalledAdd(t *testing.T) (q *queue.Queue[int], st *stallStore, r
 	st = newStallStore()
 	close(st.startRelease)
 	ran = new(atomic.Int32)
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { ran.Add(1); return nil },
-		queue.WithStore[int](st), queue.WithWorkers(1, 1))
+	q, err := queue.NewWithStore(st, func(context.Context, queue.Job[int]) error { ran.Add(1); return nil }, queue.WithWorkers(1, 1))
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	st.stallAdd.Store(true)
@@ -110,8 +109,7 @@ func enqueueIntoStalledAdd(t *testing.T) (q *queue.Queue[int], st *stallStore, r
 func TestStopDuringStartWins(t *testing.T) {
 	st := newStallStore()
 	var ran atomic.Int32
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { ran.Add(1); return nil },
-		queue.WithStore[int](st), queue.WithWorkers(1, 1))
+	q, err := queue.NewWithStore(st, func(context.Context, queue.Job[int]) error { ran.Add(1); return nil }, queue.WithWorkers(1, 1))
 	require.NoError(t, err)
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: 1}))
 
@@ -159,7 +157,7 @@ func TestStopHonoursCtxWhileAddStalls(t *testing.T) {
 	// when the one worker, already waiting in Claim as Shutdown retired
 	// it, was handed the job as Add stored it and put it back (an
 	// interrupted job is deferred, not run).
-	assert.Equal(t, 1, s.Depth+s.Scheduled, "the accepted job waits in the store")
+	assert.Equal(t, 1, s.Depth+s.Store.Scheduled, "the accepted job waits in the store")
 	assertAccounted(t, s)
 }
 
@@ -205,7 +203,7 @@ func TestStartCtxStillShutsDownAfterStop(t *testing.T) {
 			t.Fatalf("Start's ctx was cancelled, but the queue is still %s", q.Stats().State)
 		}
 		s := q.Stats()
-		assert.Equal(t, 1, s.Depth+s.Scheduled, "the interrupted job is put back")
+		assert.Equal(t, 1, s.Depth+s.Store.Scheduled, "the interrupted job is put back")
 		assertAccounted(t, s)
 	})
 }
@@ -214,6 +212,6 @@ func TestStartCtxStillShutsDownAfterStop(t *testing.T) {
 // dead, cancelled, or still somewhere.
 func assertAccounted(t *testing.T, s queue.Stats) {
 	t.Helper()
-	assert.Equal(t, s.Enqueued, s.Done+s.Dead+s.Cancelled+uint64(s.Depth+s.Scheduled+s.Waiting+s.Running),
+	assert.Equal(t, s.Enqueued, s.Done+s.Dead+s.Cancelled+uint64(s.Depth+s.Store.Scheduled+s.Store.Waiting+s.Running),
 		"Enqueued = Done + Dead + Cancelled + Ready + Scheduled + Waiting + Running: %+v", s)
 }

@@ -2,43 +2,41 @@ package queue
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// DefaultMetricsSampling is how many jobs share one duration sample in the
-// wait and run histograms (see WithMetricsSampling).
-const DefaultMetricsSampling = 32
+// defaultMetricsSampling is how many jobs share one duration sample in
+// the wait and run histograms (see WithMetrics).
+const defaultMetricsSampling = 32
 
 // maxTargetSeries bounds the per-target metric series.
 const maxTargetSeries = 100
 
 // WithMetrics registers the queue's Prometheus collectors on reg, with a
 // constant label queue=<name> so several queues may share a registry
-// (default: no metrics; nil also means none). New returns the error of a
-// failed registration (two queues of one name on one registry); it wraps
-// prometheus.AlreadyRegisteredError when that is the cause. The collectors
-// are unregistered when the queue has stopped, so a queue of the same name
-// may then take its place. The queue never uses the default registry on
-// its own; pass prometheus.DefaultRegisterer to use it.
-func WithMetrics(reg prometheus.Registerer) Option {
+// (default: no metrics; a nil reg also means none). New returns the error
+// of a failed registration (two queues of one name on one registry); it
+// wraps prometheus.AlreadyRegisteredError when that is the cause. The
+// collectors are unregistered when the queue has stopped, so a queue of
+// the same name may then take its place. The queue never uses the default
+// registry on its own; pass prometheus.DefaultRegisterer to use it.
+//
+// sampleEvery sets how many jobs share one sample in the duration
+// histograms (default 32; 0 keeps it, 1 times every job): the runs of one
+// job in sampleEvery (by job ID) go into queue_job_run_seconds, and one
+// immediate job in sampleEvery (at random) is stamped at Enqueue for
+// queue_job_wait_seconds. Scheduled and retried jobs carry their due time
+// anyway, so their wait is always observed. Counters and gauges are always
+// exact. A sampled job costs up to five clock reads and two histogram
+// observations, which on a machine with a slow clock is a large share of
+// a no-op job; 32 keeps metrics within a few percent of the queue's
+// throughput, and 1 suits tests that count observations.
+func WithMetrics(reg prometheus.Registerer, sampleEvery int) Option {
 	return func(c *config) error {
-		c.metrics.reg = reg // nil means off
-		return nil
-	}
-}
-
-// WithMetricsSampling sets how many jobs share one sample in the duration
-// histograms (default 32; 1 times every job): the runs of one job in n
-// (by job ID) go into queue_job_run_seconds, and one immediate job in n
-// (at random) is stamped at Enqueue for queue_job_wait_seconds. Scheduled
-// and retried jobs carry their due time anyway, so their wait is always
-// observed. Counters and gauges are always exact. A sampled job costs up
-// to five clock reads and two histogram observations, which on a machine
-// with a slow clock is a large share of a no-op job; 32 keeps metrics
-// within a few percent of the queue's throughput.
-func WithMetricsSampling(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithMetricsSampling", n, "must be >= 1")
+		if sampleEvery < 0 {
+			return optErr("WithMetrics", sampleEvery, "sampleEvery must be >= 1 (0 keeps the default)")
 		}
-		c.metrics.sampling = n
+		c.metrics.reg = reg // nil means off
+		if sampleEvery != 0 {
+			c.metrics.sampling = sampleEvery
+		}
 		return nil
 	}
 }
@@ -66,10 +64,10 @@ func newCollector[T any](q *Queue[T]) *collector {
 	c := &collector{
 		stats: q.Stats,
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "queue_job_wait_seconds", Help: "Time from a job becoming due to its handler starting (sampled, see WithMetricsSampling).",
+			Name: "queue_job_wait_seconds", Help: "Time from a job becoming due to its handler starting (sampled, see WithMetrics).",
 			Buckets: durationBuckets}),
 		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "queue_job_run_seconds", Help: "Handler run time by outcome: done, retried or dead (sampled, see WithMetricsSampling).",
+			Name: "queue_job_run_seconds", Help: "Handler run time by outcome: done, retried or dead (sampled, see WithMetrics).",
 			Buckets: durationBuckets}, []string{"outcome"}),
 		descs: map[string]*prometheus.Desc{},
 	}
@@ -98,7 +96,7 @@ func newCollector[T any](q *Queue[T]) *collector {
 	// Counters.
 	d("queue_jobs_enqueued_total", "Jobs accepted by Enqueue, coalesced reruns included.")
 	d("queue_jobs_coalesced_total", "Jobs accepted as the single rerun of a running key.")
-	d("queue_jobs_dropped_total", "Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).", "reason")
+	d("queue_jobs_dropped_total", "Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithCapacity's pending bound, ErrPendingLimit).", "reason")
 	d("queue_jobs_finished_total", "Accepted jobs that ended, by outcome: done, dead or cancelled.", "outcome")
 	d("queue_job_failures_total", "Handler runs that returned an error or panicked.")
 	d("queue_job_retries_total", "Jobs scheduled to run again after a failed run or RetryAfter.")
@@ -130,14 +128,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v), lv...)
 	}
 	g("queue_depth", float64(st.Depth))
-	for p, v := range st.ReadyByPriority {
+	for p, v := range st.Store.ReadyByPriority {
 		g("queue_ready_jobs", float64(v), p)
 	}
 	g("queue_capacity", float64(st.Capacity))
 	g("queue_fill_ratio", st.FillPct/100)
-	g("queue_scheduled_jobs", float64(st.Scheduled))
+	g("queue_scheduled_jobs", float64(st.Store.Scheduled))
 	g("queue_running_jobs", float64(st.Running))
-	g("queue_pending_keys", float64(st.PendingKeys))
+	g("queue_pending_keys", float64(st.Store.PendingKeys))
 	g("queue_workers", float64(st.Workers))
 	g("queue_workers_max", float64(st.MaxWorkers))
 	g("queue_store_healthy", b2f(st.Store.Healthy))

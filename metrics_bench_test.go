@@ -25,16 +25,16 @@ import (
 //
 //	go test -run '^$' -bench 'MetricsOverhead/(off|on)$' -benchtime 500000x -count 5 . | benchstat -col /sub -
 //
-// on-sample-all times every job (WithMetricsSampling(1)): the worst case.
+// on-sample-all times every job (WithMetrics(nil, 1)): the worst case.
 func BenchmarkMetricsOverhead(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		opts func() []queue.Option
 	}{
 		{"off", func() []queue.Option { return nil }},
-		{"on", func() []queue.Option { return []queue.Option{queue.WithMetrics(prometheus.NewRegistry())} }},
+		{"on", func() []queue.Option { return []queue.Option{queue.WithMetrics(prometheus.NewRegistry(), 0)} }},
 		{"on-sample-all", func() []queue.Option {
-			return []queue.Option{queue.WithMetrics(prometheus.NewRegistry()), queue.WithMetricsSampling(1)}
+			return []queue.Option{queue.WithMetrics(prometheus.NewRegistry(), 1)}
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchEnqueueRun(b, bc.opts()...) })

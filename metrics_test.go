@@ -70,14 +70,13 @@ func newObsScenario(t *testing.T, opts ...queue.Option) *obsScenario {
 	reg := prometheus.NewPedanticRegistry()
 	base := []queue.Option{
 		queue.WithName("scenario"),
-		queue.WithCapacity(8),
+		queue.WithCapacity(8, 0),
 		queue.WithWorkers(1, 1),
-		queue.WithRateLimit(50, 1, 1),
-		queue.WithThrottle(50, 1),
+		queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1}),
+		queue.WithFanout(0, 50, 1),
 		queue.WithShuffle(rand.New(rand.NewPCG(1, 2)).Shuffle),
-		queue.WithSuspendDuration(5 * time.Minute),
-		queue.WithMetrics(reg),
-		queue.WithMetricsSampling(1),
+		queue.WithSuspend(5*time.Minute, nil),
+		queue.WithMetrics(reg, 1),
 	}
 	q, err := queue.New(handler, append(base, opts...)...)
 	require.NoError(t, err)
@@ -112,8 +111,8 @@ func TestScenarioCounts(t *testing.T) {
 		st := queuetest.CheckCounts(t, s.q)
 		assert.Equal(t, queue.Counts{Enqueued: 9, Done: 4, Retried: 2, Failed: 3, Dead: 1, Cancelled: 2,
 			DroppedFull: 1, RateLimited: 2, Throttled: 2}, st.Counts)
-		assert.Equal(t, 2, st.Scheduled)
-		assert.Equal(t, 2, st.PendingKeys)
+		assert.Equal(t, 2, st.Store.Scheduled)
+		assert.Equal(t, 2, st.Store.PendingKeys)
 	})
 }
 
@@ -143,7 +142,7 @@ queue_jobs_coalesced_total 0
 # HELP queue_jobs_deferred_total Claimed jobs put back without using an attempt (target suspended or busy, shutdown).
 # TYPE queue_jobs_deferred_total counter
 queue_jobs_deferred_total 0
-# HELP queue_jobs_dropped_total Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithMaxPending, ErrPendingLimit).
+# HELP queue_jobs_dropped_total Jobs refused by Enqueue, by reason: full (the ready queue, ErrQueueFull) or limit (WithCapacity's pending bound, ErrPendingLimit).
 # TYPE queue_jobs_dropped_total counter
 queue_jobs_dropped_total{reason="full"} 1
 queue_jobs_dropped_total{reason="limit"} 0
@@ -325,7 +324,7 @@ func TestMetricsRunTimeIsHandlerTime(t *testing.T) {
 				return queue.RetryAfter(5*time.Minute, errors.New("later"))
 			}
 			return nil
-		}, queue.WithWorkers(1, 1), queue.WithMetrics(reg), queue.WithMetricsSampling(1))
+		}, queue.WithWorkers(1, 1), queue.WithMetrics(reg, 1))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		require.NoError(t, q.EnqueueIn(context.Background(), queue.Job[string]{Payload: "x"}, 3*time.Second))
@@ -386,7 +385,7 @@ func TestMetricsNamingConventions(t *testing.T) {
 // queue_targets totals still count them all.
 func TestMetricsTargetCardinalityBounded(t *testing.T) {
 	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-		queue.WithMetrics(prometheus.NewPedanticRegistry()))
+		queue.WithMetrics(prometheus.NewPedanticRegistry(), 0))
 	require.NoError(t, err)
 	for i := range 150 {
 		require.NoError(t, q.Disable(fmt.Sprintf("t%03d", i), errors.New("rejected")))
@@ -407,9 +406,9 @@ queue_targets{state="suspended"} 0
 func TestMetricsTwoQueuesShareARegistry(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	noop := func(context.Context, queue.Job[int]) error { return nil }
-	a, err := queue.New(noop, queue.WithName("announces"), queue.WithCapacity(100), queue.WithMetrics(reg))
+	a, err := queue.New(noop, queue.WithName("announces"), queue.WithCapacity(100, 0), queue.WithMetrics(reg, 0))
 	require.NoError(t, err)
-	b, err := queue.New(noop, queue.WithName("scrapes"), queue.WithCapacity(200), queue.WithMetrics(reg))
+	b, err := queue.New(noop, queue.WithName("scrapes"), queue.WithCapacity(200, 0), queue.WithMetrics(reg, 0))
 	require.NoError(t, err)
 	require.NoError(t, a.Enqueue(context.Background(), queue.Job[int]{Payload: 1}))
 
@@ -433,19 +432,19 @@ queue_depth{queue="scrapes"} 0
 func TestMetricsRegistrationConflict(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	noop := func(context.Context, queue.Job[int]) error { return nil }
-	first, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg))
+	first, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg, 0))
 	require.NoError(t, err)
 
-	_, err = queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg))
+	_, err = queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg, 0))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"jobs"`)
 	var are prometheus.AlreadyRegisteredError
 	assert.ErrorAs(t, err, &are)
 
 	// Another name is fine; so is a nil registerer (metrics off).
-	other, err := queue.New(noop, queue.WithName("other"), queue.WithMetrics(reg))
+	other, err := queue.New(noop, queue.WithName("other"), queue.WithMetrics(reg, 0))
 	require.NoError(t, err)
-	off, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(nil))
+	off, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(nil, 0))
 	require.NoError(t, err)
 	assert.Nil(t, queue.Collector(off))
 	for _, q := range []*queue.Queue[int]{first, other, off} {
@@ -457,7 +456,7 @@ func TestMetricsUnregisteredAfterStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewPedanticRegistry()
 		noop := func(context.Context, queue.Job[int]) error { return nil }
-		q, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg))
+		q, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg, 0))
 		require.NoError(t, err)
 		require.NoError(t, q.Start(context.Background()))
 		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: 1}))
@@ -472,7 +471,7 @@ func TestMetricsUnregisteredAfterStop(t *testing.T) {
 		assert.Empty(t, mfs, "every collector is unregistered once the queue has stopped")
 
 		// The name is free again.
-		again, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg))
+		again, err := queue.New(noop, queue.WithName("jobs"), queue.WithMetrics(reg, 0))
 		require.NoError(t, err)
 		require.NoError(t, again.Stop(context.Background()))
 	})

@@ -141,7 +141,7 @@ func TestMisuseStopBeforeStart(t *testing.T) {
 				assert.Empty(t, runs.snapshot(), "a queue that never started runs nothing")
 				st := queuetest.CheckCounts(t, q)
 				assert.Equal(t, 1, st.Depth, "the ready job stays in the store")
-				assert.Equal(t, 1, st.Scheduled, "the scheduled job stays in the store")
+				assert.Equal(t, 1, st.Store.Scheduled, "the scheduled job stays in the store")
 				assert.Equal(t, "stopped", st.State)
 			})
 		})
@@ -166,7 +166,7 @@ func TestMisuseEnqueueRacingStop(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var runs runSet
 			q := startQueue(t, func(_ context.Context, j queue.Job[int]) error { runs.add(j.Payload); return nil },
-				queue.WithWorkers(3, 3), queue.WithCapacity(producers*perProducer+1))
+				queue.WithWorkers(3, 3), queue.WithCapacity(producers*perProducer+1, 0))
 			var (
 				mu       sync.Mutex
 				accepted []int
@@ -218,7 +218,7 @@ func TestMisuseEnqueueRacingStop(t *testing.T) {
 				if ran[p] != 1 {
 					st := q.Stats()
 					t.Fatalf("round %d: job %d was accepted but had run %d times when Stop returned (ready %d, scheduled %d %+v, waiting %d, running %d)",
-						round, p, ran[p], st.Depth, st.Scheduled, st.NextScheduled, st.Waiting, st.Running)
+						round, p, ran[p], st.Depth, st.Store.Scheduled, st.NextScheduled, st.Store.Waiting, st.Running)
 				}
 			}
 			queuetest.Settle()
@@ -334,7 +334,7 @@ func TestMisuseHandlerCallsItsQueue(t *testing.T) {
 				}
 				results <- errs
 				return nil
-			}, queue.WithCapacity(1), queue.WithWorkers(1, 1))
+			}, queue.WithCapacity(1, 0), queue.WithWorkers(1, 1))
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0, Key: "self"}))
 			errs := <-results
 			assert.NoError(t, errs[0])
@@ -345,7 +345,7 @@ func TestMisuseHandlerCallsItsQueue(t *testing.T) {
 			assert.NoError(t, errs[5])
 			// The rerun found the queue full when its key was released: it
 			// waits WithRequeueDelay, like a due job that finds no room.
-			queuetest.Advance(queue.DefaultRequeueDelay)
+			queuetest.Advance(10 * time.Second) // the default requeue delay
 			st := queuetest.CheckCounts(t, q)
 			assert.Equal(t, uint64(4), st.Done, "0, 1, the rerun 3 and the scheduled 4")
 			assert.Equal(t, uint64(1), st.DroppedFull)
@@ -416,12 +416,12 @@ func TestMisuseNilPayloadPointer(t *testing.T) {
 				return errors.New("boom")
 			}
 			return nil
-		}, queue.WithWorkers(1, 1), queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second),
-			queue.WithOnDead(func(_ context.Context, j queue.Job[*nilPayload], _ error) {
-				mu.Lock()
-				dead = append(dead, j)
-				mu.Unlock()
-			}))
+		}, queue.WithWorkers(1, 1), queue.WithRetry(2, time.Second, time.Second))
+		q.OnDead(func(_ context.Context, j queue.Job[*nilPayload], _ error) {
+			mu.Lock()
+			dead = append(dead, j)
+			mu.Unlock()
+		})
 		require.NoError(t, q.Enqueue(bg, queue.Job[*nilPayload]{}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[*nilPayload]{Key: "fail"}))
 		require.NoError(t, q.EnqueueIn(bg, queue.Job[*nilPayload]{Key: "later", Payload: nil}, time.Minute))
@@ -501,7 +501,7 @@ func TestMisuseHugeKey(t *testing.T) {
 		}
 		mu.Unlock()
 		st = queuetest.CheckCounts(t, q)
-		assert.Equal(t, 0, st.PendingKeys)
+		assert.Equal(t, 0, st.Store.PendingKeys)
 		assert.Equal(t, uint64(2), st.Cancelled)
 	})
 }
@@ -518,33 +518,32 @@ func TestMisuseExtremeOptionValues(t *testing.T) {
 			q := startQueue(t, func(_ context.Context, j queue.Job[int]) error {
 				runs.add(j.Payload)
 				return errors.New("boom")
-			}, queue.WithBackoff(1<<62+1, math.MaxInt64), queue.WithMaxAttempts(3),
-				queue.WithScaleInterval(math.MaxInt64)) // no scaler ticks across centuries of fake time
+			}, queue.WithRetry(3, 1<<62+1, math.MaxInt64),
+				queue.WithScaling(queue.ScaleByFill, 0, 0, math.MaxInt64)) // no scaler ticks across centuries of fake time
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 			queuetest.Settle()
 			next := q.Stats().NextScheduled
 			require.Len(t, next, 1)
-			assert.GreaterOrEqual(t, next[0].In, time.Duration(1<<61), "the first retry waits base/2 at least")
-			queuetest.Advance(next[0].In) // about a century: the second run fails, and backoff doubles past MaxInt64
+			assert.GreaterOrEqual(t, time.Until(next[0].RunAt), time.Duration(1<<61), "the first retry waits base/2 at least")
+			queuetest.Advance(time.Until(next[0].RunAt)) // about a century: the second run fails, and backoff doubles past MaxInt64
 			assert.Equal(t, 2, runs.snapshot()[1])
 			next = q.Stats().NextScheduled
 			require.Len(t, next, 1, "retried, not lost")
-			assert.GreaterOrEqual(t, next[0].In, time.Duration(math.MaxInt64/2), "capped at max, not wrapped into the past")
+			assert.GreaterOrEqual(t, time.Until(next[0].RunAt), time.Duration(math.MaxInt64/2), "capped at max, not wrapped into the past")
 			queuetest.CheckCounts(t, q)
 			// The third run would be past 2262, beyond the fake clock's range.
 		})
 	})
 
 	t.Run("retry hint", func(t *testing.T) {
-		msg := (&queue.RateLimitError{RetryAfter: math.MaxInt64}).Message()
-		assert.Equal(t, "busy, retry in 9223372037 seconds", msg)
-		assert.Equal(t, "busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1001 * time.Millisecond}).Message())
+		assert.Equal(t, "busy, retry in 9223372037 seconds", refusal(t, queue.RateLimit{RetryAfter: math.MaxInt64}).Error())
+		assert.Equal(t, "busy, retry in 2 seconds", refusal(t, queue.RateLimit{RetryAfter: 1001 * time.Millisecond}).Error())
 	})
 
 	t.Run("suspension past 2262", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil },
-				queue.WithSuspendDuration(math.MaxInt64), queue.WithCircuitBreaker(1, math.MaxInt64, 1))
+				queue.WithSuspend(math.MaxInt64, nil), queue.WithCircuitBreaker(1, math.MaxInt64, 1))
 			require.NoError(t, q.Suspend("t", 0))
 			assert.Equal(t, []string{"u"}, q.Fanout("k", []string{"t", "u"}), "still suspended")
 			q.SetNextDue("u", "k", time.Now().Add(math.MaxInt64))
@@ -553,8 +552,8 @@ func TestMisuseExtremeOptionValues(t *testing.T) {
 	})
 
 	t.Run("capacity", func(t *testing.T) {
-		for _, n := range []int{queue.MaxMemoryCapacity + 1, math.MaxInt} {
-			_, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(n))
+		for _, n := range []int{1<<23 + 1 /* above the in-memory store's limit */, math.MaxInt} {
+			_, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(n, 0))
 			var oe *queue.OptionError
 			require.ErrorAs(t, err, &oe, "capacity %d", n)
 			assert.Equal(t, "WithCapacity", oe.Option)
@@ -613,13 +612,13 @@ func TestHookPanicsAreRecovered(t *testing.T) {
 			return nil
 		}, queue.WithWorkers(1, 1),
 			queue.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
-			queue.WithOnDead(func(context.Context, queue.Job[int], error) { panic("on dead") }),
 			queue.WithObserver(func(ev queue.Event) {
 				if ev.Kind == queue.EventDone {
 					panic("observer")
 				}
 			}))
 		require.NoError(t, err)
+		q.OnDead(func(context.Context, queue.Job[int], error) { panic("on dead") })
 		queuetest.Start(t, q)
 		for i := range 10 {
 			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Payload: i}))
@@ -680,7 +679,7 @@ func TestMisuseBadJobFieldsRefused(t *testing.T) {
 			}
 			st := q.Stats()
 			assert.Zero(t, st.Enqueued, "nothing was accepted")
-			assert.Zero(t, st.Depth+st.Scheduled)
+			assert.Zero(t, st.Depth+st.Store.Scheduled)
 		})
 	}
 	t.Run("a received job enqueued again, cleared", func(t *testing.T) {
@@ -717,17 +716,17 @@ func TestMisuseNewNilHandler(t *testing.T) {
 
 func TestMisuseStoreSharedByTwoQueues(t *testing.T) {
 	store := memstore.New[int]()
-	q1, err := queue.New(nop, queue.WithStore[int](store), queue.WithName("first"))
+	q1, err := queue.NewWithStore(store, nop, queue.WithName("first"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q1.Shutdown(bg) })
-	q2, err := queue.New(nop, queue.WithStore[int](store), queue.WithName("second"))
+	q2, err := queue.NewWithStore(store, nop, queue.WithName("second"))
 	assert.Nil(t, q2)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `already belongs to queue "first"`)
 	assert.NotContains(t, err.Error(), "queue: store: queue:", "one prefix")
 	var oe *queue.OptionError
 	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, "WithStore", oe.Option)
+	assert.Equal(t, "NewWithStore", oe.Option)
 
 	// Two queues racing to bind one store: exactly one wins.
 	store = memstore.New[int]()
@@ -735,7 +734,7 @@ func TestMisuseStoreSharedByTwoQueues(t *testing.T) {
 	var won atomic.Int32
 	for i := range 8 {
 		wg.Go(func() {
-			q, err := queue.New(nop, queue.WithStore[int](store), queue.WithName(fmt.Sprint("q", i)))
+			q, err := queue.NewWithStore(store, nop, queue.WithName(fmt.Sprint("q", i)))
 			if err == nil {
 				won.Add(1)
 				_ = q.Shutdown(bg)

@@ -96,8 +96,8 @@ func lifecycle(t *testing.T, opts ...queue.Option) (*queue.Queue[string], *event
 		}
 		return nil
 	}
-	base := []queue.Option{queue.WithCapacity(4), queue.WithWorkers(1, 1), queue.WithObserver(hook),
-		queue.WithSuspendDuration(time.Minute), queue.WithBackoff(time.Second, time.Second)}
+	base := []queue.Option{queue.WithCapacity(4, 0), queue.WithWorkers(1, 1), queue.WithObserver(hook),
+		queue.WithSuspend(time.Minute, nil), queue.WithRetry(0, time.Second, time.Second)}
 	q, err := queue.New(handler, append(base, opts...)...)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -220,7 +220,7 @@ func TestObserverReentrantUnderLoad(t *testing.T) {
 			}
 		}
 		q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-			queue.WithWorkers(4, 4), queue.WithCapacity(1000), queue.WithObserver(hook))
+			queue.WithWorkers(4, 4), queue.WithCapacity(1000, 0), queue.WithObserver(hook))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		var wg sync.WaitGroup
@@ -372,7 +372,7 @@ func TestLoggingWarnDepthOnceEachWay(t *testing.T) {
 		q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 			<-gate
 			return nil
-		}, queue.WithWorkers(1, 1), queue.WithWarnDepth(3), queue.WithScaleInterval(time.Second),
+		}, queue.WithWorkers(1, 1), queue.WithWarnDepth(3), queue.WithScaling(queue.ScaleByFill, 0, 0, time.Second),
 			queue.WithLogger(slog.New(h)))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
@@ -403,7 +403,7 @@ func TestLoggingDropsOncePerEpisode(t *testing.T) {
 		q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 			<-gate
 			return nil
-		}, queue.WithWorkers(1, 1), queue.WithCapacity(2), queue.WithLogger(slog.New(h)))
+		}, queue.WithWorkers(1, 1), queue.WithCapacity(2, 0), queue.WithLogger(slog.New(h)))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		enqueue := func(n int) (dropped int) {

@@ -51,7 +51,7 @@ func WithObserver(fn func(Event)) Option {
 // WithWarnDepth logs a warning once when the depth (ready jobs, and jobs
 // parked for a busy target's slot: Stats.Depth) reaches
 // n, and once more (at info level) when it falls back below n (default 0:
-// off). Depth is checked every scale interval (WithScaleInterval), so a
+// off). Depth is checked every scale interval (WithScaling), so a
 // spike shorter than that may go unlogged. It needs WithLogger to be seen.
 func WithWarnDepth(n int) Option {
 	return func(c *config) error {
@@ -60,6 +60,47 @@ func WithWarnDepth(n int) Option {
 		}
 		c.metrics.warnDepth = n
 		return nil
+	}
+}
+
+// OnDead registers fn to be called with each job the queue dead-letters
+// and its last error, from the worker that ran it, after EventDead. Hooks
+// run in the order registered; OnDead may be called at any time, from any
+// goroutine, and a hook registered while jobs run sees the jobs
+// dead-lettered after it returns. A panic in a hook is recovered and
+// logged, the other hooks still run, and the job stays counted dead. Like
+// an observer (WithObserver), a hook runs on a worker: hand slow work to a
+// goroutine of your own. fn must not be nil.
+func (q *Queue[T]) OnDead(fn func(ctx context.Context, job Job[T], err error)) {
+	if fn == nil {
+		panic("queue: OnDead: nil hook")
+	}
+	q.deadMu.Lock()
+	defer q.deadMu.Unlock()
+	var hooks []func(context.Context, Job[T], error)
+	if p := q.onDead.Load(); p != nil {
+		hooks = append(hooks, *p...)
+	}
+	hooks = append(hooks, fn)
+	q.onDead.Store(&hooks)
+}
+
+// callOnDead runs the OnDead hooks, recovering and logging a panic in
+// each: host code on a worker must not crash the host.
+func (q *Queue[T]) callOnDead(ctx context.Context, job *Job[T], cause error) {
+	p := q.onDead.Load()
+	if p == nil {
+		return
+	}
+	for _, fn := range *p {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					q.log.Error("OnDead hook panicked", "job", job.ID, "key", job.Key, "panic", v, "stack", string(debug.Stack()))
+				}
+			}()
+			fn(ctx, *job, cause)
+		}()
 	}
 }
 
@@ -84,7 +125,7 @@ type observers struct {
 	dropSeen  uint64 // drops counted at the previous tick
 	dropping  bool   // drops happened during the previous interval
 	dropStart uint64 // drops counted when the episode began
-	limSeen   uint64 // the same three for refusals at WithMaxPending
+	limSeen   uint64 // the same three for refusals at the pending bound
 	limiting  bool
 	limStart  uint64
 
@@ -103,7 +144,7 @@ func newObservers[T any](q *Queue[T], cfg metricsConfig) (*observers, error) {
 	}
 	o.sampling = uint32(cfg.sampling)
 	if o.sampling == 0 {
-		o.sampling = DefaultMetricsSampling
+		o.sampling = defaultMetricsSampling
 	}
 	o.active = len(o.hooks) > 0 || o.logs
 	o.timed = len(o.hooks) > 0
@@ -282,7 +323,7 @@ func (o *observers) tick() {
 	switch {
 	case n > o.limSeen && !o.limiting:
 		o.limiting, o.limStart = true, o.limSeen
-		o.log.WarnContext(ctx, "pending-job limit reached (WithMaxPending): refusing jobs", "dropped", n-o.limSeen, "dropped_limit_total", n)
+		o.log.WarnContext(ctx, "pending-job limit reached (WithCapacity's pending bound): refusing jobs", "dropped", n-o.limSeen, "dropped_limit_total", n)
 	case n == o.limSeen && o.limiting:
 		o.limiting = false
 		o.log.InfoContext(ctx, "below the pending-job limit: accepting jobs again", "dropped", n-o.limStart, "dropped_limit_total", n)

@@ -1,13 +1,10 @@
 package queue
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"time"
-
-	"github.com/queuekit/queue/internal/memstore"
 )
 
 // Option configures a Queue. Options are applied in order by New, which
@@ -29,23 +26,24 @@ const (
 	ScaleByDepth
 )
 
-// Defaults: sized for a service that fans each request out to a few
-// dozen I/O-bound jobs, and documented on each option.
+// The defaults, sized for a service that fans each request out to a few
+// dozen I/O-bound jobs. They are not exported: each is stated in the
+// godoc of the option that changes it.
 const (
-	DefaultCapacity        = 10000
-	PendingPerCapacity     = 100 // WithMaxPending's default, per unit of capacity
-	DefaultWorkers         = 10
-	DefaultMaxWorkers      = 20
-	DefaultScaleUpPct      = 60
-	DefaultScaleDownPct    = 40
-	DefaultScaleInterval   = time.Second
-	DefaultRequeueDelay    = 10 * time.Second
-	DefaultMaxAttempts     = 3
-	DefaultBackoffBase     = time.Second
-	DefaultBackoffMax      = 5 * time.Minute
-	DefaultRetryFloor      = time.Second // WithRetryAfterBounds: the shortest RetryAfter delay
-	DefaultRetryCeiling    = 10 * time.Minute
-	DefaultSuspendDuration = 300 * time.Second
+	defaultCapacity        = 10000
+	pendingPerCapacity     = 100 // WithCapacity's default pending bound, per ready slot
+	defaultWorkers         = 10
+	defaultMaxWorkers      = 20
+	defaultScaleUpPct      = 60
+	defaultScaleDownPct    = 40
+	defaultScaleInterval   = time.Second
+	defaultRequeueDelay    = 10 * time.Second
+	defaultMaxAttempts     = 3
+	defaultBackoffBase     = time.Second
+	defaultBackoffMax      = 5 * time.Minute
+	defaultRetryFloor      = time.Second // WithRetryAfterBounds: the shortest RetryAfter delay
+	defaultRetryCeiling    = 10 * time.Minute
+	defaultSuspendDuration = 300 * time.Second
 )
 
 // minInterval is the shortest scale interval and requeue delay: below it
@@ -64,7 +62,7 @@ func DefaultPriorities() []Priority {
 type config struct {
 	name            string
 	capacity        int
-	maxPending      int // 0: not set, PendingPerCapacity × capacity
+	maxPending      int // 0: not set, pendingPerCapacity × capacity
 	baseWorkers     int
 	maxWorkers      int
 	scaleUp         int
@@ -83,8 +81,6 @@ type config struct {
 	jobTimeout      time.Duration
 	clock           Clock
 	logger          *slog.Logger
-	store           any // Store[T], checked by New
-	onDead          any // func(context.Context, Job[T], error), checked by New
 
 	admission admissionConfig
 	targets   targetConfig
@@ -94,21 +90,21 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		name:            "default",
-		capacity:        DefaultCapacity,
-		baseWorkers:     DefaultWorkers,
-		maxWorkers:      DefaultMaxWorkers,
-		scaleUp:         DefaultScaleUpPct,
-		scaleDown:       DefaultScaleDownPct,
-		scaleInterval:   DefaultScaleInterval,
-		requeueDelay:    DefaultRequeueDelay,
+		capacity:        defaultCapacity,
+		baseWorkers:     defaultWorkers,
+		maxWorkers:      defaultMaxWorkers,
+		scaleUp:         defaultScaleUpPct,
+		scaleDown:       defaultScaleDownPct,
+		scaleInterval:   defaultScaleInterval,
+		requeueDelay:    defaultRequeueDelay,
 		priorities:      DefaultPriorities(),
 		defaultPriority: "normal",
 		coalesce:        true,
-		maxAttempts:     DefaultMaxAttempts,
-		backoffBase:     DefaultBackoffBase,
-		backoffMax:      DefaultBackoffMax,
-		retryFloor:      DefaultRetryFloor,
-		retryCeiling:    DefaultRetryCeiling,
+		maxAttempts:     defaultMaxAttempts,
+		backoffBase:     defaultBackoffBase,
+		backoffMax:      defaultBackoffMax,
+		retryFloor:      defaultRetryFloor,
+		retryCeiling:    defaultRetryCeiling,
 		admission:       defaultAdmission(),
 		targets:         defaultTargets(),
 	}
@@ -117,29 +113,29 @@ func defaultConfig() config {
 // validate checks what single options cannot: relations between values.
 func (c *config) validate() error {
 	if c.maxPending == 0 {
-		c.maxPending = PendingPerCapacity * c.capacity
-		if c.capacity > math.MaxInt/PendingPerCapacity {
+		c.maxPending = pendingPerCapacity * c.capacity
+		if c.capacity > math.MaxInt/pendingPerCapacity {
 			c.maxPending = math.MaxInt
 		}
 	}
 	if c.maxPending < c.capacity {
-		return optErr("WithMaxPending", c.maxPending, "must be >= WithCapacity (%d): the ready jobs are pending jobs too", c.capacity)
+		return optErr("WithCapacity", fmt.Sprintf("%d, %d", c.capacity, c.maxPending), "pending must be >= ready: the ready jobs are pending jobs too")
 	}
 	if c.maxWorkers < c.baseWorkers {
 		return optErr("WithWorkers", fmt.Sprintf("%d, %d", c.baseWorkers, c.maxWorkers), "max workers must be >= base workers")
 	}
 	if c.scaleDown >= c.scaleUp {
-		return optErr("WithScaleThresholds", fmt.Sprintf("%d, %d", c.scaleUp, c.scaleDown), "scale-down threshold must be below scale-up threshold")
+		return optErr("WithScaling", fmt.Sprintf("%d, %d", c.scaleUp, c.scaleDown), "scale-down threshold must be below scale-up threshold")
 	}
 	if c.backoffMax < c.backoffBase {
-		return optErr("WithBackoff", fmt.Sprintf("%s, %s", c.backoffBase, c.backoffMax), "max must be >= base")
+		return optErr("WithRetry", fmt.Sprintf("%s, %s", c.backoffBase, c.backoffMax), "max backoff must be >= base backoff")
 	}
 	found := false
 	for _, p := range c.priorities {
 		found = found || p.Name == c.defaultPriority
 	}
 	if !found {
-		return optErr("WithDefaultPriority", c.defaultPriority, "not one of the configured priorities")
+		return optErr("WithPriorities", c.defaultPriority, "default label is not one of the levels")
 	}
 	if err := c.admission.validate(); err != nil {
 		return err
@@ -160,63 +156,54 @@ func WithName(name string) Option {
 	}
 }
 
-// MaxMemoryCapacity is the largest WithCapacity the in-memory store
-// accepts: it allocates each priority's ready queue up front, at twice the
-// capacity (about 1 GiB per priority in use at this limit). Durable stores
-// have no such limit.
-const MaxMemoryCapacity = memstore.MaxCapacity
-
-// WithCapacity bounds the ready queue (default 10000). Enqueue of a ready
-// job beyond it returns ErrQueueFull. WithMaxPending bounds the ready jobs
-// and every other job the queue holds together. The bound is exact within each
+// WithCapacity bounds the ready queue to ready jobs and everything the
+// queue holds to pending jobs.
+//
+// ready (default 10000) bounds the jobs ready to run: Enqueue of a ready
+// job beyond it returns ErrQueueFull. The bound is exact within each
 // priority; across priorities concurrent Enqueue calls may overshoot it by
 // at most the number of concurrent callers. The in-memory store reserves
-// capacity slots per priority level up front and accepts at most
-// MaxMemoryCapacity (New fails beyond it).
-func WithCapacity(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithCapacity", n, "must be >= 1")
-		}
-		c.capacity = n
-		return nil
-	}
-}
-
-// WithMaxPending bounds the jobs the queue holds in memory, waiting to
-// run: ready, scheduled (retries and RetryAfter reruns included),
-// coalesced reruns and jobs parked for a busy target's slot. Enqueue
-// beyond it returns ErrPendingLimit (which matches ErrQueueFull too),
-// counted as dropped_limit. The default is PendingPerCapacity (100)
-// times WithCapacity: 1 000 000 jobs at the default capacity, about
-// 150 MB of small keyed jobs, where an unbounded schedule would grow
-// until the host runs out of memory. n must be at least WithCapacity;
-// math.MaxInt turns the bound off.
+// ready slots per priority level up front, at twice the capacity (about
+// 1 GiB per priority in use at the limit), and accepts at most 1<<23
+// (8 388 608): New fails beyond it. Durable stores have no such limit.
 //
-// The bound refuses new jobs only: a retry, a RetryAfter rerun, a rerun
-// released when its key's job ends, or a due job requeued for lack of
-// room is a job already accepted, and is kept even past the bound. Like
-// the capacity, it is exact for one producer and may be overshot by the
+// pending bounds the jobs the queue holds in memory, waiting to run:
+// ready, scheduled (retries and RetryAfter reruns included), coalesced
+// reruns and jobs parked for a busy target's slot. Enqueue beyond it
+// returns ErrPendingLimit (which matches ErrQueueFull too), counted as
+// dropped_limit. 0 means the default, 100 times ready: 1 000 000 jobs at
+// the default capacity, about 150 MB of small keyed jobs, where an
+// unbounded schedule would grow until the host runs out of memory. pending
+// must be at least ready; math.MaxInt turns the bound off.
+//
+// The pending bound refuses new jobs only: a retry, a RetryAfter rerun, a
+// rerun released when its key's job ends, or a due job requeued for lack
+// of room is a job already accepted, and is kept even past the bound. Like
+// the ready bound, it is exact for one producer and may be overshot by the
 // number of concurrent Enqueue callers.
 //
-// It applies to the in-memory store. A durable store keeps its ready and
-// scheduled jobs in the database, not in this process, and shares them
-// between processes: their size is the database's to bound (disk, or
-// Redis's maxmemory), and counting them at every Enqueue would cost a
-// round trip. Durable stores ignore it; WithCapacity still bounds their
+// The pending bound applies to the in-memory store. A durable store keeps
+// its ready and scheduled jobs in the database, not in this process, and
+// shares them between processes: their size is the database's to bound
+// (disk, or Redis's maxmemory), and counting them at every Enqueue would
+// cost a round trip. Durable stores ignore it; ready still bounds their
 // ready jobs.
-func WithMaxPending(n int) Option {
+func WithCapacity(ready, pending int) Option {
 	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithMaxPending", n, "must be >= 1 (math.MaxInt for no bound)")
+		if ready < 1 {
+			return optErr("WithCapacity", ready, "ready must be >= 1")
 		}
-		c.maxPending = n
+		if pending < 0 {
+			return optErr("WithCapacity", pending, "pending must be >= 0 (0 is 100 × ready, math.MaxInt no bound)")
+		}
+		c.capacity, c.maxPending = ready, pending
 		return nil
 	}
 }
 
 // WithWorkers sets the base and maximum number of workers (default 10 and
 // 20). The pool never shrinks below base; max == base turns scaling off.
+// WithScaling sets how the pool moves between them.
 func WithWorkers(base, max int) Option {
 	return func(c *config) error {
 		if base < 1 {
@@ -230,43 +217,41 @@ func WithWorkers(base, max int) Option {
 	}
 }
 
-// WithScaleThresholds sets the ready-queue fill percentages at or above
-// which a worker is added (default 60) and below which one is retired
-// (default 40). up must be in 1..100, down in 0..up-1.
-func WithScaleThresholds(up, down int) Option {
+// WithScaling sets how the pool between WithWorkers' base and max sizes
+// itself. policy picks the rule (default ScaleByFill). up and down are the
+// ready-queue fill percentages at or above which ScaleByFill adds a worker
+// (default 60) and below which it retires one (default 40); up must be in
+// 1..100 and down below up. interval is how often the pool reconsiders its
+// size, changing by at most one worker per interval (default 1s), and also
+// how often WithWarnDepth is checked; it must be at least 1ms, since the
+// scaler wakes every interval and a shorter one is a busy loop. A zero up,
+// down or interval keeps that default, so WithScaling(ScaleByDepth, 0, 0, 0)
+// changes the policy alone; to retire workers only when the queue is empty,
+// give down 1 (below 1 % full).
+func WithScaling(policy ScalePolicy, up, down int, interval time.Duration) Option {
 	return func(c *config) error {
-		if up < 1 || up > 100 {
-			return optErr("WithScaleThresholds", up, "scale-up threshold must be in 1..100")
+		if policy != ScaleByFill && policy != ScaleByDepth {
+			return optErr("WithScaling", int(policy), "unknown policy")
+		}
+		if up < 0 || up > 100 {
+			return optErr("WithScaling", up, "scale-up threshold must be in 1..100 (0 keeps the default)")
 		}
 		if down < 0 || down > 100 {
-			return optErr("WithScaleThresholds", down, "scale-down threshold must be in 0..100")
+			return optErr("WithScaling", down, "scale-down threshold must be in 0..100 (0 keeps the default)")
 		}
-		c.scaleUp, c.scaleDown = up, down
-		return nil
-	}
-}
-
-// WithScaleInterval sets how often the pool reconsiders its size (default
-// 1s). It changes by at most one worker per interval. The interval must be
-// at least 1ms: the scaler wakes every interval, so a shorter one is a
-// busy loop.
-func WithScaleInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d < minInterval {
-			return optErr("WithScaleInterval", d, "must be >= %s", minInterval)
+		if interval != 0 && interval < minInterval {
+			return optErr("WithScaling", interval, "interval must be >= %s (0 keeps the default)", minInterval)
 		}
-		c.scaleInterval = d
-		return nil
-	}
-}
-
-// WithScalePolicy selects how the pool sizes itself (default ScaleByFill).
-func WithScalePolicy(p ScalePolicy) Option {
-	return func(c *config) error {
-		if p != ScaleByFill && p != ScaleByDepth {
-			return optErr("WithScalePolicy", int(p), "unknown policy")
+		c.scalePolicy = policy
+		if up != 0 {
+			c.scaleUp = up
 		}
-		c.scalePolicy = p
+		if down != 0 {
+			c.scaleDown = down
+		}
+		if interval != 0 {
+			c.scaleInterval = interval
+		}
 		return nil
 	}
 }
@@ -286,10 +271,14 @@ func WithRequeueDelay(d time.Duration) Option {
 }
 
 // WithPriorities replaces the priority levels (default high=0, normal=5,
-// low=10). Lower weights run first; names and weights must be unique and
-// names non-empty. If the default label is not among them, set it with
-// WithDefaultPriority.
-func WithPriorities(levels ...Priority) Option {
+// low=10, as DefaultPriorities returns, with "normal" the default label)
+// and names def, the label of jobs whose Priority is "". Lower weights run
+// first; names and weights must be unique and names non-empty; at most 32
+// levels. def must be one of the levels; "" keeps today's rule: "normal"
+// (New fails naming WithPriorities when no level has that name), or the
+// only level when there is one. To keep the default levels and change
+// only the default label, pass DefaultPriorities()...
+func WithPriorities(def string, levels ...Priority) Option {
 	return func(c *config) error {
 		if len(levels) == 0 {
 			return optErr("WithPriorities", "[]", "need at least one level")
@@ -315,22 +304,14 @@ func WithPriorities(levels ...Priority) Option {
 			copy(sorted[i+1:], sorted[i:])
 			sorted[i] = p
 		}
-		c.priorities = sorted
-		if len(sorted) == 1 {
-			c.defaultPriority = sorted[0].Name
+		switch {
+		case def != "":
+		case len(sorted) == 1:
+			def = sorted[0].Name
+		default:
+			def = "normal"
 		}
-		return nil
-	}
-}
-
-// WithDefaultPriority sets the label used for jobs with Priority ""
-// (default "normal").
-func WithDefaultPriority(label string) Option {
-	return func(c *config) error {
-		if label == "" {
-			return optErr("WithDefaultPriority", `""`, "must not be empty")
-		}
-		c.defaultPriority = label
+		c.priorities, c.defaultPriority = sorted, def
 		return nil
 	}
 }
@@ -343,30 +324,32 @@ func WithCoalesce(on bool) Option {
 	return func(c *config) error { c.coalesce = on; return nil }
 }
 
-// WithMaxAttempts sets how many times a failing job runs before it is
-// dead-lettered (default 3). Job.MaxAttempts overrides it per job.
-func WithMaxAttempts(n int) Option {
+// WithRetry sets how failing jobs are retried. maxAttempts is how many
+// times a failing job runs before it is dead-lettered (default 3;
+// Job.MaxAttempts overrides it per job). base and max shape the backoff
+// after a failure (default 1s and 5m): attempt n waits a random time in
+// [d/2, d] where d = min(max, base·2^(n-1)). A zero argument keeps its
+// default; negative ones are refused, and max must not be below base.
+func WithRetry(maxAttempts int, base, max time.Duration) Option {
 	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithMaxAttempts", n, "must be >= 1")
+		if maxAttempts < 0 {
+			return optErr("WithRetry", maxAttempts, "max attempts must be >= 1 (0 keeps the default)")
 		}
-		c.maxAttempts = n
-		return nil
-	}
-}
-
-// WithBackoff sets the retry backoff after a failure (default 1s base,
-// 5m max): attempt n waits a random time in [d/2, d] where
-// d = min(max, base·2^(n-1)).
-func WithBackoff(base, max time.Duration) Option {
-	return func(c *config) error {
-		if base <= 0 {
-			return optErr("WithBackoff", base, "base must be > 0")
+		if base < 0 {
+			return optErr("WithRetry", base, "base backoff must be > 0 (0 keeps the default)")
 		}
-		if max <= 0 {
-			return optErr("WithBackoff", max, "max must be > 0")
+		if max < 0 {
+			return optErr("WithRetry", max, "max backoff must be > 0 (0 keeps the default)")
 		}
-		c.backoffBase, c.backoffMax = base, max
+		if maxAttempts != 0 {
+			c.maxAttempts = maxAttempts
+		}
+		if base != 0 {
+			c.backoffBase = base
+		}
+		if max != 0 {
+			c.backoffMax = max
+		}
 		return nil
 	}
 }
@@ -424,32 +407,6 @@ func WithLogger(l *slog.Logger) Option {
 			return optErr("WithLogger", nil, "must not be nil")
 		}
 		c.logger = l
-		return nil
-	}
-}
-
-// WithStore sets where jobs live (default: in memory). T must match the
-// queue's payload type; New reports a mismatch. The store must not be
-// shared with another Queue.
-func WithStore[T any](s Store[T]) Option {
-	return func(c *config) error {
-		if s == nil {
-			return optErr("WithStore", nil, "must not be nil")
-		}
-		c.store = s
-		return nil
-	}
-}
-
-// WithOnDead sets a hook called with each dead-lettered job and its last
-// error, from the worker that ran it. T must match the queue's payload type.
-// A panic in the hook is recovered and logged; the job stays counted dead.
-func WithOnDead[T any](fn func(ctx context.Context, job Job[T], err error)) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return optErr("WithOnDead", nil, "must not be nil")
-		}
-		c.onDead = fn
 		return nil
 	}
 }

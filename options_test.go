@@ -33,72 +33,65 @@ func TestInvalidOptions(t *testing.T) {
 		option string // the option the error must name
 		value  string // text the error must contain
 	}{
-		{"zero capacity", queue.WithCapacity(0), "WithCapacity", "0"},
-		{"negative capacity", queue.WithCapacity(-5), "WithCapacity", "-5"},
-		{"capacity above the in-memory store's", queue.WithCapacity(queue.MaxMemoryCapacity + 1), "WithCapacity", "8388609"},
-		{"no bound for the in-memory store", queue.WithCapacity(math.MaxInt), "WithCapacity", "holds at most 8388608"},
+		{"zero capacity", queue.WithCapacity(0, 0), "WithCapacity", "0"},
+		{"negative capacity", queue.WithCapacity(-5, 0), "WithCapacity", "-5"},
+		{"capacity above the in-memory store's", queue.WithCapacity(1<<23+1, 0), "WithCapacity", "8388609"},
+		{"no bound for the in-memory store", queue.WithCapacity(math.MaxInt, 0), "WithCapacity", "holds at most 8388608"},
+		{"negative pending", queue.WithCapacity(10, -1), "WithCapacity", "-1"},
+		{"pending below capacity", queue.WithCapacity(10000, 5), "WithCapacity", "10000, 5"},
 		{"zero base workers", queue.WithWorkers(0, 5), "WithWorkers", "0"},
 		{"negative base workers", queue.WithWorkers(-1, 5), "WithWorkers", "-1"},
 		{"zero max workers", queue.WithWorkers(2, 0), "WithWorkers", "0"},
 		{"max below base", queue.WithWorkers(5, 2), "WithWorkers", "5, 2"},
-		{"scale-up 0", queue.WithScaleThresholds(0, 0), "WithScaleThresholds", "0"},
-		{"scale-up above 100", queue.WithScaleThresholds(101, 40), "WithScaleThresholds", "101"},
-		{"scale-down negative", queue.WithScaleThresholds(60, -1), "WithScaleThresholds", "-1"},
-		{"scale-down above 100", queue.WithScaleThresholds(60, 101), "WithScaleThresholds", "101"},
-		{"scale-down equal to scale-up", queue.WithScaleThresholds(60, 60), "WithScaleThresholds", "60, 60"},
-		{"scale-down above scale-up", queue.WithScaleThresholds(40, 60), "WithScaleThresholds", "40, 60"},
-		{"zero scale interval", queue.WithScaleInterval(0), "WithScaleInterval", "0s"},
-		{"negative scale interval", queue.WithScaleInterval(-time.Second), "WithScaleInterval", "-1s"},
-		{"unknown scale policy", queue.WithScalePolicy(queue.ScalePolicy(9)), "WithScalePolicy", "9"},
+		{"scale-up negative", queue.WithScaling(queue.ScaleByFill, -1, 0, 0), "WithScaling", "-1"},
+		{"scale-up above 100", queue.WithScaling(queue.ScaleByFill, 101, 40, 0), "WithScaling", "101"},
+		{"scale-down negative", queue.WithScaling(queue.ScaleByFill, 60, -1, 0), "WithScaling", "-1"},
+		{"scale-down above 100", queue.WithScaling(queue.ScaleByFill, 60, 101, 0), "WithScaling", "101"},
+		{"scale-down equal to scale-up", queue.WithScaling(queue.ScaleByFill, 60, 60, 0), "WithScaling", "60, 60"},
+		{"scale-down above scale-up", queue.WithScaling(queue.ScaleByFill, 40, 60, 0), "WithScaling", "40, 60"},
+		{"scale-up below the default scale-down", queue.WithScaling(queue.ScaleByFill, 30, 0, 0), "WithScaling", "30, 40"},
+		{"scale interval under 1ms", queue.WithScaling(queue.ScaleByFill, 0, 0, time.Microsecond), "WithScaling", "1µs"},
+		{"negative scale interval", queue.WithScaling(queue.ScaleByFill, 0, 0, -time.Second), "WithScaling", "-1s"},
+		{"unknown scale policy", queue.WithScaling(queue.ScalePolicy(9), 0, 0, 0), "WithScaling", "9"},
 		{"zero requeue delay", queue.WithRequeueDelay(0), "WithRequeueDelay", "0s"},
-		{"no priorities", queue.WithPriorities(), "WithPriorities", "[]"},
-		{"empty priority name", queue.WithPriorities(queue.Priority{Name: "", Weight: 1}), "WithPriorities", "must not be empty"},
-		{"duplicate priority name", queue.WithPriorities(queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "a", Weight: 2}), "WithPriorities", "a"},
-		{"duplicate priority weight", queue.WithPriorities(queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "b", Weight: 1}), "WithPriorities", "b"},
-		{"too many priorities", queue.WithPriorities(levels(33)...), "WithPriorities", "33"},
-		{"empty default priority", queue.WithDefaultPriority(""), "WithDefaultPriority", `""`},
-		{"unknown default priority", queue.WithDefaultPriority("urgent"), "WithDefaultPriority", "urgent"},
-		{"priorities without the default", queue.WithPriorities(queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "b", Weight: 2}), "WithDefaultPriority", "normal"},
-		{"zero max attempts", queue.WithMaxAttempts(0), "WithMaxAttempts", "0"},
-		{"zero backoff base", queue.WithBackoff(0, time.Second), "WithBackoff", "0s"},
-		{"zero backoff max", queue.WithBackoff(time.Second, 0), "WithBackoff", "0s"},
-		{"backoff max below base", queue.WithBackoff(2*time.Second, time.Second), "WithBackoff", "2s, 1s"},
+		{"no priorities", queue.WithPriorities(""), "WithPriorities", "[]"},
+		{"empty priority name", queue.WithPriorities("", queue.Priority{Name: "", Weight: 1}), "WithPriorities", "must not be empty"},
+		{"duplicate priority name", queue.WithPriorities("", queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "a", Weight: 2}), "WithPriorities", "a"},
+		{"duplicate priority weight", queue.WithPriorities("", queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "b", Weight: 1}), "WithPriorities", "b"},
+		{"too many priorities", queue.WithPriorities("", levels(33)...), "WithPriorities", "33"},
+		{"unknown default priority", queue.WithPriorities("urgent", queue.DefaultPriorities()...), "WithPriorities", "urgent"},
+		{"priorities without the default", queue.WithPriorities("", queue.Priority{Name: "a", Weight: 1}, queue.Priority{Name: "b", Weight: 2}), "WithPriorities", "normal"},
+		{"negative max attempts", queue.WithRetry(-1, 0, 0), "WithRetry", "-1"},
+		{"negative backoff base", queue.WithRetry(0, -time.Second, 0), "WithRetry", "-1s"},
+		{"negative backoff max", queue.WithRetry(0, time.Second, -time.Second), "WithRetry", "-1s"},
+		{"backoff max below base", queue.WithRetry(0, 2*time.Second, time.Second), "WithRetry", "2s, 1s"},
+		{"backoff max below the default base", queue.WithRetry(0, 0, time.Millisecond), "WithRetry", "1s, 1ms"},
 		{"retry floor under 1ms", queue.WithRetryAfterBounds(time.Microsecond, time.Minute), "WithRetryAfterBounds", "1µs"},
 		{"zero retry floor", queue.WithRetryAfterBounds(0, time.Minute), "WithRetryAfterBounds", "0s"},
 		{"retry ceiling at the floor", queue.WithRetryAfterBounds(time.Second, time.Second), "WithRetryAfterBounds", "1s, 1s"},
-		{"zero max pending", queue.WithMaxPending(0), "WithMaxPending", "0"},
-		{"max pending below capacity", queue.WithMaxPending(5), "WithMaxPending", "5"},
 		{"negative job timeout", queue.WithJobTimeout(-time.Second), "WithJobTimeout", "-1s"},
 		{"nil clock", queue.WithClock(nil), "WithClock", "nil"},
 		{"nil logger", queue.WithLogger(nil), "WithLogger", "nil"},
 		{"empty name", queue.WithName(""), "WithName", `""`},
-		{"nil store", queue.WithStore[int](nil), "WithStore", "nil"},
-		{"store of another payload type", queue.WithStore[string](memstore.New[string]()), "WithStore", "string"},
-		{"nil OnDead", queue.WithOnDead[int](nil), "WithOnDead", "nil"},
-		{"OnDead of another payload type", queue.WithOnDead(func(context.Context, queue.Job[string], error) {}), "WithOnDead", "string"},
-		{"rate-limit threshold negative", queue.WithRateLimit(-1, 100, 200), "WithRateLimit", "-1"},
-		{"rate-limit threshold above 100", queue.WithRateLimit(101, 100, 200), "WithRateLimit", "101"},
-		{"zero rate", queue.WithRateLimit(80, 0, 200), "WithRateLimit", "0"},
-		{"negative rate", queue.WithRateLimit(80, -3, 200), "WithRateLimit", "-3"},
-		{"zero burst", queue.WithRateLimit(80, 100, 0), "WithRateLimit", "0"},
-		{"negative burst", queue.WithRateLimit(80, 100, -1), "WithRateLimit", "-1"},
-		{"zero rate-limit retry", queue.WithRateLimitRefusal(0, "busy"), "WithRateLimitRefusal", "0s"},
-		{"negative rate-limit retry", queue.WithRateLimitRefusal(-time.Second, ""), "WithRateLimitRefusal", "-1s"},
-		{"throttle threshold negative", queue.WithThrottle(-1, 20), "WithThrottle", "-1"},
-		{"throttle threshold above 100", queue.WithThrottle(101, 20), "WithThrottle", "101"},
-		{"throttle top-N 0 while on", queue.WithThrottle(60, 0), "WithThrottle", "0"},
-		{"throttle top-N negative while on", queue.WithThrottle(60, -2), "WithThrottle", "-2"},
-		{"zero fan-out max", queue.WithFanoutMax(0), "WithFanoutMax", "0"},
+		{"rate-limit threshold negative", queue.WithRateLimit(queue.RateLimit{FillPct: -1}), "WithRateLimit", "-1"},
+		{"rate-limit threshold above 100", queue.WithRateLimit(queue.RateLimit{FillPct: 101}), "WithRateLimit", "101"},
+		{"NaN rate", queue.WithRateLimit(queue.RateLimit{PerSecond: math.NaN()}), "WithRateLimit", "NaN"},
+		{"infinite rate", queue.WithRateLimit(queue.RateLimit{PerSecond: math.Inf(1)}), "WithRateLimit", "Inf"},
+		{"negative rate", queue.WithRateLimit(queue.RateLimit{PerSecond: -3}), "WithRateLimit", "-3"},
+		{"negative burst", queue.WithRateLimit(queue.RateLimit{Burst: -1}), "WithRateLimit", "-1"},
+		{"negative rate-limit retry", queue.WithRateLimit(queue.RateLimit{RetryAfter: -time.Second}), "WithRateLimit", "-1s"},
+		{"throttle threshold negative", queue.WithFanout(0, -1, 20), "WithFanout", "-1"},
+		{"throttle threshold above 100", queue.WithFanout(0, 101, 20), "WithFanout", "101"},
+		{"throttle top-N negative", queue.WithFanout(0, 60, -2), "WithFanout", "-2"},
+		{"negative fan-out max", queue.WithFanout(-1, 0, 0), "WithFanout", "-1"},
 		{"nil shuffle", queue.WithShuffle(nil), "WithShuffle", "nil"},
-		{"zero suspension", queue.WithSuspendDuration(0), "WithSuspendDuration", "0s"},
-		{"negative suspension", queue.WithSuspendDuration(-time.Minute), "WithSuspendDuration", "-1m0s"},
+		{"negative suspension", queue.WithSuspend(-time.Minute, nil), "WithSuspend", "-1m0s"},
 		{"negative disable-after", queue.WithDisableAfter(-1), "WithDisableAfter", "-1"},
 		{"breaker failures 0", queue.WithCircuitBreaker(0, time.Second, 1), "WithCircuitBreaker", "0"},
 		{"breaker cool-down 0", queue.WithCircuitBreaker(3, 0, 1), "WithCircuitBreaker", "0s"},
 		{"breaker probes 0", queue.WithCircuitBreaker(3, time.Second, 0), "WithCircuitBreaker", "0"},
 		{"negative target concurrency", queue.WithTargetConcurrency(-1), "WithTargetConcurrency", "-1"},
-		{"nil should-suspend", queue.WithShouldSuspend(nil), "WithShouldSuspend", "nil"},
-		{"metrics sampling 0", queue.WithMetricsSampling(0), "WithMetricsSampling", "0"},
+		{"negative metrics sampling", queue.WithMetrics(nil, -1), "WithMetrics", "-1"},
 		{"negative warn depth", queue.WithWarnDepth(-1), "WithWarnDepth", "-1"},
 		{"nil observer", queue.WithObserver(nil), "WithObserver", "nil"},
 	}
@@ -119,10 +112,10 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestFirstBadOptionReported(t *testing.T) {
-	_, err := queue.New(nop, queue.WithCapacity(10), queue.WithMaxAttempts(0), queue.WithCapacity(-1))
+	_, err := queue.New(nop, queue.WithCapacity(10, 0), queue.WithRetry(-1, 0, 0), queue.WithCapacity(-1, 0))
 	var oe *queue.OptionError
 	require.ErrorAs(t, err, &oe)
-	assert.Equal(t, "WithMaxAttempts", oe.Option)
+	assert.Equal(t, "WithRetry", oe.Option)
 }
 
 func TestValidOptions(t *testing.T) {
@@ -132,27 +125,25 @@ func TestValidOptions(t *testing.T) {
 	}{
 		{"none", nil},
 		{"nil option ignored", []queue.Option{nil}},
-		{"rate limiting off ignores rate and burst", []queue.Option{queue.WithRateLimit(0, 0, 0)}},
-		{"throttling off ignores top-N", []queue.Option{queue.WithThrottle(0, 0)}},
+		{"rate limiting off ignores rate and burst", []queue.Option{queue.WithRateLimit(queue.RateLimit{Disabled: true})}},
+		{"throttling off ignores top-N", []queue.Option{queue.WithFanout(0, 0, math.MaxInt)}},
 		{"max equals base", []queue.Option{queue.WithWorkers(3, 3)}},
-		{"thresholds at the edges", []queue.Option{queue.WithScaleThresholds(100, 0)}},
-		{"one priority becomes the default", []queue.Option{queue.WithPriorities(queue.Priority{Name: "only", Weight: 0})}},
-		{"default priority set before levels", []queue.Option{queue.WithDefaultPriority("b"),
-			queue.WithPriorities(queue.Priority{Name: "a", Weight: 0}, queue.Priority{Name: "b", Weight: 1})}},
+		{"thresholds at the edges", []queue.Option{queue.WithScaling(queue.ScaleByFill, 100, 0, 0)}},
+		{"one priority becomes the default", []queue.Option{queue.WithPriorities("", queue.Priority{Name: "only", Weight: 0})}},
+		{"default priority named with the levels", []queue.Option{
+			queue.WithPriorities("b", queue.Priority{Name: "a", Weight: 0}, queue.Priority{Name: "b", Weight: 1})}},
+		{"zeros keep the defaults", []queue.Option{queue.WithCapacity(1, 0), queue.WithScaling(queue.ScaleByFill, 0, 0, 0),
+			queue.WithRetry(0, 0, 0), queue.WithRateLimit(queue.RateLimit{}), queue.WithFanout(0, 0, 0), queue.WithSuspend(0, nil),
+			queue.WithMetrics(nil, 0)}},
 		{"zero job timeout", []queue.Option{queue.WithJobTimeout(0)}},
 		{"disable-after and concurrency off", []queue.Option{queue.WithDisableAfter(0), queue.WithTargetConcurrency(0)}},
 		{"everything", []queue.Option{
-			queue.WithName("x"), queue.WithCapacity(5), queue.WithMaxPending(5), queue.WithWorkers(1, 2), queue.WithScaleThresholds(70, 30),
-			queue.WithScaleInterval(time.Millisecond), queue.WithScalePolicy(queue.ScaleByDepth),
-			queue.WithRequeueDelay(time.Second), queue.WithCoalesce(false), queue.WithMaxAttempts(1),
-			queue.WithBackoff(time.Second, time.Second), queue.WithRetryAfterBounds(time.Millisecond, time.Minute),
-			queue.WithJobTimeout(time.Second), queue.WithClock(queue.SystemClock{}),
-			queue.WithStore[int](memstore.New[int]()),
-			queue.WithOnDead(func(context.Context, queue.Job[int], error) {}),
-			queue.WithRateLimit(50, 0.5, 1), queue.WithRateLimitRefusal(time.Second, "try later"), queue.WithThrottle(100, 1),
-			queue.WithFanoutMax(1), queue.WithSuspendDuration(time.Second), queue.WithDisableAfter(1),
+			queue.WithName("x"), queue.WithCapacity(5, 5), queue.WithWorkers(1, 2), queue.WithScaling(queue.ScaleByDepth, 70, 30, time.Millisecond),
+			queue.WithRequeueDelay(time.Second), queue.WithCoalesce(false), queue.WithRetry(1, time.Second, time.Second), queue.WithRetryAfterBounds(time.Millisecond, time.Minute),
+			queue.WithJobTimeout(time.Second), queue.WithClock(timeClock{}),
+			queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 0.5, Burst: 1, RetryAfter: time.Second, Reason: "try later"}), queue.WithFanout(1, 100, 1), queue.WithSuspend(time.Second, nil), queue.WithDisableAfter(1),
 			queue.WithCircuitBreaker(1, time.Second, 1), queue.WithTargetConcurrency(1),
-			queue.WithShouldSuspend(func(int, error) bool { return false }),
+			queue.WithSuspend(0, func(int, error) bool { return false }),
 			queue.WithShuffle(func(int, func(i, j int)) {}),
 		}},
 	}
@@ -163,6 +154,24 @@ func TestValidOptions(t *testing.T) {
 			require.NoError(t, q.Stop(bg))
 		})
 	}
+	t.Run("everything, on a store", func(t *testing.T) {
+		q, err := queue.NewWithStore(memstore.New[int](), nop, cases[len(cases)-1].opts...)
+		require.NoError(t, err)
+		q.OnDead(func(context.Context, queue.Job[int], error) {})
+		require.NoError(t, q.Stop(bg))
+	})
+}
+
+// The store and the dead-letter hook are typed by the queue's payload, so
+// the compiler refuses one of another type; what remains to check at run
+// time is nil.
+func TestNilStoreAndHook(t *testing.T) {
+	_, err := queue.NewWithStore[int](nil, nop)
+	require.ErrorContains(t, err, "queue: NewWithStore: the store is nil")
+	_, err = queue.NewWithStore[int](memstore.New[int](), nil)
+	require.ErrorContains(t, err, "queue: NewWithStore: the handler is nil")
+	q := newQueue(t, nop)
+	assert.PanicsWithValue(t, "queue: OnDead: nil hook", func() { q.OnDead(nil) })
 }
 
 // Like every duration option, WithRequeueDelay has no upper bound. A delay
@@ -189,8 +198,7 @@ func TestRequeueDelayHuge(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			s := memstore.New[int]()
-			q := newQueue(t, nop, queue.WithStore[int](s), queue.WithClock(clk), queue.WithCapacity(1),
-				queue.WithRequeueDelay(math.MaxInt64))
+			q := newStoreQueue(t, s, nop, queue.WithClock(clk), queue.WithCapacity(1, 0), queue.WithRequeueDelay(math.MaxInt64))
 			setup(t, q, s, clk)
 			for range 3 {
 				n, err := s.PromoteDue(bg)
@@ -216,7 +224,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 10, st.BaseWorkers)
 	assert.Equal(t, 20, st.MaxWorkers)
 	assert.Equal(t, "new", st.State)
-	assert.Equal(t, map[string]int{"high": 0, "normal": 0, "low": 0}, st.ReadyByPriority)
+	assert.Equal(t, map[string]int{"high": 0, "normal": 0, "low": 0}, st.Store.ReadyByPriority)
 }
 
 // DefaultPriorities hands out a copy: changing what it returned (here, the
@@ -231,15 +239,15 @@ func TestDefaultPrioritiesIsACopy(t *testing.T) {
 	require.NoError(t, err, "a caller's change to the defaults must not reach a later New")
 	defer func() { require.NoError(t, q.Stop(bg)) }()
 	require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}))
-	assert.Equal(t, map[string]int{"high": 0, "normal": 1, "low": 0}, q.Stats().ReadyByPriority)
+	assert.Equal(t, map[string]int{"high": 0, "normal": 1, "low": 0}, q.Stats().Store.ReadyByPriority)
 }
 
 func TestStoreBoundToOneQueue(t *testing.T) {
 	s := memstore.New[int]()
-	q, err := queue.New(nop, queue.WithStore[int](s))
+	q, err := queue.NewWithStore(s, nop)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, q.Stop(bg)) }()
-	_, err = queue.New(nop, queue.WithStore[int](s))
+	_, err = queue.NewWithStore(s, nop)
 	require.Error(t, err, "a store belongs to one queue")
 	assert.False(t, errors.Is(err, queue.ErrClosed))
 }

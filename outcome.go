@@ -13,7 +13,7 @@ import (
 // raised to the floor: a downstream that keeps answering "retry now" gets
 // one run per floor, not a busy loop. err, which may be nil, is recorded
 // as the reason. A retry requested this way does not count against
-// [WithMaxAttempts], so a job may be retried this way without end, as
+// [WithRetry], so a job may be retried this way without end, as
 // river's JobSnooze allows; its rerun waits in the schedule, and is kept
 // by Stop as scheduled jobs are.
 func RetryAfter(d time.Duration, err error) error {
@@ -33,7 +33,7 @@ func Permanent(err error) error {
 }
 
 // Overloaded reports that the job's target is overloaded (HTTP 429 and the
-// like): the target is suspended for [WithSuspendDuration] and the job waits
+// like): the target is suspended for [WithSuspend] and the job waits
 // until the suspension ends. The run counts as an attempt: a job whose
 // target is still overloaded at its last attempt is dead-lettered rather
 // than held forever. err may be nil.
@@ -90,11 +90,16 @@ func IsPermanent(err error) bool {
 }
 
 // RetryDelay returns the delay asked for by RetryAfter somewhere in err's
-// chain.
+// chain, or, for a refusal by Admit, how long the client should wait
+// before trying again (RateLimit.RetryAfter).
 func RetryDelay(err error) (time.Duration, bool) {
 	var r *retryAfterError
 	if errors.As(err, &r) {
 		return r.delay, true
+	}
+	var rl *rateLimitError
+	if errors.As(err, &rl) {
+		return rl.retryAfter, true
 	}
 	return 0, false
 }

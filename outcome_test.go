@@ -136,7 +136,7 @@ func TestClassifyHTTP(t *testing.T) {
 }
 
 func TestClassifyWithShouldSuspend(t *testing.T) {
-	q, err := queue.New(nop, queue.WithShouldSuspend(func(status int, err error) bool {
+	q, err := queue.New(nop, queue.WithSuspend(0, func(status int, err error) bool {
 		return status == 429 || status == 503
 	}))
 	require.NoError(t, err)
@@ -154,11 +154,14 @@ func TestClassifyWithShouldSuspend(t *testing.T) {
 }
 
 func TestErrorTypes(t *testing.T) {
-	rl := &queue.RateLimitError{RetryAfter: 10 * time.Second}
+	rl := refusal(t, queue.RateLimit{RetryAfter: 10 * time.Second})
 	assert.ErrorIs(t, rl, queue.ErrRateLimited)
-	assert.Equal(t, "busy, retry in 10 seconds", rl.Message())
-	assert.Equal(t, "busy, retry in 2 seconds", (&queue.RateLimitError{RetryAfter: 1500 * time.Millisecond}).Message(), "rounded up")
-	assert.Equal(t, "server busy, retry in 3 seconds", (&queue.RateLimitError{RetryAfter: 3 * time.Second, Reason: "server busy"}).Error())
+	assert.Equal(t, "busy, retry in 10 seconds", rl.Error())
+	d, ok := queue.RetryDelay(rl)
+	assert.True(t, ok)
+	assert.Equal(t, 10*time.Second, d)
+	assert.Equal(t, "busy, retry in 2 seconds", refusal(t, queue.RateLimit{RetryAfter: 1500 * time.Millisecond}).Error(), "rounded up")
+	assert.Equal(t, "server busy, retry in 3 seconds", refusal(t, queue.RateLimit{RetryAfter: 3 * time.Second, Reason: "server busy"}).Error())
 
 	st := &queue.StuckError{JobIDs: []int64{1, 2}, Err: context.DeadlineExceeded}
 	assert.ErrorIs(t, st, context.DeadlineExceeded)

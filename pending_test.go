@@ -16,13 +16,13 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// The pending bound (WithMaxPending): everything the in-memory queue holds
+// The pending bound (WithCapacity's pending): everything the in-memory queue holds
 // waiting to run is bounded, not only the ready queue.
 
 func TestPendingLimitDefaultBoundsTheSchedule(t *testing.T) {
-	// Two million keyed EnqueueIn(1h) into WithCapacity(1000) were all
+	// Two million keyed EnqueueIn(1h) into WithCapacity(1000, 0) were all
 	// accepted (320 MiB of heap). The default bound is 100 × capacity.
-	q := newQueue(t, nop, queue.WithCapacity(1000))
+	q := newQueue(t, nop, queue.WithCapacity(1000, 0))
 	const want = 100 * 1000
 	require.Equal(t, want, q.Stats().MaxPending)
 	accepted := 0
@@ -36,12 +36,12 @@ func TestPendingLimitDefaultBoundsTheSchedule(t *testing.T) {
 	require.Equal(t, want, accepted, "accepted up to the bound, then refused: %v", err)
 	require.ErrorIs(t, err, queue.ErrPendingLimit)
 	assert.ErrorIs(t, err, queue.ErrQueueFull, "a caller that backs off on a full queue backs off here too")
-	assert.Contains(t, err.Error(), "WithMaxPending")
+	assert.Contains(t, err.Error(), "WithCapacity")
 	assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{}), queue.ErrPendingLimit, "ready jobs count against it too")
 	st := q.Stats()
 	assert.EqualValues(t, 2, st.DroppedLimit)
 	assert.Zero(t, st.DroppedFull, "not the ready queue's refusal")
-	assert.Equal(t, want, st.Scheduled)
+	assert.Equal(t, want, st.Store.Scheduled)
 	assert.EqualValues(t, want, st.Enqueued)
 }
 
@@ -69,7 +69,7 @@ func droppedMetric(t *testing.T, reg *prometheus.Registry, reason string) float6
 func TestPendingLimitCountsEveryKindOfWaitingJob(t *testing.T) {
 	t.Run("ready and scheduled, counted in Stats and metrics", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		q := newQueue(t, nop, queue.WithCapacity(2), queue.WithMaxPending(4), queue.WithMetrics(reg))
+		q := newQueue(t, nop, queue.WithCapacity(2, 4), queue.WithMetrics(reg, 0))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{}))
 		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Key: "s1"}, time.Hour))
@@ -88,7 +88,7 @@ func TestPendingLimitCountsEveryKindOfWaitingJob(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			g := make(gate)
 			q := startQueue(t, func(ctx context.Context, j queue.Job[int]) error { return g.wait(ctx) },
-				queue.WithCapacity(2), queue.WithMaxPending(3), queue.WithWorkers(1, 1))
+				queue.WithCapacity(2, 3), queue.WithWorkers(1, 1))
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}))
 			synctest.Wait() // running
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}), "coalesced: waits for the running job")
@@ -103,7 +103,7 @@ func TestPendingLimitCountsEveryKindOfWaitingJob(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			g := make(gate)
 			q := startQueue(t, func(ctx context.Context, j queue.Job[int]) error { return g.wait(ctx) },
-				queue.WithCapacity(3), queue.WithMaxPending(3), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
+				queue.WithCapacity(3, 3), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Target: "t"}))
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Target: "t"}))
 			synctest.Wait() // one runs, one is parked for the target's slot
@@ -139,7 +139,7 @@ func TestPendingLimitNeverLosesAcceptedJobs(t *testing.T) {
 						return tc.err
 					}
 					return nil
-				}, queue.WithCapacity(2), queue.WithMaxPending(3), queue.WithWorkers(1, 1))
+				}, queue.WithCapacity(2, 3), queue.WithWorkers(1, 1))
 				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "run"}))
 				synctest.Wait() // running
 				for i := range 3 {
@@ -150,12 +150,12 @@ func TestPendingLimitNeverLosesAcceptedJobs(t *testing.T) {
 				synctest.Wait()
 				st := q.Stats()
 				assert.EqualValues(t, 1, st.Retried)
-				assert.Equal(t, 4, st.Scheduled, "the retry is kept past the bound of 3")
+				assert.Equal(t, 4, st.Store.Scheduled, "the retry is kept past the bound of 3")
 				balance(t, st)
 				advance(time.Hour + time.Minute)
 				st = q.Stats()
 				assert.EqualValues(t, 1, st.Done, "the retry ran")
-				assert.Equal(t, 3, st.Scheduled)
+				assert.Equal(t, 3, st.Store.Scheduled)
 			})
 		})
 	}

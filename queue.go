@@ -24,7 +24,7 @@ type Queue[T any] struct {
 	leaser  Leaser             // nil unless the store leases jobs
 	clock   Clock
 	log     *slog.Logger
-	onDead  func(context.Context, Job[T], error)
+	onDead  atomic.Pointer[[]func(context.Context, Job[T], error)] // OnDead's hooks, copied on write
 	admit   *admission
 	targets *targets
 	obs     *observers
@@ -46,6 +46,7 @@ type Queue[T any] struct {
 	// dial a server) so that q.mu, which Stats takes, is not; the stop
 	// takes it before it drains and closes the store, so a Start under
 	// way finishes first.
+	deadMu   sync.Mutex // serialises OnDead registrations
 	startMu  sync.Mutex
 	mu       sync.Mutex // guards the fields below and the pool
 	runCtx   context.Context
@@ -67,12 +68,28 @@ const (
 	stateStopped
 )
 
-// New returns a queue that runs handler for each job. It validates every
-// option and returns an *OptionError naming the first bad one. Nothing runs
-// until Start; jobs may be enqueued before it.
+// New returns a queue that runs handler for each job and keeps its jobs
+// in memory. It validates every option and returns an *OptionError naming
+// the first bad one. Nothing runs until Start; jobs may be enqueued before
+// it.
 func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
+	return newQueue(memstore.New[T](), "New", handler, opts)
+}
+
+// NewWithStore is New with the jobs kept in store, such as a pgstore or
+// redisstore Store. The store's payload type is the queue's, so a
+// mismatch does not compile. The store must not be shared with another
+// Queue; New calls its Init, and Stop and Shutdown close it.
+func NewWithStore[T any](store Store[T], handler Handler[T], opts ...Option) (*Queue[T], error) {
+	if store == nil {
+		return nil, errors.New("queue: NewWithStore: the store is nil")
+	}
+	return newQueue(store, "NewWithStore", handler, opts)
+}
+
+func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Option) (*Queue[T], error) {
 	if handler == nil {
-		return nil, errors.New("queue: New: the handler is nil")
+		return nil, errors.New("queue: " + fn + ": the handler is nil")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -87,7 +104,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		return nil, err
 	}
 	if cfg.clock == nil {
-		cfg.clock = SystemClock{}
+		cfg.clock = systemClock{}
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler) // quiet, at no cost
@@ -102,23 +119,7 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 		stopping: make(chan struct{}),
 	}
 	q.targets = newTargets(cfg.targets, cfg.clock, q.targetEvent)
-	switch s := cfg.store.(type) {
-	case nil:
-		q.store = memstore.New[T]()
-	case Store[T]:
-		q.store = s
-	default:
-		var zero T
-		return nil, optErr("WithStore", fmt.Sprintf("%T", s), "store's payload type does not match Queue[%T]", zero)
-	}
-	if cfg.onDead != nil {
-		fn, ok := cfg.onDead.(func(context.Context, Job[T], error))
-		if !ok {
-			var zero T
-			return nil, optErr("WithOnDead", fmt.Sprintf("%T", cfg.onDead), "hook's payload type does not match Queue[%T]", zero)
-		}
-		q.onDead = fn
-	}
+	q.store = store
 	q.leaser, _ = q.store.(Leaser)
 	q.mem, _ = q.store.(*memstore.Store[T])
 	obs, err := newObservers(q, cfg.metrics)
@@ -218,7 +219,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // Enqueue adds job without blocking. A job whose RunAt is after now is
 // scheduled; otherwise it joins the ready queue of its priority. It returns
 // ErrQueueFull when the ready queue is at capacity (counted as
-// dropped_full), ErrPendingLimit when the queue holds WithMaxPending jobs
+// dropped_full), ErrPendingLimit when the queue holds WithCapacity's pending bound of jobs
 // (counted as dropped_limit; it matches ErrQueueFull too), a
 // *DuplicateError (matching ErrDuplicate, naming the key
 // or group) when job.Key is already pending (see WithCoalesce for running

@@ -40,6 +40,15 @@ func newQueue[T any](t *testing.T, h queue.Handler[T], opts ...queue.Option) *qu
 	return q
 }
 
+// newStoreQueue is newQueue with the jobs kept in s.
+func newStoreQueue[T any](t *testing.T, s queue.Store[T], h queue.Handler[T], opts ...queue.Option) *queue.Queue[T] {
+	t.Helper()
+	q, err := queue.NewWithStore(s, h, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Shutdown(bg) })
+	return q
+}
+
 // startQueue is newQueue followed by Start.
 func startQueue[T any](t *testing.T, h queue.Handler[T], opts ...queue.Option) *queue.Queue[T] {
 	t.Helper()
@@ -113,10 +122,10 @@ func (g gate) wait(ctx context.Context) error {
 // dead or cancelled, or still ready, scheduled or running.
 func balance(t *testing.T, st queue.Stats) {
 	t.Helper()
-	sum := st.Done + st.Dead + st.Cancelled + uint64(st.Depth) + uint64(st.Scheduled) + uint64(st.Running)
+	sum := st.Done + st.Dead + st.Cancelled + uint64(st.Depth) + uint64(st.Store.Scheduled) + uint64(st.Running)
 	assert.Equal(t, st.Enqueued, sum,
 		"enqueued %d != done %d + dead %d + cancelled %d + ready %d + scheduled %d + running %d",
-		st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Scheduled, st.Running)
+		st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Store.Scheduled, st.Running)
 }
 
 func TestEnqueueBeforeStartRunsAfterStart(t *testing.T) {
@@ -174,8 +183,8 @@ func TestStopDrainsReadyKeepsScheduled(t *testing.T) {
 		advance(3 * time.Hour)
 		assert.Equal(t, 5, rec.len(), "scheduled jobs do not run after Stop")
 		st := q.Stats()
-		assert.Equal(t, 2, st.Scheduled, "scheduled jobs are kept")
-		assert.Equal(t, 1, st.PendingKeys)
+		assert.Equal(t, 2, st.Store.Scheduled, "scheduled jobs are kept")
+		assert.Equal(t, 1, st.Store.PendingKeys)
 		assert.Equal(t, "stopped", st.State)
 		balance(t, st)
 
@@ -249,7 +258,7 @@ func TestShutdownCancelsRunningJobs(t *testing.T) {
 		assert.Equal(t, 0, st.Running)
 		assert.Equal(t, uint64(2), st.Deferred, "interrupted jobs are put back")
 		assert.Zero(t, st.Dead)
-		assert.Equal(t, 1, st.PendingKeys, "an interrupted job keeps its key")
+		assert.Equal(t, 1, st.Store.PendingKeys, "an interrupted job keeps its key")
 		balance(t, st)
 		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 4}), queue.ErrClosed)
 	})
@@ -304,7 +313,7 @@ func TestPriorities(t *testing.T) {
 			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p, Priority: prio}))
 		}
 		st := q.Stats()
-		assert.Equal(t, map[string]int{"high": 3, "normal": 3, "low": 2}, st.ReadyByPriority)
+		assert.Equal(t, map[string]int{"high": 3, "normal": 3, "low": 2}, st.Store.ReadyByPriority)
 		require.NoError(t, q.Start(bg))
 		require.NoError(t, q.Stop(bg))
 		assert.Equal(t, []string{"high/1", "high/2", "high/3", "normal/1", "/3", "normal/2", "low/1", "low/2"}, rec.payloads(),
@@ -316,8 +325,7 @@ func TestCustomPriorities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[string]
 		q := newQueue(t, rec.handler(nil), queue.WithWorkers(1, 1),
-			queue.WithPriorities(queue.Priority{Name: "bulk", Weight: 9}, queue.Priority{Name: "urgent", Weight: -1}),
-			queue.WithDefaultPriority("bulk"))
+			queue.WithPriorities("bulk", queue.Priority{Name: "bulk", Weight: 9}, queue.Priority{Name: "urgent", Weight: -1}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "b1"}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "u1", Priority: "urgent"}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "b2", Priority: "bulk"}))
@@ -339,8 +347,8 @@ func TestUnknownPriority(t *testing.T) {
 		require.ErrorIs(t, err, queue.ErrUnknownPriority)
 		st := q.Stats()
 		assert.Zero(t, st.Depth)
-		assert.Zero(t, st.Scheduled)
-		assert.Zero(t, st.PendingKeys, "nothing queued, the key is not held")
+		assert.Zero(t, st.Store.Scheduled)
+		assert.Zero(t, st.Store.PendingKeys, "nothing queued, the key is not held")
 		assert.Zero(t, st.Enqueued)
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k"}), "the key is free")
 	})
@@ -365,7 +373,7 @@ func TestPastRunAtRunsNow(t *testing.T) {
 
 func TestQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(2))
+		q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(2, 0))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Priority: "high"}))
 		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Payload: 3}), queue.ErrQueueFull)
@@ -406,7 +414,7 @@ func TestCountersAddUp(t *testing.T) {
 				return g.wait(ctx)
 			}
 			return nil
-		}, queue.WithCapacity(20), queue.WithWorkers(3, 3), queue.WithMaxAttempts(2), queue.WithBackoff(time.Second, time.Second))
+		}, queue.WithCapacity(20, 0), queue.WithWorkers(3, 3), queue.WithRetry(2, time.Second, time.Second))
 
 		for _, p := range []string{"ok", "fail", "perm", "ceiling", "later", "panic", "block", "ok", "later"} {
 			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p}))
@@ -427,7 +435,7 @@ func TestCountersAddUp(t *testing.T) {
 		assert.Equal(t, uint64(3), st.Dead, "fail, perm, panic")
 		assert.Equal(t, uint64(1), st.Cancelled)
 		assert.Equal(t, 1, st.Running)
-		assert.Equal(t, 1, st.Scheduled)
+		assert.Equal(t, 1, st.Store.Scheduled)
 		assert.Equal(t, uint64(2), st.Panics)
 		assert.Equal(t, uint64(2+1+2+1+2), st.Failed, "fail×2, perm, panic×2, ceiling, later×2: every run that returned an error")
 
@@ -436,7 +444,7 @@ func TestCountersAddUp(t *testing.T) {
 		st = q.Stats()
 		balance(t, st)
 		assert.Equal(t, uint64(2+1+2+2), st.Done)
-		assert.Zero(t, st.Running+st.Scheduled+st.Depth+st.PendingKeys)
+		assert.Zero(t, st.Running+st.Store.Scheduled+st.Depth+st.Store.PendingKeys)
 	})
 }
 
@@ -458,8 +466,8 @@ func TestPurge(t *testing.T) {
 		assert.Equal(t, 4, n)
 		st := q.Stats()
 		assert.Zero(t, st.Depth)
-		assert.Zero(t, st.Scheduled)
-		assert.Zero(t, st.PendingKeys)
+		assert.Zero(t, st.Store.Scheduled)
+		assert.Zero(t, st.Store.PendingKeys)
 		assert.Equal(t, uint64(5), st.Cancelled)
 		balance(t, st)
 
@@ -494,7 +502,7 @@ func TestHandlerEnqueuesOnOwnQueue(t *testing.T) {
 				mu.Unlock()
 			}
 			return nil
-		}), queue.WithCapacity(2), queue.WithWorkers(1, 1))
+		}), queue.WithCapacity(2, 0), queue.WithWorkers(1, 1))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
 		synctest.Wait()
 		require.NoError(t, q.Stop(bg))
@@ -514,8 +522,8 @@ func TestJobTimeout(t *testing.T) {
 		q := startQueue(t, rec.handler(func(ctx context.Context, _ queue.Job[int]) error {
 			<-ctx.Done()
 			return ctx.Err()
-		}), queue.WithJobTimeout(2*time.Second), queue.WithMaxAttempts(1),
-			queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+		}), queue.WithJobTimeout(2*time.Second), queue.WithRetry(1, 0, 0))
+		q.OnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err })
 		start := time.Now()
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 		advance(time.Second)
@@ -537,7 +545,7 @@ func TestJobTimeout(t *testing.T) {
 func TestStatsSnapshot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil },
-			queue.WithName("announce"), queue.WithCapacity(4), queue.WithWorkers(2, 5))
+			queue.WithName("announce"), queue.WithCapacity(4, 0), queue.WithWorkers(2, 5))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "a"}))
 		require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Payload: 2, Key: "b"}, time.Minute))
 		st := q.Stats()
@@ -545,8 +553,8 @@ func TestStatsSnapshot(t *testing.T) {
 		assert.Equal(t, 1, st.Depth)
 		assert.Equal(t, 4, st.Capacity)
 		assert.Equal(t, 25.0, st.FillPct)
-		assert.Equal(t, 1, st.Scheduled)
-		assert.Equal(t, 2, st.PendingKeys)
+		assert.Equal(t, 1, st.Store.Scheduled)
+		assert.Equal(t, 2, st.Store.PendingKeys)
 		assert.Equal(t, 2, st.BaseWorkers)
 		assert.Equal(t, 5, st.MaxWorkers)
 		assert.Zero(t, st.Workers, "no workers before Start")
@@ -575,7 +583,7 @@ func purgeRaceRound(n int) string {
 	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
 		runs.Add(1)
 		return nil
-	}, queue.WithWorkers(4, 4), queue.WithCapacity(1<<16))
+	}, queue.WithWorkers(4, 4), queue.WithCapacity(1<<16, 0))
 	if err != nil {
 		return err.Error()
 	}
@@ -612,9 +620,9 @@ func purgeRaceRound(n int) string {
 	}
 	st := q.Stats()
 	ended := uint64(runs.Load()) + st.Cancelled
-	if st.Depth != 0 || st.Scheduled != 0 || st.Enqueued != ended {
+	if st.Depth != 0 || st.Store.Scheduled != 0 || st.Enqueued != ended {
 		return fmt.Sprintf("after Stop drained: depth %d, scheduled %d; enqueued %d != runs %d + cancelled %d (= %d)",
-			st.Depth, st.Scheduled, st.Enqueued, runs.Load(), st.Cancelled, ended)
+			st.Depth, st.Store.Scheduled, st.Enqueued, runs.Load(), st.Cancelled, ended)
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -15,67 +16,110 @@ import (
 // Admission defaults: engage at 80 % full, then admit 100 requests per
 // second with bursts of 200, and ask refused clients to come back in 10s.
 const (
-	DefaultRateLimitPct        = 80
-	DefaultRateLimitPerSec     = 100
-	DefaultRateLimitBurst      = 200
-	DefaultRateLimitRetryAfter = 10 * time.Second
+	defaultRateLimitPct        = 80
+	defaultRateLimitPerSec     = 100
+	defaultRateLimitBurst      = 200
+	defaultRateLimitRetryAfter = 10 * time.Second
 )
+
+// RateLimit configures the admission limiter Admit consults (see
+// WithRateLimit). A zero field changes nothing, so RateLimit{} leaves the
+// default limiter as it is and RateLimit{Reason: "server busy"} changes
+// only the wording.
+type RateLimit struct {
+	// FillPct is the ready-queue fill, in percent (1..100), at or above
+	// which the token bucket decides; below it every request is admitted.
+	// Default 80.
+	FillPct int
+	// PerSecond is the token bucket's refill rate: the requests admitted
+	// per second while the queue is filling. Default 100.
+	PerSecond float64
+	// Burst is the token bucket's size: how many requests may be admitted
+	// at once before the rate applies. Default 200.
+	Burst int
+	// RetryAfter is how long a refused client is asked to wait before
+	// trying again; RetryDelay returns it from Admit's error, and the
+	// error's text shows it rounded up to a whole second. Default 10s.
+	RetryAfter time.Duration
+	// Reason is the host's text shown before the retry hint in the
+	// refusal, because only the host knows how its clients word one.
+	// Default "busy".
+	Reason string
+	// Disabled turns the limiter off: Admit always returns nil, and the
+	// other fields are ignored. A later WithRateLimit without it turns the
+	// limiter back on.
+	Disabled bool
+}
 
 type admissionConfig struct {
 	thresholdPct int // 0 disables
 	perSec       float64
 	burst        int
 	retryAfter   time.Duration
-	reason       string // "" means defaultRefusalReason
+	reason       string
 }
 
 func defaultAdmission() admissionConfig {
 	return admissionConfig{
-		thresholdPct: DefaultRateLimitPct,
-		perSec:       DefaultRateLimitPerSec,
-		burst:        DefaultRateLimitBurst,
-		retryAfter:   DefaultRateLimitRetryAfter,
+		thresholdPct: defaultRateLimitPct,
+		perSec:       defaultRateLimitPerSec,
+		burst:        defaultRateLimitBurst,
+		retryAfter:   defaultRateLimitRetryAfter,
+		reason:       defaultRefusalReason,
 	}
 }
 
 func (a *admissionConfig) validate() error { return nil }
 
 // WithRateLimit configures the admission limiter used by Admit (default
-// 80 %, 100 tokens/s, burst 200). thresholdPct is the ready-queue fill at
-// or above which the token bucket decides; 0 disables limiting entirely
-// (Admit always returns nil). perSec must be > 0 and burst >= 1 unless the
-// limiter is disabled.
-func WithRateLimit(thresholdPct int, perSec float64, burst int) Option {
+// RateLimit{}: engage at 80 % fill, then admit 100 requests per second
+// with bursts of 200, and refuse the rest with "busy, retry in 10
+// seconds"). A zero field of rl keeps the current value: the default,
+// unless an earlier WithRateLimit changed it, so that a host may set its
+// wording in one place and the limits in another. Negative numbers, a
+// FillPct above 100 and a NaN or infinite PerSecond are refused. With
+// Disabled set, Admit always returns nil.
+//
+// For example, WithRateLimit(RateLimit{RetryAfter: 5 * time.Second,
+// Reason: "server busy"}) refuses with "server busy, retry in 5 seconds".
+func WithRateLimit(rl RateLimit) Option {
 	return func(c *config) error {
-		if thresholdPct < 0 || thresholdPct > 100 {
-			return optErr("WithRateLimit", thresholdPct, "threshold must be in 0..100 (0 disables)")
+		if rl.Disabled {
+			c.admission.thresholdPct = 0
+			return nil
 		}
-		if thresholdPct > 0 && !(perSec > 0) {
-			return optErr("WithRateLimit", perSec, "tokens per second must be > 0")
+		if rl.FillPct < 0 || rl.FillPct > 100 {
+			return optErr("WithRateLimit", rl.FillPct, "FillPct must be in 1..100 (0 keeps the default)")
 		}
-		if thresholdPct > 0 && burst < 1 {
-			return optErr("WithRateLimit", burst, "burst must be >= 1")
+		if rl.PerSecond < 0 || math.IsNaN(rl.PerSecond) || math.IsInf(rl.PerSecond, 0) {
+			return optErr("WithRateLimit", rl.PerSecond, "PerSecond must be > 0 (0 keeps the default)")
 		}
-		c.admission.thresholdPct, c.admission.perSec, c.admission.burst = thresholdPct, perSec, burst
-		return nil
-	}
-}
-
-// WithRateLimitRefusal sets what Admit's refusal tells the client: how
-// long to wait before trying again (default 10s), and the reason shown
-// before the hint (default "busy"). The refusal's Message reads
-// "<reason>, retry in <N> seconds", N being retryAfter rounded up to a
-// whole second: "busy, retry in 10 seconds" by default, or, with
-// WithRateLimitRefusal(5*time.Second, "server busy"), "server busy, retry
-// in 5 seconds". The reason is the host's because only the host knows how
-// its clients word a refusal. retryAfter must be > 0; a reason of "" keeps
-// the default.
-func WithRateLimitRefusal(retryAfter time.Duration, reason string) Option {
-	return func(c *config) error {
-		if retryAfter <= 0 {
-			return optErr("WithRateLimitRefusal", retryAfter, "retry hint must be > 0")
+		if rl.Burst < 0 {
+			return optErr("WithRateLimit", rl.Burst, "Burst must be >= 1 (0 keeps the default)")
 		}
-		c.admission.retryAfter, c.admission.reason = retryAfter, reason
+		if rl.RetryAfter < 0 {
+			return optErr("WithRateLimit", rl.RetryAfter, "RetryAfter must be > 0 (0 keeps the default)")
+		}
+		a := c.admission
+		switch {
+		case rl.FillPct != 0:
+			a.thresholdPct = rl.FillPct
+		case a.thresholdPct == 0: // turned off by an earlier WithRateLimit
+			a.thresholdPct = defaultRateLimitPct
+		}
+		if rl.PerSecond != 0 {
+			a.perSec = rl.PerSecond
+		}
+		if rl.Burst != 0 {
+			a.burst = rl.Burst
+		}
+		if rl.RetryAfter != 0 {
+			a.retryAfter = rl.RetryAfter
+		}
+		if rl.Reason != "" {
+			a.reason = rl.Reason
+		}
+		c.admission = a
 		return nil
 	}
 }
@@ -83,11 +127,11 @@ func WithRateLimitRefusal(retryAfter time.Duration, reason string) Option {
 type admission struct {
 	cfg     admissionConfig
 	limiter *rate.Limiter // nil when disabled
-	refusal error         // shared, immutable *RateLimitError
+	refusal error         // shared, immutable *rateLimitError
 }
 
 func newAdmission(cfg admissionConfig) *admission {
-	a := &admission{cfg: cfg, refusal: &RateLimitError{RetryAfter: cfg.retryAfter, Reason: cfg.reason}}
+	a := &admission{cfg: cfg, refusal: newRateLimitError(cfg.retryAfter, cfg.reason)}
 	if cfg.thresholdPct > 0 {
 		a.limiter = rate.NewLimiter(rate.Limit(cfg.perSec), cfg.burst)
 	}
@@ -97,10 +141,12 @@ func newAdmission(cfg admissionConfig) *admission {
 // Admit decides whether the host should accept a new client request (an
 // initial announce, an API call that will enqueue work). It returns nil
 // while the ready queue's fill is below the rate-limit threshold; at or
-// above it, a token bucket decides, and a refusal is a *RateLimitError
-// (errors.Is(err, ErrRateLimited)) whose Message is ready to show the
-// client (see WithRateLimitRefusal). Refusals are counted as rate_limited. With the threshold at 0,
-// Admit always returns nil.
+// above it, a token bucket decides. A refusal matches ErrRateLimited
+// (errors.Is); RetryDelay(err) returns how long the client should wait
+// (RateLimit.RetryAfter); and err.Error() is the message ready to show the
+// client, the Reason and the wait in whole seconds, rounded up: "busy,
+// retry in 10 seconds" by default. Refusals are counted as rate_limited.
+// With RateLimit.Disabled, Admit always returns nil.
 //
 // Admit never blocks; below the threshold it does not allocate or lock.
 func (q *Queue[T]) Admit() error {

@@ -20,7 +20,7 @@ func TestRecentErrorsRing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error {
 			return queue.Permanent(fmt.Errorf("boom %s", j.Key))
-		}, queue.WithWorkers(1, 1), queue.WithCapacity(100))
+		}, queue.WithWorkers(1, 1), queue.WithCapacity(100, 0))
 		require.NoError(t, err)
 		start := time.Now()
 		for i := range 60 {

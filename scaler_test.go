@@ -20,7 +20,7 @@ func TestScaleByFill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := make(gate)
 		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
-			queue.WithCapacity(10), queue.WithWorkers(2, 5), queue.WithScaleInterval(time.Second))
+			queue.WithCapacity(10, 0), queue.WithWorkers(2, 5), queue.WithScaling(queue.ScaleByFill, 0, 0, time.Second))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
 		synctest.Wait() // both base workers busy
@@ -64,7 +64,7 @@ func TestScaleByFillHoldsBetweenThresholds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := make(gate)
 		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
-			queue.WithCapacity(10), queue.WithWorkers(1, 4), queue.WithScaleThresholds(80, 20))
+			queue.WithCapacity(10, 0), queue.WithWorkers(1, 4), queue.WithScaling(queue.ScaleByFill, 80, 20, 0))
 		for i := range 6 {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
 		}
@@ -80,7 +80,7 @@ func TestScaleByDepth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := make(gate)
 		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error { return g.wait(ctx) },
-			queue.WithCapacity(100), queue.WithWorkers(1, 4), queue.WithScalePolicy(queue.ScaleByDepth))
+			queue.WithCapacity(100, 0), queue.WithWorkers(1, 4), queue.WithScaling(queue.ScaleByDepth, 0, 0, 0))
 		for i := range 10 {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i}))
 		}
@@ -115,7 +115,7 @@ func TestScaleDownDoesNotInterruptRunningJob(t *testing.T) {
 			errs = append(errs, err)
 			mu.Unlock()
 			return err
-		}, queue.WithCapacity(4), queue.WithWorkers(1, 3))
+		}, queue.WithCapacity(4, 0), queue.WithWorkers(1, 3))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
 		synctest.Wait()
 		for i := 1; i <= 4; i++ {
@@ -140,15 +140,14 @@ func TestScaleDownDoesNotInterruptRunningJob(t *testing.T) {
 	})
 }
 
-// WithCapacity(math.MaxInt), "no bound" with a durable store: an empty
+// WithCapacity(math.MaxInt, 0), "no bound" with a durable store: an empty
 // queue is 0 % full, so the scaler keeps the pool at its base size.
 func TestScaleHugeCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-			queue.WithStore[int](hugeStore{memstore.New[int]()}), queue.WithCapacity(math.MaxInt), queue.WithWorkers(1, 4))
+		q, err := queue.NewWithStore(hugeStore{memstore.New[int]()}, func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(math.MaxInt, 0), queue.WithWorkers(1, 4))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
-		queuetest.Advance(10 * queue.DefaultScaleInterval)
+		queuetest.Advance(10 * time.Second)
 		assert.Equal(t, 1, q.Stats().Workers, "an empty queue needs no more workers")
 	})
 }

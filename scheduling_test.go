@@ -85,7 +85,7 @@ func TestFullQueueRequeuesDueJob(t *testing.T) {
 				return g.wait(ctx)
 			}
 			return nil
-		}), queue.WithCapacity(1), queue.WithWorkers(1, 1))
+		}), queue.WithCapacity(1, 0), queue.WithWorkers(1, 1))
 		start := time.Now()
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "blocker"}))
 		synctest.Wait() // the only worker is busy
@@ -95,10 +95,10 @@ func TestFullQueueRequeuesDueJob(t *testing.T) {
 		advance(time.Second)
 		st := q.Stats()
 		assert.Equal(t, uint64(1), st.Requeued, "due with a full queue: requeued")
-		assert.Equal(t, 1, st.Scheduled, "not lost")
+		assert.Equal(t, 1, st.Store.Scheduled, "not lost")
 		require.Len(t, st.NextScheduled, 1)
 		assert.Equal(t, start.Add(11*time.Second), st.NextScheduled[0].RunAt, "rescheduled RequeueDelay (10s) later")
-		assert.Equal(t, 10*time.Second, st.NextScheduled[0].In)
+		assert.Equal(t, 10*time.Second, time.Until(st.NextScheduled[0].RunAt))
 		balance(t, st)
 		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[string]{Payload: "x", Key: "d"}), queue.ErrDuplicate, "it keeps its key")
 
@@ -126,7 +126,7 @@ func TestFullQueueRequeuesRepeatedly(t *testing.T) {
 				return g.wait(ctx)
 			}
 			return nil
-		}), queue.WithCapacity(2), queue.WithWorkers(1, 1), queue.WithRequeueDelay(5*time.Second))
+		}), queue.WithCapacity(2, 0), queue.WithWorkers(1, 1), queue.WithRequeueDelay(5*time.Second))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0}))
 		synctest.Wait()
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1}))
@@ -137,7 +137,7 @@ func TestFullQueueRequeuesRepeatedly(t *testing.T) {
 		advance(time.Second + 3*5*time.Second) // four promotion attempts, all refused
 		st := q.Stats()
 		assert.Equal(t, uint64(4*5), st.Requeued)
-		assert.Equal(t, 5, st.Scheduled)
+		assert.Equal(t, 5, st.Store.Scheduled)
 		balance(t, st)
 
 		close(g)
@@ -146,7 +146,7 @@ func TestFullQueueRequeuesRepeatedly(t *testing.T) {
 		assert.Equal(t, 8, rec.len())
 		st = q.Stats()
 		assert.Equal(t, uint64(8), st.Done)
-		assert.Zero(t, st.Scheduled)
+		assert.Zero(t, st.Store.Scheduled)
 		balance(t, st)
 	})
 }
@@ -163,7 +163,7 @@ func TestGroupDedupeOfScheduledJobs(t *testing.T) {
 		require.NoError(t, q.EnqueueIn(bg, queue.Job[string]{Payload: "g2", Key: "h:g:p2", Group: "h:g"}, time.Minute), "other groups are free")
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "now", Key: "h:f:p3", Group: "h:f"}), "the group binds scheduled jobs only")
 		synctest.Wait()
-		assert.Equal(t, 0, q.Stats().PendingKeys-2, "the refused job holds no key")
+		assert.Equal(t, 0, q.Stats().Store.PendingKeys-2, "the refused job holds no key")
 
 		advance(time.Minute)
 		assert.ElementsMatch(t, []string{"now", "p1", "g2"}, rec.payloads())
@@ -192,13 +192,13 @@ func TestNextScheduled(t *testing.T) {
 		require.NoError(t, err)
 		advance(500 * time.Millisecond)
 		st := q.Stats()
-		assert.Equal(t, 11, st.Scheduled)
+		assert.Equal(t, 11, st.Store.Scheduled)
 		require.Len(t, st.NextScheduled, 10)
 		want := []int{1, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 		for i, s := range st.NextScheduled {
 			d := time.Duration(want[i]) * time.Second
 			assert.Equal(t, start.Add(d), s.RunAt)
-			assert.Equal(t, d-500*time.Millisecond, s.In)
+			assert.Equal(t, d-500*time.Millisecond, time.Until(s.RunAt))
 			assert.Equal(t, string(rune('a'+want[i])), s.Key)
 			assert.Equal(t, "t", s.Target)
 			assert.Equal(t, "normal", s.Priority)
@@ -209,14 +209,14 @@ func TestNextScheduled(t *testing.T) {
 func TestScheduleHoldsManyJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[int]
-		q := startQueue(t, rec.handler(nil), queue.WithCapacity(100000))
+		q := startQueue(t, rec.handler(nil), queue.WithCapacity(100000, 0))
 		const n = 20000
 		for i := range n {
 			// Spread over 10s in a scrambled order.
 			d := time.Duration((i*7919)%n) * (10 * time.Second / n)
 			require.NoError(t, q.EnqueueIn(bg, queue.Job[int]{Payload: i}, d+time.Millisecond))
 		}
-		assert.Equal(t, n, q.Stats().Scheduled)
+		assert.Equal(t, n, q.Stats().Store.Scheduled)
 		advance(5 * time.Second)
 		got := rec.len()
 		assert.InDelta(t, n/2, got, n/100)
@@ -228,13 +228,26 @@ func TestScheduleHoldsManyJobs(t *testing.T) {
 	})
 }
 
+// timeClock is a Clock that calls package time (the bubble's, in a test),
+// as the queue does without WithClock.
+type timeClock struct{}
+
+func (timeClock) Now() time.Time                       { return time.Now() }
+func (timeClock) NewTimer(d time.Duration) queue.Timer { return timeTimer{time.NewTimer(d)} }
+
+type timeTimer struct{ t *time.Timer }
+
+func (t timeTimer) C() <-chan time.Time        { return t.t.C }
+func (t timeTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+func (t timeTimer) Stop() bool                 { return t.t.Stop() }
+
 // jumpClock is the system clock (the bubble's, in a test) shifted by an
 // offset the test may change, to make the clock jump.
 type jumpClock struct{ off atomic.Int64 }
 
 func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *jumpClock) NewTimer(d time.Duration) queue.Timer {
-	return queue.SystemClock{}.NewTimer(d)
+	return timeClock{}.NewTimer(d)
 }
 
 func TestEarlyJobGoesBackToSchedule(t *testing.T) {
@@ -260,8 +273,8 @@ func TestEarlyJobGoesBackToSchedule(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"blocker"}, rec.payloads(), "taken before its time: not run")
 		st := q.Stats()
-		assert.Equal(t, 1, st.Scheduled, "back on the schedule")
-		assert.Equal(t, 1, st.PendingKeys)
+		assert.Equal(t, 1, st.Store.Scheduled, "back on the schedule")
+		assert.Equal(t, 1, st.Store.PendingKeys)
 
 		advance(9 * time.Second)
 		assert.Equal(t, 1, rec.len())
@@ -292,7 +305,7 @@ func TestCoalescedRerunWithFullQueueNotLost(t *testing.T) {
 				return g.wait(ctx)
 			}
 			return nil
-		}), queue.WithCapacity(1), queue.WithWorkers(1, 1))
+		}), queue.WithCapacity(1, 0), queue.WithWorkers(1, 1))
 		start := time.Now()
 		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "first", Key: "k"}))
 		synctest.Wait()
@@ -301,7 +314,7 @@ func TestCoalescedRerunWithFullQueueNotLost(t *testing.T) {
 		close(g) // the rerun finds the queue full
 		synctest.Wait()
 		assert.Equal(t, []string{"first", "filler"}, rec.payloads())
-		assert.Equal(t, 1, q.Stats().Scheduled, "the rerun waits in the schedule")
+		assert.Equal(t, 1, q.Stats().Store.Scheduled, "the rerun waits in the schedule")
 		advance(10 * time.Second)
 		require.Equal(t, []string{"first", "filler", "rerun"}, rec.payloads())
 		assert.Equal(t, 10*time.Second, rec.all()[2].at.Sub(start))

@@ -47,7 +47,7 @@ type Counts struct {
 	Cancelled   uint64 `json:"cancelled"`    // cancelled before running (Cancel, Purge, disabled target, superseded)
 	DroppedFull uint64 `json:"dropped_full"` // refused by Enqueue: ready queue full
 	// DroppedLimit counts jobs refused by Enqueue with ErrPendingLimit:
-	// the queue held WithMaxPending jobs.
+	// the queue held WithCapacity's pending bound of jobs.
 	DroppedLimit uint64 `json:"dropped_limit"`
 	Coalesced    uint64 `json:"coalesced"`    // accepted as the rerun of a running key
 	Requeued     uint64 `json:"requeued"`     // due but the ready queue was full: rescheduled
@@ -58,40 +58,35 @@ type Counts struct {
 	Throttled    uint64 `json:"throttled"`    // targets left out of a Fanout by throttling
 }
 
-// Stats is a snapshot of a queue.
+// Stats is a snapshot of a queue. What the store alone knows (ready jobs
+// per priority, scheduled and waiting jobs, pending keys, dead jobs, the
+// backend's health) is in Store; the fields here are the engine's view.
 type Stats struct {
-	Name            string         `json:"name"`              // the queue's name (WithName)
-	State           string         `json:"state"`             // new, running, stopping, stopped
-	Depth           int            `json:"depth"`             // ready jobs, and jobs parked for a busy target's slot
-	Capacity        int            `json:"capacity"`          // the most ready jobs the queue holds (WithCapacity)
-	MaxPending      int            `json:"max_pending"`       // the bound on ready, scheduled, waiting and parked jobs (WithMaxPending; in-memory store)
-	FillPct         float64        `json:"fill_pct"`          // Depth as a percentage of Capacity
-	ReadyByPriority map[string]int `json:"ready_by_priority"` // ready jobs per priority label
-	Scheduled       int            `json:"scheduled"`         // jobs waiting for their RunAt (retries included)
-	Waiting         int            `json:"waiting"`           // coalesced reruns waiting for their key's running job
-	PendingKeys     int            `json:"pending_keys"`      // keys held by queued, scheduled or running jobs
-	Running         int            `json:"running"`           // jobs whose handler is running (or about to)
-	Workers         int            `json:"workers"`           // active workers
-	BaseWorkers     int            `json:"base_workers"`      // the pool's floor (WithWorkers' base)
-	MaxWorkers      int            `json:"max_workers"`       // the pool's ceiling (WithWorkers' max)
+	Name        string  `json:"name"`         // the queue's name (WithName)
+	State       string  `json:"state"`        // new, running, stopping, stopped
+	Depth       int     `json:"depth"`        // ready jobs, and jobs parked for a busy target's slot
+	Capacity    int     `json:"capacity"`     // the most ready jobs the queue holds (WithCapacity)
+	MaxPending  int     `json:"max_pending"`  // the bound on ready, scheduled, waiting and parked jobs (WithCapacity's pending; in-memory store)
+	FillPct     float64 `json:"fill_pct"`     // Depth as a percentage of Capacity
+	Running     int     `json:"running"`      // jobs whose handler is running (or about to)
+	Workers     int     `json:"workers"`      // active workers
+	BaseWorkers int     `json:"base_workers"` // the pool's floor (WithWorkers' base)
+	MaxWorkers  int     `json:"max_workers"`  // the pool's ceiling (WithWorkers' max)
 	// Counts are the event counters since New.
 	Counts
 	// NextScheduled lists the next 10 scheduled jobs, earliest first.
-	NextScheduled []ScheduledInfo `json:"next_scheduled"`
+	NextScheduled []ScheduledJob `json:"next_scheduled"`
 	// Targets lists the targets that are suspended, disabled or have an
 	// open or half-open circuit breaker.
 	Targets []TargetStatus `json:"targets,omitempty"`
 	// RecentErrors holds the latest job errors, newest first.
 	RecentErrors []ErrorRecord `json:"recent_errors,omitempty"`
-	// Store describes the store: backend, leadership, health.
+	// Store is the store's own snapshot: its ready jobs per priority,
+	// scheduled and waiting jobs, pending keys and dead jobs, and the
+	// backend, leadership and health. Its Ready and Running count jobs
+	// parked for a busy target's slot as running; Depth and Running above
+	// count them as waiting to run.
 	Store StoreStats `json:"store"`
-}
-
-// ScheduledInfo is a scheduled job and its time to execution.
-type ScheduledInfo struct {
-	ScheduledJob
-	In        time.Duration `json:"-"`          // how long until RunAt, when the snapshot was taken; negative if overdue
-	InSeconds float64       `json:"in_seconds"` // In, for JSON readers
 }
 
 var stateNames = [...]string{stateNew: "new", stateRunning: "running", stateStopping: "stopping", stateStopped: "stopped"}
@@ -116,7 +111,7 @@ func (q *Queue[T]) Stats() Stats {
 		ss.Ready = q.store.Len()
 	}
 	st.Store = ss
-	st.Depth, st.ReadyByPriority, st.Scheduled, st.Waiting, st.PendingKeys, st.Running = ss.Ready, ss.ReadyByPriority, ss.Scheduled, ss.Waiting, ss.PendingKeys, ss.Running
+	st.Depth, st.Running = ss.Ready, ss.Running
 	// Jobs parked for a busy target's slot are claimed from the store,
 	// which counts them running; they wait to run, as ready jobs do.
 	parked := int(q.targets.parked.Load())
@@ -127,15 +122,10 @@ func (q *Queue[T]) Stats() Stats {
 	q.mu.Lock()
 	st.Workers = len(q.pool.workers)
 	q.mu.Unlock()
-	now := q.clock.Now()
 	if next, err := q.store.Scheduled(ctx, 10); err == nil {
-		st.NextScheduled = make([]ScheduledInfo, len(next))
-		for i, j := range next {
-			in := j.RunAt.Sub(now)
-			st.NextScheduled[i] = ScheduledInfo{ScheduledJob: j, In: in, InSeconds: in.Seconds()}
-		}
+		st.NextScheduled = next
 	}
-	st.Targets = q.targets.statuses(now)
+	st.Targets = q.targets.statuses(q.clock.Now())
 	st.RecentErrors = q.obs.recentErrors()
 	return st
 }

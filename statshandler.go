@@ -25,6 +25,7 @@ func (q *Queue[T]) StatsHandler() http.Handler {
 			return
 		}
 		st := statsUTC(q.Stats())
+		now := q.clock.Now()
 		w.Header().Set("Cache-Control", "no-store")
 		if wantJSON(r) {
 			w.Header().Set("Content-Type", "application/json")
@@ -34,7 +35,7 @@ func (q *Queue[T]) StatsHandler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		WriteStats(w, st)
+		writeStats(w, st, now)
 	})
 }
 
@@ -57,7 +58,7 @@ func statsUTC(st Stats) Stats {
 		}
 		return t.UTC()
 	}
-	next := make([]ScheduledInfo, len(st.NextScheduled))
+	next := make([]ScheduledJob, len(st.NextScheduled))
 	for i, j := range st.NextScheduled {
 		j.RunAt = utc(j.RunAt)
 		next[i] = j
@@ -76,23 +77,24 @@ func statsUTC(st Stats) Stats {
 	return st
 }
 
-// WriteStats writes st as the human-readable text StatsHandler serves.
-// Times are printed in UTC.
-func WriteStats(w io.Writer, st Stats) {
+// writeStats writes st as the human-readable text StatsHandler serves,
+// scheduled jobs with their time to run from now. Times are printed in
+// UTC.
+func writeStats(w io.Writer, st Stats, now time.Time) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	p("queue %s (%s, store %s)", st.Name, st.State, st.Store.Backend)
 	p("depth %d / %d (%.1f%% full), scheduled %d, running %d, pending keys %d",
-		st.Depth, st.Capacity, st.FillPct, st.Scheduled, st.Running, st.PendingKeys)
-	if len(st.ReadyByPriority) > 0 {
-		names := make([]string, 0, len(st.ReadyByPriority))
-		for n := range st.ReadyByPriority {
+		st.Depth, st.Capacity, st.FillPct, st.Store.Scheduled, st.Running, st.Store.PendingKeys)
+	if len(st.Store.ReadyByPriority) > 0 {
+		names := make([]string, 0, len(st.Store.ReadyByPriority))
+		for n := range st.Store.ReadyByPriority {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		parts := make([]string, len(names))
 		for i, n := range names {
-			parts[i] = fmt.Sprintf("%s=%d", n, st.ReadyByPriority[n])
+			parts[i] = fmt.Sprintf("%s=%d", n, st.Store.ReadyByPriority[n])
 		}
 		p("ready by priority: %s", strings.Join(parts, " "))
 	}
@@ -107,7 +109,7 @@ func WriteStats(w io.Writer, st Stats) {
 	if len(st.NextScheduled) > 0 {
 		p("next scheduled:")
 		for _, j := range st.NextScheduled {
-			p("  in %-10s job %d key %q target %q attempt %d", j.In.Round(time.Millisecond), j.ID, j.Key, j.Target, j.Attempt)
+			p("  in %-10s job %d key %q target %q attempt %d", j.RunAt.Sub(now).Round(time.Millisecond), j.ID, j.Key, j.Target, j.Attempt)
 		}
 	}
 	if len(st.Targets) > 0 {

@@ -126,15 +126,14 @@ func TestStatsHandlerJSONDecodesIntoStats(t *testing.T) {
 		assert.Equal(t, want.Depth, got.Depth)
 		assert.Equal(t, want.Capacity, got.Capacity)
 		assert.Equal(t, want.FillPct, got.FillPct)
-		assert.Equal(t, want.ReadyByPriority, got.ReadyByPriority)
-		assert.Equal(t, want.Scheduled, got.Scheduled)
-		assert.Equal(t, want.PendingKeys, got.PendingKeys)
+		assert.Equal(t, want.Store.ReadyByPriority, got.Store.ReadyByPriority)
+		assert.Equal(t, want.Store.Scheduled, got.Store.Scheduled)
+		assert.Equal(t, want.Store.PendingKeys, got.Store.PendingKeys)
 		assert.Equal(t, want.Workers, got.Workers)
 		assert.Equal(t, want.MaxWorkers, got.MaxWorkers)
 		require.Len(t, got.NextScheduled, len(want.NextScheduled))
 		for i := range want.NextScheduled {
 			assert.Equal(t, want.NextScheduled[i].Key, got.NextScheduled[i].Key)
-			assert.Equal(t, want.NextScheduled[i].InSeconds, got.NextScheduled[i].InSeconds)
 			assert.True(t, want.NextScheduled[i].RunAt.Equal(got.NextScheduled[i].RunAt))
 		}
 		require.Len(t, got.Targets, len(want.Targets))
@@ -181,7 +180,7 @@ func TestStatsHandlerConcurrentRequests(t *testing.T) {
 			return queue.Permanent(assert.AnError)
 		}
 		return nil
-	}, queue.WithWorkers(4, 8), queue.WithCapacity(100), queue.WithMetricsSampling(1))
+	}, queue.WithWorkers(4, 8), queue.WithCapacity(100, 0), queue.WithMetrics(nil, 1))
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	h := q.StatsHandler()

@@ -12,7 +12,7 @@ import (
 // API). The queue tracks each target's health from job outcomes:
 //
 //   - suspension: an overload (Overloaded, HTTP 429) suspends the target
-//     for WithSuspendDuration; queued jobs for it wait, fan-out skips it.
+//     for WithSuspend; queued jobs for it wait, fan-out skips it.
 //   - disabling: a non-retryable error, a rejection, "retry in: never" or
 //     WithDisableAfter consecutive failures disables it until Resume;
 //     queued jobs for it are cancelled.
@@ -40,28 +40,41 @@ type targetConfig struct {
 
 func defaultTargets() targetConfig {
 	return targetConfig{
-		suspend:      DefaultSuspendDuration,
-		fanoutMax:    DefaultFanoutMax,
-		throttlePct:  DefaultThrottlePct,
-		throttleTopN: DefaultThrottleTopN,
+		suspend:      defaultSuspendDuration,
+		fanoutMax:    defaultFanoutMax,
+		throttlePct:  defaultThrottlePct,
+		throttleTopN: defaultThrottleTopN,
 	}
 }
 
 func (c *targetConfig) validate() error {
 	if c.throttlePct > 0 && c.throttleTopN <= 0 {
-		return optErr("WithThrottle", c.throttleTopN, "top-N must be >= 1 while throttling is on")
+		return optErr("WithFanout", c.throttleTopN, "top-N must be >= 1 while throttling is on")
 	}
 	return nil
 }
 
-// WithSuspendDuration sets how long an overloaded target is suspended
-// (default 300s).
-func WithSuspendDuration(d time.Duration) Option {
+// WithSuspend sets how overloaded targets are recognised and for how
+// long they are suspended. d is the suspension (default 300s): a job that
+// returns an Overloaded error suspends its target for d, and the target's
+// jobs wait until it passes. should replaces the overload test that
+// ClassifyHTTP applies through Queue.Classify (default: status 429, Too
+// Many Requests): when it returns true for a status and transport error,
+// Classify returns an Overloaded error. Add other overload signals there,
+// such as a 503 with Retry-After or an application's own "slow down"
+// error. A zero d and a nil should keep their defaults; d must not be
+// negative.
+func WithSuspend(d time.Duration, should func(status int, err error) bool) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithSuspendDuration", d, "must be > 0")
+		if d < 0 {
+			return optErr("WithSuspend", d, "duration must be > 0 (0 keeps the default)")
 		}
-		c.targets.suspend = d
+		if d != 0 {
+			c.targets.suspend = d
+		}
+		if should != nil {
+			c.targets.shouldSuspend = should
+		}
 		return nil
 	}
 }
@@ -111,20 +124,6 @@ func WithTargetConcurrency(k int) Option {
 			return optErr("WithTargetConcurrency", k, "must be >= 0 (0 is unlimited)")
 		}
 		c.targets.concurrency = k
-		return nil
-	}
-}
-
-// WithShouldSuspend replaces the overload test ClassifyHTTP uses through
-// Queue.Classify (default: status 429, Too Many Requests). Add other
-// overload signals here, such as a 503 with Retry-After or an
-// application's own "slow down" error.
-func WithShouldSuspend(fn func(status int, err error) bool) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return optErr("WithShouldSuspend", nil, "must not be nil")
-		}
-		c.targets.shouldSuspend = fn
 		return nil
 	}
 }
@@ -292,7 +291,7 @@ func (ts *targets) statuses(now time.Time) []TargetStatus {
 	return out
 }
 
-// Suspend suspends target for d (WithSuspendDuration when d is 0): Fanout
+// Suspend suspends target for d (WithSuspend when d is 0): Fanout
 // skips it and its queued jobs wait until the suspension ends.
 func (q *Queue[T]) Suspend(target string, d time.Duration) error {
 	if target == "" {

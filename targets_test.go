@@ -28,7 +28,7 @@ func targetStatus[T any](t *testing.T, q *queue.Queue[T], name string) queue.Tar
 
 func TestSuspensionExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQueue(t, nop, queue.WithSuspendDuration(5*time.Minute))
+		q := newQueue(t, nop, queue.WithSuspend(5*time.Minute, nil))
 		start := time.Now()
 		require.NoError(t, q.Suspend("a", 0), "0: the configured duration")
 		require.NoError(t, q.Suspend("b", time.Minute))
@@ -104,7 +104,7 @@ func Test429SuspendsButDoesNotDisable(t *testing.T) {
 		assert.False(t, st.Disabled, "an overload does not disable, even with WithDisableAfter(1)")
 		assert.Equal(t, start.Add(300*time.Second), st.SuspendedUntil, "default suspension 300s")
 		assert.Empty(t, q.Fanout("x", []string{"a"}))
-		assert.Equal(t, 1, q.Stats().Scheduled, "the job waits for the suspension to end")
+		assert.Equal(t, 1, q.Stats().Store.Scheduled, "the job waits for the suspension to end")
 
 		advance(300 * time.Second)
 		runs := rec.all()
@@ -123,12 +123,12 @@ func TestOverloadUsesAnAttempt(t *testing.T) {
 		var dead atomic.Int32
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error {
 			return queue.Overloaded(errors.New("HTTP 429"))
-		}), queue.WithWorkers(1, 1), queue.WithSuspendDuration(time.Minute),
-			queue.WithOnDead(func(_ context.Context, job queue.Job[int], err error) {
-				assert.Equal(t, 3, job.Attempt)
-				assert.ErrorContains(t, err, "429")
-				dead.Add(1)
-			}))
+		}), queue.WithWorkers(1, 1), queue.WithSuspend(time.Minute, nil))
+		q.OnDead(func(_ context.Context, job queue.Job[int], err error) {
+			assert.Equal(t, 3, job.Attempt)
+			assert.ErrorContains(t, err, "429")
+			dead.Add(1)
+		})
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Key: "k", Target: "a"}))
 		synctest.Wait()
 		for range 2 {
@@ -145,7 +145,7 @@ func TestOverloadUsesAnAttempt(t *testing.T) {
 		st := q.Stats()
 		assert.Equal(t, uint64(2), st.Retried)
 		assert.Equal(t, uint64(1), st.Dead)
-		assert.Zero(t, st.PendingKeys, "the key is released")
+		assert.Zero(t, st.Store.PendingKeys, "the key is released")
 		balance(t, st)
 	})
 }
@@ -165,8 +165,8 @@ func TestJobsForSuspendedTargetWait(t *testing.T) {
 		assert.Equal(t, []string{"b"}, rec.payloads())
 		st := q.Stats()
 		assert.Equal(t, uint64(3), st.Deferred, "deferred, and counted")
-		assert.Equal(t, 3, st.Scheduled)
-		assert.Equal(t, 3, st.PendingKeys, "they keep their keys")
+		assert.Equal(t, 3, st.Store.Scheduled)
+		assert.Equal(t, 3, st.Store.PendingKeys, "they keep their keys")
 		balance(t, st)
 
 		advance(time.Minute)
@@ -192,7 +192,7 @@ func TestJobsForDisabledTargetCancelled(t *testing.T) {
 		assert.Equal(t, []string{"b"}, rec.payloads())
 		st := q.Stats()
 		assert.Equal(t, uint64(2), st.Cancelled)
-		assert.Zero(t, st.PendingKeys, "their keys are released")
+		assert.Zero(t, st.Store.PendingKeys, "their keys are released")
 		balance(t, st)
 
 		require.NoError(t, q.Resume("a"))
@@ -216,8 +216,8 @@ func TestDNSErrorDisablesAtOnce(t *testing.T) {
 				var rec recorder[int]
 				dead := make(chan error, 1)
 				q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return tc.err }),
-					queue.WithDisableAfter(100), queue.WithMaxAttempts(10), queue.WithWorkers(1, 1),
-					queue.WithOnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err }))
+					queue.WithDisableAfter(100), queue.WithRetry(10, 0, 0), queue.WithWorkers(1, 1))
+				q.OnDead(func(_ context.Context, _ queue.Job[int], err error) { dead <- err })
 				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
 				require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Target: "a"}))
 				advance(time.Hour)
@@ -261,7 +261,7 @@ func TestConsecutiveFailuresDisable(t *testing.T) {
 				return nil
 			}
 			return errors.New("HTTP 500")
-		}), queue.WithDisableAfter(3), queue.WithMaxAttempts(1), queue.WithWorkers(1, 1))
+		}), queue.WithDisableAfter(3), queue.WithRetry(1, 0, 0), queue.WithWorkers(1, 1))
 		for _, p := range []string{"fail", "fail", "ok", "fail", "fail"} {
 			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p, Target: "a"}))
 		}
@@ -305,8 +305,7 @@ func TestCircuitBreaker(t *testing.T) {
 				return errors.New("HTTP 503")
 			}
 			return nil
-		}), queue.WithCircuitBreaker(2, 30*time.Second, 1), queue.WithMaxAttempts(100),
-			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(2, 2))
+		}), queue.WithCircuitBreaker(2, 30*time.Second, 1), queue.WithRetry(100, time.Second, time.Second), queue.WithWorkers(2, 2))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 2, Target: "a"}))
 		advance(2 * time.Second)
@@ -346,8 +345,7 @@ func TestCircuitBreakerProbeFailureReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[int]
 		q := startQueue(t, rec.handler(func(context.Context, queue.Job[int]) error { return errors.New("down") }),
-			queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithMaxAttempts(100),
-			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(1, 1))
+			queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithRetry(100, time.Second, time.Second), queue.WithWorkers(1, 1))
 		start := time.Now()
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 1, Target: "a"}))
 		synctest.Wait()
@@ -379,8 +377,7 @@ func TestCircuitBreakerParkedJobsFollowTheProbe(t *testing.T) {
 				return errors.New("HTTP 503")
 			}
 			return nil
-		}), queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithMaxAttempts(100),
-			queue.WithBackoff(time.Second, time.Second), queue.WithWorkers(4, 4))
+		}), queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithRetry(100, time.Second, time.Second), queue.WithWorkers(4, 4))
 		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: 0, Target: "a"}))
 		synctest.Wait()
 		require.Equal(t, "open", targetStatus(t, q, "a").Breaker)
@@ -405,7 +402,7 @@ func TestCircuitBreakerParkedJobsFollowTheProbe(t *testing.T) {
 		assert.Equal(t, "open", st.Breaker)
 		assert.Zero(t, st.Parked)
 		assert.Equal(t, 2, rec.len(), "the first run and the probe")
-		assert.Equal(t, 4, q.Stats().Scheduled, "the three, and the probe's retry")
+		assert.Equal(t, 4, q.Stats().Store.Scheduled, "the three, and the probe's retry")
 
 		// The next probe succeeds: everything runs at once.
 		failing.Store(false)
@@ -445,7 +442,7 @@ func TestTargetConcurrencyLimit(t *testing.T) {
 			ran[job.Payload]++
 			mu.Unlock()
 			return nil
-		}, queue.WithTargetConcurrency(limit), queue.WithWorkers(50, 50), queue.WithCapacity(jobs))
+		}, queue.WithTargetConcurrency(limit), queue.WithWorkers(50, 50), queue.WithCapacity(jobs, 0))
 		for i := range jobs {
 			require.NoError(t, q.Enqueue(bg, queue.Job[int]{Payload: i, Target: fmt.Sprint("t", i%targets)}))
 		}
@@ -507,8 +504,8 @@ func TestTargetConcurrencyShutdownPutsParkedJobsBack(t *testing.T) {
 		st := q.Stats()
 		assert.Equal(t, 1, rec.len(), "parked jobs do not start after Shutdown")
 		assert.Zero(t, st.Running)
-		assert.Equal(t, 3, st.Scheduled, "all three are put back")
-		assert.Equal(t, 3, st.PendingKeys)
+		assert.Equal(t, 3, st.Store.Scheduled, "all three are put back")
+		assert.Equal(t, 3, st.Store.PendingKeys)
 		assert.Equal(t, uint64(3), st.Deferred)
 		assert.Zero(t, targetStatus(t, q, "a").Running)
 		balance(t, st)
@@ -576,8 +573,8 @@ func TestParkedJobsCountAgainstCapacity(t *testing.T) {
 			<-gate
 			ran.Add(1)
 			return nil
-		}, queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2), queue.WithCapacity(10),
-			queue.WithRateLimit(50, 1, 1))
+		}, queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2), queue.WithCapacity(10, 0),
+			queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 1, Burst: 1}))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		ctx := context.Background()
@@ -690,7 +687,7 @@ func TestParkedJobWithLostLeaseIsDropped(t *testing.T) {
 		gate := make(chan struct{})
 		var mu sync.Mutex
 		var ran []int
-		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+		q, err := queue.NewWithStore(st, func(_ context.Context, j queue.Job[int]) error {
 			mu.Lock()
 			ran = append(ran, j.Payload)
 			mu.Unlock()
@@ -698,7 +695,7 @@ func TestParkedJobWithLostLeaseIsDropped(t *testing.T) {
 				<-gate
 			}
 			return nil
-		}, queue.WithStore[int](st), queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2))
+		}, queue.WithTargetConcurrency(1), queue.WithWorkers(2, 2))
 		require.NoError(t, err)
 		queuetest.Start(t, q)
 		ctx := context.Background()

@@ -10,41 +10,44 @@ import (
 // Fan-out throttling: a request that would go to many
 // targets goes to the eligible ones only — not disabled, not suspended,
 // due for this key — in random order so load spreads, capped at
-// WithFanoutMax, and at the throttle's top-N while the queue is filling.
+// WithFanout's max, and at its top-N while the queue is filling.
 
 // Fan-out defaults: at most 100 targets per request, cut to the first 20
 // while the ready queue is at least 60 % full.
 const (
-	DefaultFanoutMax    = 100
-	DefaultThrottlePct  = 60
-	DefaultThrottleTopN = 20
+	defaultFanoutMax    = 100
+	defaultThrottlePct  = 60
+	defaultThrottleTopN = 20
 )
 
-// WithFanoutMax caps the targets Fanout returns (default 100), so that one
-// request never becomes more jobs than that, however many targets it
-// names.
-func WithFanoutMax(n int) Option {
+// WithFanout bounds the targets Fanout returns. max caps them always
+// (default 100), so that one request never becomes more jobs than that,
+// however many targets it names. While the ready queue's fill is at or
+// above throttlePct percent (default 60), Fanout returns at most topN
+// (default 20) and counts the targets it leaves out as throttled. A zero
+// argument keeps its default; throttlePct must be in 0..100 and the
+// others >= 0. To turn throttling off, set topN to max or above:
+// WithFanout(0, 0, math.MaxInt).
+func WithFanout(max, throttlePct, topN int) Option {
 	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithFanoutMax", n, "must be >= 1")
+		if max < 0 {
+			return optErr("WithFanout", max, "max must be >= 1 (0 keeps the default)")
 		}
-		c.targets.fanoutMax = n
-		return nil
-	}
-}
-
-// WithThrottle sets the ready-queue fill at or above which Fanout returns
-// at most topN targets (default 60 %, 20). thresholdPct 0 turns throttling
-// off; topN must be >= 1 while it is on.
-func WithThrottle(thresholdPct, topN int) Option {
-	return func(c *config) error {
-		if thresholdPct < 0 || thresholdPct > 100 {
-			return optErr("WithThrottle", thresholdPct, "threshold must be in 0..100 (0 disables)")
+		if throttlePct < 0 || throttlePct > 100 {
+			return optErr("WithFanout", throttlePct, "throttle threshold must be in 1..100 (0 keeps the default)")
 		}
-		if thresholdPct > 0 && topN < 1 {
-			return optErr("WithThrottle", topN, "top-N must be >= 1 while throttling is on")
+		if topN < 0 {
+			return optErr("WithFanout", topN, "top-N must be >= 1 (0 keeps the default)")
 		}
-		c.targets.throttlePct, c.targets.throttleTopN = thresholdPct, topN
+		if max != 0 {
+			c.targets.fanoutMax = max
+		}
+		if throttlePct != 0 {
+			c.targets.throttlePct = throttlePct
+		}
+		if topN != 0 {
+			c.targets.throttleTopN = topN
+		}
 		return nil
 	}
 }
@@ -64,8 +67,8 @@ func WithShuffle(shuffle func(n int, swap func(i, j int))) Option {
 
 // Fanout returns the targets a request with key should be sent to: of
 // candidates, those not disabled, not suspended and due for key (see Due),
-// shuffled, and at most WithFanoutMax of them — or WithThrottle's top-N
-// while the ready queue's fill is at or above the throttle threshold.
+// shuffled, and at most WithFanout's max of them — or its top-N while the
+// ready queue's fill is at or above the throttle threshold.
 // Targets left out by throttling are counted as throttled. No candidates
 // give an empty result. The result is a new slice; candidates is not
 // modified.

@@ -38,7 +38,7 @@ func TestFanoutNoCandidates(t *testing.T) {
 }
 
 func TestFanoutMaxPerRequestWhenNotThrottling(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10), queue.WithFanoutMax(5), queue.WithThrottle(60, 3))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(5, 60, 3))
 	fill(t, q, 5) // 50 %: below the throttle threshold
 	cands := names(10)
 	orig := append([]string(nil), cands...)
@@ -52,7 +52,7 @@ func TestFanoutMaxPerRequestWhenNotThrottling(t *testing.T) {
 }
 
 func TestFanoutThrottledToTopN(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10), queue.WithThrottle(60, 3))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(0, 60, 3))
 	fill(t, q, 6) // 60 %: at the threshold
 	got := q.Fanout("k", names(10))
 	assert.Len(t, got, 3, "top-N while throttling")
@@ -63,25 +63,24 @@ func TestFanoutThrottledToTopN(t *testing.T) {
 }
 
 func TestFanoutThrottleUsesSmallerCap(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10), queue.WithThrottle(60, 20), queue.WithFanoutMax(4))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(4, 60, 20))
 	fill(t, q, 9)
 	assert.Len(t, q.Fanout("k", names(30)), 4, "min(max, top-N)")
 }
 
 func TestFanoutThrottleOff(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10), queue.WithThrottle(0, 0))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(0, 0, math.MaxInt))
 	fill(t, q, 10)
 	assert.Len(t, q.Fanout("k", names(30)), 30, "threshold 0 never throttles; default max 100")
 	assert.Zero(t, q.Stats().Throttled)
 }
 
-// WithCapacity(math.MaxInt) is "no bound" with a durable store: the queue
+// WithCapacity(math.MaxInt, 0) is "no bound" with a durable store: the queue
 // never fills, so Fanout never throttles (threshold·capacity must not wrap
 // into a negative that every fill passes).
 func TestFanoutHugeCapacity(t *testing.T) {
 	for _, pct := range []int{1, 60, 100} {
-		q := newQueue(t, nop, queue.WithStore[int](hugeStore{memstore.New[int]()}),
-			queue.WithCapacity(math.MaxInt), queue.WithThrottle(pct, 1))
+		q := newStoreQueue(t, hugeStore{memstore.New[int]()}, nop, queue.WithCapacity(math.MaxInt, 0), queue.WithFanout(0, pct, 1))
 		assert.Len(t, q.Fanout("k", names(3)), 3, "empty, threshold %d %%", pct)
 		fill(t, q, 1000)
 		assert.Len(t, q.Fanout("k", names(3)), 3, "1000 jobs, threshold %d %%", pct)
@@ -90,7 +89,7 @@ func TestFanoutHugeCapacity(t *testing.T) {
 }
 
 func TestFanoutDefaults(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0))
 	assert.Len(t, q.Fanout("k", names(150)), 100, "default max-per-request 100")
 	fill(t, q, 6)
 	assert.Len(t, q.Fanout("k", names(150)), 20, "default: top 20 at 60 %")
@@ -121,7 +120,7 @@ func TestFanoutSkipsNotDue(t *testing.T) {
 
 func TestFanoutSkipsDisabledAndSuspended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQueue(t, nop, queue.WithCapacity(10), queue.WithThrottle(60, 2))
+		q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(0, 60, 2))
 		require.NoError(t, q.Disable("a", nil))
 		require.NoError(t, q.Suspend("b", time.Minute))
 		fill(t, q, 6)
@@ -135,7 +134,7 @@ func TestFanoutSkipsDisabledAndSuspended(t *testing.T) {
 }
 
 func TestFanoutFairShuffle(t *testing.T) {
-	q := newQueue(t, nop, queue.WithCapacity(10), queue.WithThrottle(60, 3))
+	q := newQueue(t, nop, queue.WithCapacity(10, 0), queue.WithFanout(0, 60, 3))
 	fill(t, q, 10)
 	const rounds = 10000
 	cands := names(10)
@@ -157,12 +156,12 @@ func TestFanoutFairShuffle(t *testing.T) {
 func TestFanoutInjectedShuffle(t *testing.T) {
 	run := func() []string {
 		r := rand.New(rand.NewPCG(1, 2))
-		q := newQueue(t, nop, queue.WithShuffle(r.Shuffle), queue.WithFanoutMax(4))
+		q := newQueue(t, nop, queue.WithShuffle(r.Shuffle), queue.WithFanout(4, 0, 0))
 		return q.Fanout("k", names(10))
 	}
 	a, b := run(), run()
 	assert.Equal(t, a, b, "a seeded shuffle gives a fixed order")
-	q := newQueue(t, nop, queue.WithShuffle(func(int, func(i, j int)) {}), queue.WithFanoutMax(3))
+	q := newQueue(t, nop, queue.WithShuffle(func(int, func(i, j int)) {}), queue.WithFanout(3, 0, 0))
 	assert.Equal(t, []string{"t00", "t01", "t02"}, q.Fanout("k", names(10)), "no-op shuffle keeps candidate order")
 }
 

@@ -181,8 +181,7 @@ func redisstoreEnqueuer(b *testing.B, addr string, rdb *redis.Client) func() err
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-		queue.WithStore(st), queue.WithCapacity(1<<30), queue.WithWorkers(1, 1))
+	q, err := queue.NewWithStore(st, func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(1<<30, 0), queue.WithWorkers(1, 1))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // queueSystems returns this library's two in-process contenders.
 func queueSystems() []System {
 	return []System{
-		{Name: "queue", Module: coreModule, Note: "queue.New[int], WithCapacity(capacity), WithWorkers(W, W); Enqueue retried with runtime.Gosched on ErrQueueFull; Stop drains", Start: startQueue(false)},
+		{Name: "queue", Module: coreModule, Note: "queue.New[int], WithCapacity(capacity, 0), WithWorkers(W, W); Enqueue retried with runtime.Gosched on ErrQueueFull; Stop drains", Start: startQueue(false)},
 		{Name: "queue+keys", Module: coreModule, Dedupe: true, Note: "as queue, each job with a distinct Key (the same N strings workqueue gets)", Start: startQueue(true)},
 	}
 }
@@ -28,7 +28,7 @@ type queueInst struct {
 
 func newQueue(handler queue.Handler[int], workers, capacity int) (*queue.Queue[int], error) {
 	q, err := queue.New(handler,
-		queue.WithCapacity(capacity),
+		queue.WithCapacity(capacity, 0),
 		queue.WithWorkers(workers, workers),
 	)
 	if err != nil {

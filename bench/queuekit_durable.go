@@ -131,12 +131,12 @@ func withStoreQueue(ctx context.Context, open StoreFactory, env DurableEnv, w, n
 		return 0, fmt.Errorf("open store: %w", err)
 	}
 	defer closeFn()
-	q, err := queue.New(func(context.Context, queue.Job[int]) error {
+	q, err := queue.NewWithStore(st, func(context.Context, queue.Job[int]) error {
 		if count != nil {
 			count()
 		}
 		return nil
-	}, queue.WithStore(st), queue.WithCapacity(max(n, 1)), queue.WithWorkers(w, w))
+	}, queue.WithCapacity(max(n, 1), 0), queue.WithWorkers(w, w))
 	if err != nil {
 		return 0, err
 	}

@@ -45,7 +45,7 @@ func TestAddCancelledContext(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := newStore[P](t, e)
-	bind(t, s, "agree", queue.SystemClock{})
+	bind(t, s, "agree", nil)
 	ctx := context.Background()
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

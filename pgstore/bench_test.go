@@ -32,7 +32,7 @@ func benchEnv(name string, def int) int {
 func benchStore(b *testing.B, e *env, opts ...pgstore.Option) *pgstore.Store[int] {
 	s := newStore[int](b, e, opts...)
 	if err := s.Init(queue.StoreConfig{Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
-		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: queue.SystemClock{},
+		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: nil,
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		b.Fatal(err)
 	}
@@ -172,13 +172,12 @@ func BenchmarkBurnDown(b *testing.B) {
 		s2 := newStore[int](b, e, opts...)
 		var done atomic.Int64
 		finished := make(chan struct{})
-		q, err := queue.New(func(context.Context, queue.Job[int]) error {
+		q, err := queue.NewWithStore(s2, func(context.Context, queue.Job[int]) error {
 			if done.Add(1) == int64(n) {
 				close(finished)
 			}
 			return nil
-		}, queue.WithStore[int](s2), queue.WithName("bench"), queue.WithWorkers(workers, workers),
-			queue.WithCapacity(1<<30), queue.WithLogger(quietLogger()))
+		}, queue.WithName("bench"), queue.WithWorkers(workers, workers), queue.WithCapacity(1<<30, 0), queue.WithLogger(quietLogger()))
 		if err != nil {
 			b.Fatal(err)
 		}

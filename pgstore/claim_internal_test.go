@@ -51,7 +51,7 @@ func internalStore(t *testing.T) (*Store[int], *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Init(storetest.Config("internal", 100, queue.SystemClock{}, func(queue.Event) {})); err != nil {
+	if err := s.Init(storetest.Config("internal", 100, nil, func(queue.Event) {})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

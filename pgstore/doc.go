@@ -5,7 +5,7 @@
 //	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
 //	if err := pgstore.Migrate(ctx, pool); err != nil { ... }   // once per deploy; safe to race
 //	store, err := pgstore.New[Announce](pool)
-//	q, err := queue.New(handle, queue.WithStore[Announce](store), queue.WithName("announces"))
+//	q, err := queue.NewWithStore(store, handle, queue.WithName("announces"))
 //	q.Start(ctx)
 //	q.Enqueue(ctx, queue.Job[Announce]{Key: "hash:peer", Payload: a})
 //

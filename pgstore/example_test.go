@@ -32,10 +32,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	q, err := queue.New(func(ctx context.Context, j queue.Job[Announce]) error {
+	q, err := queue.NewWithStore(store, func(ctx context.Context, j queue.Job[Announce]) error {
 		fmt.Println("forwarding", j.Payload.InfoHash, "for", j.Payload.Peer)
 		return nil
-	}, queue.WithStore[Announce](store), queue.WithName("announces"))
+	}, queue.WithName("announces"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,10 +40,10 @@ func startQueue(t *testing.T, pool *pgxpool.Pool, schema string, ran chan<- stru
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(func(ctx context.Context, j queue.Job[P]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[P]) error {
 		ran <- struct{}{}
 		return nil
-	}, queue.WithStore[P](s), queue.WithName("migrated"), queue.WithLogger(quietLogger()))
+	}, queue.WithName("migrated"), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatalf("queue.New: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestUnmigratedSchemaFoundLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bind(t, s, "later", queue.SystemClock{})
+	bind(t, s, "later", nil)
 	p.Up()
 	// Whether the server answers again is the pool's reconnection's
 	// business, with no event: polled.

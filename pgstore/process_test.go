@@ -164,8 +164,7 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "block" {
 		workers = 4
 	}
-	q, err := queue.New(handler, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(workers, workers),
-		queue.WithLogger(quietLogger()))
+	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +198,7 @@ func producer(t *testing.T, e *env) *pgstore.Store[int] {
 	t.Helper()
 	s := newStore[int](t, e, pgstore.WithWorkerID("producer"))
 	if err := s.Init(queue.StoreConfig{Name: "proc", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
-		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: queue.SystemClock{},
+		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: nil,
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,15 +247,14 @@ func TestKilledWorkerJobsRerun(t *testing.T) {
 	var done queuetest.Counter
 	s := newStore[int](t, e, pgstore.WithWorkerID("survivor"), pgstore.WithLeaseTTL(lease),
 		pgstore.WithLeaderTTL(time.Second), pgstore.WithJanitorInterval(100*time.Millisecond))
-	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[int]) error {
 		_, err := e.pool.Exec(ctx, "INSERT INTO "+e.schema+".completions (job_id, worker) VALUES ($1, 'survivor')", j.ID)
 		return err
-	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()),
-		queue.WithObserver(func(ev queue.Event) {
-			if ev.Kind == queue.EventDone && ev.Err == nil {
-				done.Add()
-			}
-		}))
+	}, queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()), queue.WithObserver(func(ev queue.Event) {
+		if ev.Kind == queue.EventDone && ev.Err == nil {
+			done.Add()
+		}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +343,7 @@ func TestLeaderKilledFailover(t *testing.T) {
 	// taken and renewed by other processes: polled.
 	require.Eventually(t, func() bool { return leaderRow() == "old-leader" }, 20*time.Second, pollTick, "the child to lead")
 	standby := newStore[int](t, e, pgstore.WithWorkerID("standby"), pgstore.WithLeaderTTL(ttl))
-	bind(t, standby, "proc", queue.SystemClock{})
+	bind(t, standby, "proc", nil)
 	// Once the leader has renewed its row twice, the standby (which tries
 	// every TTL/10) has tried and lost.
 	var exp0 time.Time
@@ -391,7 +389,7 @@ func TestConnectionCut(t *testing.T) {
 	}
 	var runs atomic.Int64
 	var recorded queuetest.Counter // runs whose completion is in the table
-	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[int]) error {
 		runs.Add(1)
 		work(ctx, 2*time.Millisecond) // some work, so that cuts land mid-job
 		// Recorded over a direct connection: the cut is the store's problem.
@@ -400,7 +398,7 @@ func TestConnectionCut(t *testing.T) {
 			recorded.Add()
 		}
 		return err
-	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(6, 6), queue.WithLogger(quietLogger()))
+	}, queue.WithName("proc"), queue.WithWorkers(6, 6), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +465,7 @@ func TestKilledLeaderAndWorkerJobsRerun(t *testing.T) {
 		reran    queuetest.Counter
 	)
 	s := newStore[int](t, e, pgstore.WithWorkerID("survivor"), pgstore.WithLeaseTTL(lease), pgstore.WithLeaderTTL(leaderTTL))
-	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[int]) error {
 		mu.Lock()
 		if _, ok := rerunAt[j.ID]; !ok {
 			rerunAt[j.ID] = time.Now()
@@ -479,7 +477,7 @@ func TestKilledLeaderAndWorkerJobsRerun(t *testing.T) {
 		mu.Unlock()
 		_, err := e.pool.Exec(ctx, "INSERT INTO "+e.schema+".completions (job_id, worker) VALUES ($1, 'survivor')", j.ID)
 		return err
-	}, queue.WithStore[int](s), queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+	}, queue.WithName("proc"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,8 +66,8 @@ func (e *NotMigratedError) Unwrap() error { return e.Err }
 
 // Store is a queue.Store and queue.Leaser that keeps jobs in PostgreSQL, so
 // that several processes share one queue and jobs survive restarts. Create
-// it with New, create its tables with Migrate, and pass it to queue.New with
-// queue.WithStore; a Store belongs to one queue.Queue.
+// it with New, create its tables with Migrate, and pass it to
+// queue.NewWithStore; a Store belongs to one queue.Queue.
 //
 // All methods are safe for concurrent use.
 type Store[T any] struct {

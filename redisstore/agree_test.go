@@ -22,7 +22,7 @@ func TestInitWithoutLogger(t *testing.T) {
 	s, err := New[int](c, WithPrefix(testPrefix(t, c)), WithLeaderTTL(300*time.Millisecond),
 		WithLeaseTTL(100*time.Millisecond), WithJanitorInterval(10*time.Millisecond))
 	require.NoError(t, err)
-	cfg := storetest.Config("q", 10, queue.SystemClock{}, nil)
+	cfg := storetest.Config("q", 10, nil, nil)
 	cfg.Logger, cfg.Clock = nil, nil
 	require.NoError(t, s.Init(cfg))
 	require.NoError(t, s.Start(context.Background()))
@@ -58,7 +58,7 @@ func TestStoresAgreeOnQueueNames(t *testing.T) {
 	} {
 		s, err := New[int](c)
 		require.NoError(t, err)
-		cfg := storetest.Config(name, 10, queue.SystemClock{}, func(queue.Event) {})
+		cfg := storetest.Config(name, 10, nil, func(queue.Event) {})
 		err = s.Init(cfg)
 		if ok {
 			require.NoError(t, err, "name %q", name)
@@ -133,8 +133,7 @@ func TestLogsNameQueueOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New[int](c, WithPrefix(testPrefix(t, c)))
 	require.NoError(t, err)
-	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil },
-		queue.WithStore[int](s), queue.WithName("agree"), queue.WithLogger(log))
+	q, err := queue.NewWithStore(s, func(context.Context, queue.Job[int]) error { return nil }, queue.WithName("agree"), queue.WithLogger(log))
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	// Leadership is the leader key in Redis, taken with SET NX: polled.

@@ -71,7 +71,7 @@ func benchConfig() queue.StoreConfig {
 	return queue.StoreConfig{
 		Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: 10 * time.Second, Coalesce: true, MaxAttempts: 3,
-		Clock: queue.SystemClock{}, Logger: quietLogger(), Report: func(queue.Event) {},
+		Clock: nil, Logger: quietLogger(), Report: func(queue.Event) {},
 	}
 }
 
@@ -91,13 +91,12 @@ func BenchmarkBurnDown(b *testing.B) {
 		}
 		var done atomic.Int64
 		all := make(chan struct{})
-		q, err := queue.New(func(context.Context, queue.Job[int]) error {
+		q, err := queue.NewWithStore(s, func(context.Context, queue.Job[int]) error {
 			if done.Add(1) == int64(jobs) {
 				close(all)
 			}
 			return nil
-		}, queue.WithStore[int](s), queue.WithWorkers(workers, workers), queue.WithCapacity(jobs+1),
-			queue.WithName("bench"), queue.WithLogger(quietLogger()))
+		}, queue.WithWorkers(workers, workers), queue.WithCapacity(jobs+1, 0), queue.WithName("bench"), queue.WithLogger(quietLogger()))
 		if err != nil {
 			b.Fatal(err)
 		}

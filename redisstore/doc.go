@@ -9,7 +9,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	q, err := queue.New(handle, queue.WithStore[Announce](store), queue.WithName("forward"))
+//	q, err := queue.NewWithStore(store, handle, queue.WithName("forward"))
 //	if err != nil {
 //		return err
 //	}

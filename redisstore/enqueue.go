@@ -12,7 +12,7 @@ import (
 
 // Add accepts a job; see queue.Store. A ctx already done refuses the job
 // with an error matching ctx.Err(), as pgstore does. The payload is encoded first (an
-// error, or a *queue.PayloadTooLargeError, refuses the job). While the job's Redis is
+// error, or one matching queue.ErrPayloadTooLarge, refuses the job). While the job's Redis is
 // unreachable the job goes to the in-memory fallback, whose dedupe and
 // capacity checks see only the fallback; an Add whose reply was lost goes
 // there too and is settled with Redis, by its ID, when Redis answers.

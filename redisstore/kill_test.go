@@ -106,13 +106,12 @@ func TestRedisKilledMidAdds(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	runs := map[int]int{}
-	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[int]) error {
 		mu.Lock()
 		runs[j.Payload]++
 		mu.Unlock()
 		return nil
-	}, queue.WithStore[int](s), queue.WithWorkers(4, 4), queue.WithCapacity(100000),
-		queue.WithLogger(quietLogger()))
+	}, queue.WithWorkers(4, 4), queue.WithCapacity(100000, 0), queue.WithLogger(quietLogger()))
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, q.Start(ctx))

@@ -108,7 +108,7 @@ func WithShard(label string, client redis.UniversalClient) Option {
 	}
 }
 
-// WithCodec sets how payloads are encoded (default queue.JSONCodec). Every
+// WithCodec sets how payloads are encoded (default: encoding/json). Every
 // process of a queue must use the same codec.
 func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 
@@ -127,7 +127,7 @@ func WithFallback(size int) Option {
 
 // WithMaxPayload bounds the encoded size of one job's payload in bytes
 // (default 1 MiB; at least 1). A job above it is refused with a
-// *queue.PayloadTooLargeError (matching queue.ErrPayloadTooLarge) and
+// an error matching queue.ErrPayloadTooLarge and
 // nothing is stored.
 func WithMaxPayload(n int) Option { return shared((*durable.Options).SetMaxPayload, n) }
 

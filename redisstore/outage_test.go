@@ -50,7 +50,7 @@ func TestOutageFallback(t *testing.T) {
 	runs := make([]int, total)
 	ran := 0
 	allRan := make(chan struct{})
-	q, err := queue.New(func(ctx context.Context, j queue.Job[int]) error {
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[int]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		runs[j.Payload]++
@@ -58,8 +58,7 @@ func TestOutageFallback(t *testing.T) {
 			close(allRan)
 		}
 		return nil
-	}, queue.WithStore[int](s), queue.WithWorkers(8, 8), queue.WithCapacity(100000),
-		queue.WithLogger(quietLogger()))
+	}, queue.WithWorkers(8, 8), queue.WithCapacity(100000, 0), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

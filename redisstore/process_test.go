@@ -82,7 +82,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	if mode == "leader" {
 		// The store alone, without a queue: it claims no job.
-		cfg := storetest.Config("q", 10000, queue.SystemClock{}, func(queue.Event) {})
+		cfg := storetest.Config("q", 10000, nil, func(queue.Event) {})
 		cfg.Logger = quietLogger()
 		if err := s.Init(cfg); err != nil {
 			fmt.Println("error", err)
@@ -93,8 +93,7 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(2)
 		}
 	} else {
-		q, err := queue.New(handler, queue.WithStore[int](s), queue.WithName("q"),
-			queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
+		q, err := queue.NewWithStore(s, handler, queue.WithName("q"), queue.WithWorkers(4, 4), queue.WithLogger(quietLogger()))
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)

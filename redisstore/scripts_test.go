@@ -296,10 +296,7 @@ func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate
 	if err != nil {
 		t.Fatal(err)
 	}
-	if clk == nil {
-		clk = queue.SystemClock{}
-	}
-	cfg := storetest.Config("q", 100000, clk, func(queue.Event) {})
+	cfg := storetest.Config("q", 100000, clk, func(queue.Event) {}) // a nil clk is the system clock
 	cfg.Logger = quietLogger()
 	if mutate != nil {
 		mutate(&cfg)

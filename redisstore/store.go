@@ -31,7 +31,7 @@ var (
 )
 
 // Store keeps a queue's jobs in Redis. It implements queue.Store and
-// queue.Leaser; pass it to queue.New with queue.WithStore. A Store belongs
+// queue.Leaser; pass it to queue.NewWithStore. A Store belongs
 // to one Queue; several processes share a queue by giving their Stores the
 // same Redis, prefix and queue name.
 //

@@ -61,7 +61,7 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})
+	cfg := storetest.Config("q", 10, nil, func(queue.Event) {})
 	if err := s.Init(cfg); err == nil || !strings.Contains(err.Error(), "urgent") {
 		t.Fatalf("Init with a shard for an unknown priority = %v", err)
 	}
@@ -173,10 +173,9 @@ func TestPayloadTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, s.Init(storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	must(t, s.Init(storetest.Config("q", 10, nil, func(queue.Event) {})))
 	_, err = s.Add(context.Background(), queue.Job[string]{Payload: strings.Repeat("x", 200)})
-	var tooBig *queue.PayloadTooLargeError
-	if !errors.Is(err, queue.ErrPayloadTooLarge) || !errors.As(err, &tooBig) || tooBig.Size != 202 || tooBig.Limit != 100 {
+	if !errors.Is(err, queue.ErrPayloadTooLarge) {
 		t.Fatalf("Add of a 200-byte payload with a 100-byte limit = %v", err)
 	}
 	// The same words as pgstore's (its TestBadPayloads).
@@ -206,7 +205,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, w.Init(storetest.Config("q", 10, queue.SystemClock{}, func(queue.Event) {})))
+	must(t, w.Init(storetest.Config("q", 10, nil, func(queue.Event) {})))
 	ctx := context.Background()
 	bad, err := w.Add(ctx, queue.Job[string]{Payload: "not a number", Key: "bad"})
 	if err != nil {

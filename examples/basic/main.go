@@ -63,22 +63,25 @@ func main() {
 	}
 
 	opts := []queue.Option{
-		queue.WithCapacity(100),
+		queue.WithCapacity(100, 0),
 		queue.WithWorkers(1, 4), // one worker at first, so the order is easy to follow
-		queue.WithBackoff(200*time.Millisecond, 2*time.Second),
-		queue.WithMaxAttempts(3),
-		queue.WithOnDead(func(_ context.Context, j queue.Job[announce], err error) {
-			logf("dead  %-14s after %d attempts: %v", j.Key, j.Attempt, err)
-		}),
+		queue.WithRetry(3, 200*time.Millisecond, 2*time.Second),
 	}
+	var q *queue.Queue[announce]
+
 	if store != nil {
-		opts = append(opts, queue.WithStore(store), queue.WithName(fmt.Sprintf("basic_%d", os.Getpid())))
+		opts = append(opts, queue.WithName(fmt.Sprintf("basic_%d", os.Getpid())))
+		q, err = queue.NewWithStore(store, handler, opts...)
+	} else {
+		q, err = queue.New(handler, opts...)
 	}
-	q, err := queue.New(handler, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	q.OnDead(func(_ context.Context, j queue.Job[announce], err error) {
+		logf("dead  %-14s after %d attempts: %v", j.Key, j.Attempt, err)
+	})
 	ctx := context.Background()
 	enqueue := func(j queue.Job[announce]) {
 		if err := q.Enqueue(ctx, j); err != nil {
@@ -118,7 +121,7 @@ func main() {
 	fmt.Printf("enqueued %d  done %d  retried %d  failed %d  dead %d  cancelled %d  dropped_full %d\n",
 		st.Enqueued, st.Done, st.Retried, st.Failed, st.Dead, st.Cancelled, st.DroppedFull)
 	fmt.Printf("depth %d/%d  scheduled %d  pending keys %d  workers %d (base %d, max %d)\n",
-		st.Depth, st.Capacity, st.Scheduled, st.PendingKeys, st.Workers, st.BaseWorkers, st.MaxWorkers)
+		st.Depth, st.Capacity, st.Store.Scheduled, st.Store.PendingKeys, st.Workers, st.BaseWorkers, st.MaxWorkers)
 	for _, e := range st.RecentErrors {
 		fmt.Printf("recent error: job %d key %s attempt %d: %s\n", e.JobID, e.Key, e.Attempt, e.Error)
 	}

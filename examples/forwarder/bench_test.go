@@ -36,7 +36,7 @@ func BenchmarkAnnounce(b *testing.B) {
 	for i := range upstreams {
 		ups = append(ups, &Upstream{Name: fmt.Sprintf("up-%02d", i), client: nopAnnouncer{}})
 	}
-	f, err := NewForwarder(Options{Upstreams: ups}, queue.WithCapacity(1<<20))
+	f, err := NewForwarder(Options{Upstreams: ups}, queue.WithCapacity(1<<20, 0))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,15 +47,16 @@ type QueueConfig struct {
 	// ScaleThresholdPct is the ready-queue fill (%) at or above which a
 	// worker is added; one is retired below two thirds of it, so the pool
 	// does not flap around a single threshold (60 and 40 by default). See
-	// queue.WithScaleThresholds.
+	// queue.WithScaling.
 	ScaleThresholdPct int `json:"scale_threshold_pct" toml:"scale_threshold_pct"`
 	// ThrottleThresholdPct is the fill (%) at or above which a fan-out is
-	// cut to ThrottleTopN targets (queue.WithThrottle). Default 60.
+	// cut to ThrottleTopN targets (queue.WithFanout). Default 60; 0
+	// disables throttling.
 	ThrottleThresholdPct int `json:"throttle_threshold_pct" toml:"throttle_threshold_pct"`
 	// ThrottleTopN is how many targets a throttled fan-out keeps. Default 20.
 	ThrottleTopN int `json:"throttle_top_n" toml:"throttle_top_n"`
 	// FanoutMax caps every fan-out, throttled or not: the most upstream
-	// trackers one announce is forwarded to (queue.WithFanoutMax).
+	// trackers one announce is forwarded to (queue.WithFanout).
 	// Default 100.
 	FanoutMax int `json:"fanout_max" toml:"fanout_max"`
 	// RateLimitThresholdPct is the fill (%) at or above which Admit
@@ -67,22 +68,24 @@ type QueueConfig struct {
 	// RateLimitBurst is the token bucket's size. Default 200.
 	RateLimitBurst int `json:"rate_limit_burst" toml:"rate_limit_burst"`
 	// RateLimitRetrySeconds is the retry hint a refused client gets, after
-	// "tracker busy" (queue.WithRateLimitRefusal). Default 10.
+	// "tracker busy" (queue.RateLimit's RetryAfter). Default 10.
 	RateLimitRetrySeconds int `json:"rate_limit_retry_seconds" toml:"rate_limit_retry_seconds"`
 	// SuspendSeconds is how long an overloaded target (HTTP 429) is
-	// suspended (queue.WithSuspendDuration). Default 300.
+	// suspended (queue.WithSuspend). Default 300.
 	SuspendSeconds int `json:"suspend_seconds" toml:"suspend_seconds"`
 	// RetryAttempts is how many times a failing job runs before it is
-	// dead-lettered (queue.WithMaxAttempts). Default 3.
+	// dead-lettered (queue.WithRetry). Default 3.
 	RetryAttempts int `json:"retry_attempts" toml:"retry_attempts"`
 	// RetryBaseMs is the first retry's backoff in milliseconds; it doubles
-	// per attempt up to 5 minutes (queue.WithBackoff). Default 1000.
+	// per attempt up to 5 minutes (queue.WithRetry). Default 1000.
 	RetryBaseMs int `json:"retry_base_ms" toml:"retry_base_ms"`
 }
 
 // DefaultQueueConfig returns the forwarder's defaults, which are the
 // queue's own: the options it yields configure what queue.New does when
-// given none.
+// given none. As with the queue's options, a zero size, threshold (but
+// RateLimitThresholdPct and ThrottleThresholdPct, where 0 turns the
+// feature off), rate, count or duration takes the queue's default.
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{
 		QueueSize:             10000,
@@ -257,24 +260,28 @@ func (c QueueConfig) Options() ([]queue.Option, error) {
 	if err != nil {
 		return nil, err
 	}
+	topN := s.throttleTopN
+	if s.throttlePct == 0 {
+		topN = math.MaxInt // no fan-out is ever cut to fewer than its cap
+	}
 	return []queue.Option{
-		queue.WithCapacity(s.capacity),
+		queue.WithCapacity(s.capacity, 0),
 		queue.WithWorkers(s.workers, s.maxWorkers),
-		queue.WithScaleThresholds(s.scaleUp, s.scaleDown),
-		queue.WithThrottle(s.throttlePct, s.throttleTopN),
-		queue.WithFanoutMax(s.fanoutMax),
-		queue.WithRateLimit(s.ratePct, s.ratePerSec, s.rateBurst),
-		queue.WithRateLimitRefusal(s.retryAfter, refusalReason),
-		queue.WithSuspendDuration(s.suspend),
-		queue.WithMaxAttempts(s.attempts),
-		queue.WithBackoff(s.backoffBase, s.backoffMax),
+		queue.WithScaling(queue.ScaleByFill, s.scaleUp, s.scaleDown, 0),
+		queue.WithFanout(s.fanoutMax, s.throttlePct, topN),
+		queue.WithRateLimit(queue.RateLimit{
+			FillPct: s.ratePct, PerSecond: s.ratePerSec, Burst: s.rateBurst,
+			RetryAfter: s.retryAfter, Reason: refusalReason, Disabled: s.ratePct == 0,
+		}),
+		queue.WithSuspend(s.suspend, nil),
+		queue.WithRetry(s.attempts, s.backoffBase, s.backoffMax),
 	}, nil
 }
 
 // Validate reports the first value queue.New would reject, as a
 // *queue.OptionError: useful right after parsing flags. It builds a queue
 // with the in-memory store, never started, and drops it, so QueueSize is
-// checked against that store's limit (queue.MaxMemoryCapacity); a host
+// checked against that store's limit (8 388 608, see queue.WithCapacity); a host
 // that adds a durable store, which has no such limit, should let New
 // check a larger QueueSize instead.
 func (c QueueConfig) Validate() error {

@@ -25,13 +25,13 @@ func nopJob(context.Context, queue.Job[int]) error { return nil }
 func TestDefaultConfigMatchesNew(t *testing.T) {
 	got, err := DefaultQueueConfig().settings()
 	require.NoError(t, err)
-	assert.Equal(t, queueSettings{
-		capacity: queue.DefaultCapacity, workers: queue.DefaultWorkers, maxWorkers: queue.DefaultMaxWorkers,
-		scaleUp: queue.DefaultScaleUpPct, scaleDown: queue.DefaultScaleDownPct,
-		throttlePct: queue.DefaultThrottlePct, throttleTopN: queue.DefaultThrottleTopN, fanoutMax: queue.DefaultFanoutMax,
-		ratePct: queue.DefaultRateLimitPct, ratePerSec: queue.DefaultRateLimitPerSec, rateBurst: queue.DefaultRateLimitBurst,
-		retryAfter: queue.DefaultRateLimitRetryAfter, suspend: queue.DefaultSuspendDuration,
-		attempts: queue.DefaultMaxAttempts, backoffBase: queue.DefaultBackoffBase, backoffMax: queue.DefaultBackoffMax,
+	assert.Equal(t, queueSettings{ // the defaults each queue option documents
+		capacity: 10000, workers: 10, maxWorkers: 20,
+		scaleUp: 60, scaleDown: 40,
+		throttlePct: 60, throttleTopN: 20, fanoutMax: 100,
+		ratePct: 80, ratePerSec: 100, rateBurst: 200,
+		retryAfter: 10 * time.Second, suspend: 300 * time.Second,
+		attempts: 3, backoffBase: time.Second, backoffMax: 5 * time.Minute,
 	}, got)
 	opts, err := DefaultQueueConfig().Options()
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestRegisterFlagsRejectsGarbage(t *testing.T) {
 	err := fs.Parse([]string{"-Q", "lots"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-Q")
-	assert.Equal(t, queue.DefaultCapacity, c.QueueSize)
+	assert.Equal(t, 10000, c.QueueSize)
 }
 
 func TestFromEnvNames(t *testing.T) {
@@ -152,7 +152,7 @@ func TestFromEnvMalformedNamesTheVariable(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), "FORWARDER_WORKERS")
 	assert.Equal(t, 7, c.Workers, "well-formed variables are applied")
-	assert.Equal(t, queue.DefaultCapacity, c.QueueSize, "malformed ones are not")
+	assert.Equal(t, 10000, c.QueueSize, "malformed ones are not")
 }
 
 func TestSecondsAcceptDurations(t *testing.T) {
@@ -198,7 +198,7 @@ func TestConfigOptions(t *testing.T) {
 	assert.Equal(t, time.Minute, got.suspend)
 	assert.Equal(t, 4, got.attempts)
 	assert.Equal(t, 400*time.Millisecond, got.backoffBase)
-	assert.Equal(t, queue.DefaultBackoffMax, got.backoffMax)
+	assert.Equal(t, 5*time.Minute, got.backoffMax, "the queue's default")
 
 	opts, err := c.Options()
 	require.NoError(t, err)
@@ -220,9 +220,11 @@ func TestConfigRefusalWording(t *testing.T) {
 		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{}))
 	}
 	require.NoError(t, q.Admit(), "the burst")
-	var rl *queue.RateLimitError
-	require.ErrorAs(t, q.Admit(), &rl)
-	assert.Equal(t, "tracker busy, retry in 20 seconds", rl.Message())
+	err = q.Admit()
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+	assert.Equal(t, "tracker busy, retry in 20 seconds", err.Error())
+	d, _ := queue.RetryDelay(err)
+	assert.Equal(t, 20*time.Second, d)
 }
 
 func TestConfigRateLimitZeroDisables(t *testing.T) {
@@ -241,16 +243,16 @@ func TestConfigValidate(t *testing.T) {
 		mut    func(*QueueConfig)
 		option string
 	}{
-		"negative size":       {func(c *QueueConfig) { c.QueueSize = -1 }, "WithCapacity"},
-		"max below base":      {func(c *QueueConfig) { c.Workers, c.MaxWorkers = 10, 5 }, "WithWorkers"},
-		"threshold over 100":  {func(c *QueueConfig) { c.ThrottleThresholdPct = 101 }, "WithThrottle"},
-		"rate-limit no burst": {func(c *QueueConfig) { c.RateLimitBurst = 0 }, "WithRateLimit"},
-		"zero suspend":        {func(c *QueueConfig) { c.SuspendSeconds = 0 }, "WithSuspendDuration"},
-		"zero attempts":       {func(c *QueueConfig) { c.RetryAttempts = 0 }, "WithMaxAttempts"},
-		"zero backoff":        {func(c *QueueConfig) { c.RetryBaseMs = 0 }, "WithBackoff"},
-		"scale threshold 0":   {func(c *QueueConfig) { c.ScaleThresholdPct = 0 }, "WithScaleThresholds"},
+		"negative size":             {func(c *QueueConfig) { c.QueueSize = -1 }, "WithCapacity"},
+		"max below base":            {func(c *QueueConfig) { c.Workers, c.MaxWorkers = 10, 5 }, "WithWorkers"},
+		"threshold over 100":        {func(c *QueueConfig) { c.ThrottleThresholdPct = 101 }, "WithFanout"},
+		"rate-limit negative burst": {func(c *QueueConfig) { c.RateLimitBurst = -1 }, "WithRateLimit"},
+		"negative suspend":          {func(c *QueueConfig) { c.SuspendSeconds = -1 }, "WithSuspend"},
+		"negative attempts":         {func(c *QueueConfig) { c.RetryAttempts = -1 }, "WithRetry"},
+		"negative backoff":          {func(c *QueueConfig) { c.RetryBaseMs = -1 }, "WithRetry"},
+		"scale threshold negative":  {func(c *QueueConfig) { c.ScaleThresholdPct = -3 }, "WithScaling"},
 		// QueueConfig names no store: New uses the in-memory one.
-		"size above memory limit": {func(c *QueueConfig) { c.QueueSize = queue.MaxMemoryCapacity + 1 }, "WithCapacity"},
+		"size above memory limit": {func(c *QueueConfig) { c.QueueSize = 1<<23 + 1 /* above the in-memory store's limit */ }, "WithCapacity"},
 		// n·unit must not wrap: 18446744074 s is 2^64 ns + 0.29 s.
 		"suspend wraps":            {func(c *QueueConfig) { c.SuspendSeconds = 18446744074 }, "QueueConfig.SuspendSeconds"},
 		"suspend just too long":    {func(c *QueueConfig) { c.SuspendSeconds = math.MaxInt64/int(time.Second) + 1 }, "QueueConfig.SuspendSeconds"},
@@ -258,7 +260,7 @@ func TestConfigValidate(t *testing.T) {
 		"retry hint just too long": {func(c *QueueConfig) { c.RateLimitRetrySeconds = math.MaxInt64/int(time.Second) + 1 }, "QueueConfig.RateLimitRetrySeconds"},
 		"retry base just too long": {func(c *QueueConfig) { c.RetryBaseMs = math.MaxInt64/int(time.Millisecond) + 1 }, "QueueConfig.RetryBaseMs"},
 		"retry base far negative":  {func(c *QueueConfig) { c.RetryBaseMs = math.MinInt64 / int(time.Millisecond) * 2 }, "QueueConfig.RetryBaseMs"},
-		"negative retry hint":      {func(c *QueueConfig) { c.RateLimitRetrySeconds = -1 }, "WithRateLimitRefusal"},
+		"negative retry hint":      {func(c *QueueConfig) { c.RateLimitRetrySeconds = -1 }, "WithRateLimit"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := DefaultQueueConfig()

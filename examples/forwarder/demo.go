@@ -190,7 +190,7 @@ func statusLine(elapsed time.Duration, st queue.Stats, donePerSec uint64) string
 	}
 	return fmt.Sprintf("[%3.0fs] fill %3.0f%% (%4d/%d)  workers %2d/%d  done/s %4d  rate-limited %5d  throttled %6d  scheduled %4d  suspended [%s]  disabled [%s]",
 		elapsed.Seconds(), st.FillPct, st.Depth, st.Capacity, st.Workers, st.MaxWorkers, donePerSec,
-		st.RateLimited, st.Throttled, st.Scheduled, strings.Join(susp, " "), strings.Join(dis, " "))
+		st.RateLimited, st.Throttled, st.Store.Scheduled, strings.Join(susp, " "), strings.Join(dis, " "))
 }
 
 // demoSeen remembers which mechanisms the run showed.
@@ -209,7 +209,7 @@ func (d *demoSeen) observe(st queue.Stats, f *Forwarder) {
 	d.peakFill = max(d.peakFill, st.FillPct)
 	d.peakWorkers = max(d.peakWorkers, st.Workers)
 	d.baseWorkers = st.BaseWorkers
-	d.scheduledMax = max(d.scheduledMax, st.Scheduled)
+	d.scheduledMax = max(d.scheduledMax, st.Store.Scheduled)
 	d.rateLimited = d.rateLimited || st.RateLimited > 0
 	d.throttled = d.throttled || st.Throttled > 0
 	for _, t := range st.Targets {
@@ -242,7 +242,7 @@ func printSummary(out io.Writer, f *Forwarder, atEnd, final queue.Stats, c clien
 	fmt.Fprintln(out, "  (forwards per upstream: ok = a good reply; failed = an error, of which 429 = \"too many requests\";")
 	fmt.Fprintln(out, "   retry-in = told to come back later (BEP 31); rejected = the upstream refused the torrent)")
 
-	left := final.Depth + final.Scheduled + final.Waiting
+	left := final.Depth + final.Store.Scheduled + final.Store.Waiting
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "clients: %d announces sent: %d answered with peers, %d asked to retry later (\"tracker busy, retry in N seconds\"), %d errors\n",
 		c.sent, c.ok, c.limited, c.errors)
@@ -273,7 +273,7 @@ func (g *loadGen) counts() clientCounts {
 // totals mean, whether the run went well, and what became of the jobs
 // left at the end.
 func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
-	left := uint64(final.Depth + final.Scheduled + final.Waiting)
+	left := uint64(final.Depth + final.Store.Scheduled + final.Store.Waiting)
 	ended := final.Done + final.Dead + final.Cancelled
 	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	p("what the numbers mean:")
@@ -314,7 +314,7 @@ func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
 	}
 	if left > 0 {
 		p("  - The %d forwards left at the end (%d ready, %d scheduled for later, %d waiting), %d of them interrupted",
-			left, final.Depth, final.Scheduled, final.Waiting, atEnd.Running)
+			left, final.Depth, final.Store.Scheduled, final.Store.Waiting, atEnd.Running)
 		p("    by the shutdown and put back, were held in memory, so they are dropped when the demo exits. For a")
 		p("    tracker that is acceptable: every client announces again within its interval, and that announce is")
 		p("    forwarded. The forwarder as a server (without -demo) can keep them in PostgreSQL or Redis (-store).")

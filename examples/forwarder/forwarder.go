@@ -199,10 +199,10 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	opts := append([]queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
-		queue.WithMetrics(f.reg),
+		queue.WithMetrics(f.reg, 0),
 		// A refused client reads "tracker busy, retry in 10 seconds";
 		// qopts may change the hint (and the wording).
-		queue.WithRateLimitRefusal(10*time.Second, refusalReason),
+		queue.WithRateLimit(queue.RateLimit{RetryAfter: 10 * time.Second, Reason: refusalReason}),
 	}, qopts...)
 	q, err := newQueue(o.Store, f.runJob, opts)
 	if err != nil {
@@ -322,8 +322,7 @@ func (f *Forwarder) ServeStats(w http.ResponseWriter, r *http.Request) {
 		}{f.q.Stats(), ps})
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	queue.WriteStats(w, f.q.Stats())
+	f.q.StatsHandler().ServeHTTP(w, r) // text: the request asks for no JSON
 	fmt.Fprintf(w, "peers %d / %d, evicted %d\n", ps.Peers, ps.MaxPeers, ps.Evicted)
 }
 
@@ -348,14 +347,14 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	}
 	if !f.swarms.known(a, now) {
 		if err := f.q.Admit(); err != nil {
-			var rl *queue.RateLimitError
-			retry := 10 * time.Second
-			msg := err.Error()
-			if errors.As(err, &rl) {
-				retry, msg = rl.RetryAfter, rl.Message()
+			// The refusal's text is ready to show ("tracker busy, retry
+			// in 10 seconds"); RetryDelay gives its hint for the retry key.
+			retry, ok := queue.RetryDelay(err)
+			if !ok {
+				retry = 10 * time.Second
 			}
 			f.cLimited.Inc()
-			w.Write(encodeFailure(msg, retry))
+			w.Write(encodeFailure(err.Error(), retry))
 			return
 		}
 	}

@@ -115,7 +115,7 @@ func newHarnessOpts(t *testing.T, o Options, kinds []string, start bool, qopts .
 	}
 	opts := append([]queue.Option{
 		queue.WithWorkers(2, 4),
-		queue.WithBackoff(5*time.Millisecond, 20*time.Millisecond),
+		queue.WithRetry(0, 5*time.Millisecond, 20*time.Millisecond),
 		queue.WithJobTimeout(5 * time.Second),
 		queue.WithObserver(h.ev.hook),
 	}, qopts...)
@@ -229,7 +229,7 @@ func TestFastUpstreamPeersReachClients(t *testing.T) {
 }
 
 func TestOverloadedUpstreamIsSuspended(t *testing.T) {
-	h := newHarness(t, []string{sim429, simFast}, true, queue.WithSuspendDuration(time.Hour))
+	h := newHarness(t, []string{sim429, simFast}, true, queue.WithSuspend(time.Hour, nil))
 	h.announce(t, clientQuery(1, 1, 7001, nil))
 	ev := h.ev.wait(t, queue.EventSuspended, sim429, 1)
 	assert.Equal(t, time.Hour, ev.Delay)
@@ -271,7 +271,7 @@ func TestRetryInIsScheduled(t *testing.T) {
 	hash, peer := hexOf(1, 1)
 	assert.False(t, h.f.Queue().Due(simRetryIn, hash+peer), "not due before the retry")
 	st := h.f.Queue().Stats()
-	assert.Equal(t, 1, st.Scheduled)
+	assert.Equal(t, 1, st.Store.Scheduled)
 	got, _ := h.f.Queue().Target(simRetryIn)
 	assert.False(t, got.Disabled)
 
@@ -292,7 +292,7 @@ func TestRetryInZeroWaitsTheUpstreamFloor(t *testing.T) {
 	assert.InDelta(t, time.Minute.Seconds(), ev.Delay.Seconds(), 1)
 	hash, peer := hexOf(1, 1)
 	assert.False(t, h.f.Queue().Due(simRetryIn, hash+peer))
-	assert.Equal(t, 1, h.f.Queue().Stats().Scheduled)
+	assert.Equal(t, 1, h.f.Queue().Stats().Store.Scheduled)
 }
 
 func TestTorrentRefusalIsNotAnUpstreamFailure(t *testing.T) {
@@ -308,7 +308,7 @@ func TestTorrentRefusalIsNotAnUpstreamFailure(t *testing.T) {
 }
 
 func TestFailingUpstreamsRetryWithBackoff(t *testing.T) {
-	h := newHarness(t, []string{sim500, simGarbage, simHuge, simFast}, true, queue.WithMaxAttempts(2))
+	h := newHarness(t, []string{sim500, simGarbage, simHuge, simFast}, true, queue.WithRetry(2, 0, 0))
 	h.announce(t, clientQuery(1, 1, 7001, nil))
 	h.ev.wait(t, queue.EventDone, simFast, 1)
 	for name, why := range map[string]string{sim500: "HTTP 500", simGarbage: "malformed tracker reply", simHuge: "longer than 1048576"} {
@@ -329,13 +329,13 @@ func TestStoppedCancelsPendingAndForwardsStop(t *testing.T) {
 	hash, peer := hexOf(1, 1)
 	h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "started"}))
 	h.announce(t, clientQuery(1, 2, 7002, map[string]string{"event": "started"})) // another peer: not cancelled
-	require.Equal(t, 4, h.f.Queue().Stats().PendingKeys)
+	require.Equal(t, 4, h.f.Queue().Stats().Store.PendingKeys)
 
 	r := h.announce(t, clientQuery(1, 1, 7001, map[string]string{"event": "stopped"}))
 	assert.Empty(t, r.Failure)
 	st := h.f.Queue().Stats()
 	assert.Equal(t, uint64(2), st.Cancelled, "the stopped peer's two pending jobs")
-	assert.Equal(t, 4, st.PendingKeys, "two stops replace them; the other peer's stay")
+	assert.Equal(t, 4, st.Store.PendingKeys, "two stops replace them; the other peer's stay")
 
 	require.NoError(t, h.f.Start(h.ctx))
 	h.ev.wait(t, queue.EventDone, simFast, 2)
@@ -429,7 +429,7 @@ func TestCompletedReplacesAQueuedAnnounce(t *testing.T) {
 
 func TestRateLimitedAnnounce(t *testing.T) {
 	h := newHarness(t, []string{simFast}, false,
-		queue.WithCapacity(10), queue.WithRateLimit(50, 0.001, 1))
+		queue.WithCapacity(10, 0), queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 0.001, Burst: 1}))
 	for i := 1; i <= 6; i++ { // 5 fill the queue to 50 %, the 6th takes the only token
 		r := h.announce(t, clientQuery(i, 1, 7001, nil))
 		require.Empty(t, r.Failure, "announce %d", i)

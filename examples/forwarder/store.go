@@ -13,7 +13,7 @@ func newQueue(store queue.Store[fwdJob], h queue.Handler[fwdJob], opts []queue.O
 	if store == nil {
 		return queue.New(h, opts...)
 	}
-	return queue.New(h, append(opts, queue.WithStore(store))...)
+	return queue.NewWithStore(store, h, opts...)
 }
 
 // storeKind names the kind of store a -store value selects, for logs:

@@ -123,17 +123,15 @@ func run(ctx context.Context, cfg config, out io.Writer) ([]sample, error) {
 	s := &soak{cfg: cfg}
 	q, err := queue.New(s.handle,
 		queue.WithName("soak"),
-		queue.WithCapacity(cfg.capacity),
+		queue.WithCapacity(cfg.capacity, 0),
 		queue.WithWorkers(cfg.workers, 4*cfg.workers),
-		queue.WithScaleInterval(250*time.Millisecond),
-		queue.WithMaxAttempts(3),
-		queue.WithBackoff(20*time.Millisecond, 400*time.Millisecond),
+		queue.WithScaling(queue.ScaleByFill, 0, 0, 250*time.Millisecond),
+		queue.WithRetry(3, 20*time.Millisecond, 400*time.Millisecond),
 		queue.WithRequeueDelay(100*time.Millisecond),
-		queue.WithSuspendDuration(time.Second),
+		queue.WithSuspend(time.Second, nil),
 		queue.WithCircuitBreaker(20, time.Second, 2),
-		queue.WithRateLimit(80, float64(cfg.producers*cfg.rate), cfg.producers*cfg.rate),
-		queue.WithFanoutMax(4),
-		queue.WithThrottle(60, 2),
+		queue.WithRateLimit(queue.RateLimit{FillPct: 80, PerSecond: float64(cfg.producers * cfg.rate), Burst: cfg.producers * cfg.rate}),
+		queue.WithFanout(4, 60, 2),
 		queue.WithObserver(s.observe),
 	)
 	if err != nil {
@@ -342,8 +340,8 @@ func (s *soak) watch(ctx context.Context, out io.Writer) {
 			ended := sm.st.Done + sm.st.Dead + sm.st.Cancelled
 			rate := float64(ended-lastEnded) / (sm.at - lastReport).Seconds()
 			fmt.Fprintf(out, "%7s  %8.0f jobs/s  heap %6.1f MiB  goroutines %4d  pending keys %6d  ready %5d  scheduled %5d  running %3d  workers %3d  enqueued %d done %d dead %d cancelled %d refused %d limited %d\n",
-				sm.at.Round(time.Second), rate, float64(sm.heap)/(1<<20), sm.goroutines, sm.st.PendingKeys,
-				sm.st.Depth, sm.st.Scheduled, sm.st.Running, sm.st.Workers,
+				sm.at.Round(time.Second), rate, float64(sm.heap)/(1<<20), sm.goroutines, sm.st.Store.PendingKeys,
+				sm.st.Depth, sm.st.Store.Scheduled, sm.st.Running, sm.st.Workers,
 				sm.st.Enqueued, sm.st.Done, sm.st.Dead, sm.st.Cancelled, s.refused.Load(), s.limited.Load())
 			lastReport, lastEnded = sm.at, ended
 		}
@@ -362,7 +360,7 @@ func (s *soak) finish(out io.Writer) []error {
 	var st queue.Stats
 	for {
 		st = q.Stats()
-		if st.Depth+st.Scheduled+st.Running+st.Waiting == 0 || time.Now().After(deadline) {
+		if st.Depth+st.Store.Scheduled+st.Running+st.Store.Waiting == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // a real program, waiting on real time
@@ -376,13 +374,13 @@ func (s *soak) finish(out io.Writer) []error {
 	st = q.Stats()
 	ended := st.Done + st.Dead + st.Cancelled
 	fmt.Fprintf(out, "final: enqueued %d = done %d + dead %d + cancelled %d (+ ready %d, scheduled %d, waiting %d, running %d); coalesced %d, dropped %d, requeued %d, deferred %d, retried %d, panics %d; refused %d, admitted %d, rate limited %d\n",
-		st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Scheduled, st.Waiting, st.Running,
+		st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Store.Scheduled, st.Store.Waiting, st.Running,
 		st.Coalesced, st.DroppedFull, st.Requeued, st.Deferred, st.Retried, st.Panics,
 		s.refused.Load(), s.admitted.Load(), s.limited.Load())
 	if st.Enqueued != s.accepted.Load() {
 		errs = append(errs, fmt.Errorf("the queue counted %d accepted jobs, the producers %d", st.Enqueued, s.accepted.Load()))
 	}
-	if live := st.Depth + st.Scheduled + st.Waiting + st.Running; live != 0 || st.Enqueued != ended {
+	if live := st.Depth + st.Store.Scheduled + st.Store.Waiting + st.Running; live != 0 || st.Enqueued != ended {
 		errs = append(errs, fmt.Errorf("lost jobs: enqueued %d, ended %d, still held %d after the backlog ran out", st.Enqueued, ended, live))
 	}
 	ev := func(k queue.EventKind) uint64 { return s.events[k].Load() }

@@ -26,3 +26,21 @@ type Timer interface {
 	// was active.
 	Stop() bool
 }
+
+// SystemClock is the Clock used when none is given: it calls package
+// time. It is exported for the packages under internal/ (the durable
+// stores' defaults); the queue's users never need it, since a nil Clock
+// means the system clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// NewTimer returns a timer backed by time.NewTimer.
+func (SystemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time        { return t.t.C }
+func (t sysTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+func (t sysTimer) Stop() bool                 { return t.t.Stop() }

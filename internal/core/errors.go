@@ -12,7 +12,7 @@ var (
 	// accepted and is counted as dropped_full.
 	ErrQueueFull = errors.New("queue: ready queue is full")
 
-	// ErrPendingLimit: the queue holds WithMaxPending jobs (ready,
+	// ErrPendingLimit: the queue holds WithCapacity's pending bound of jobs (ready,
 	// scheduled, coalesced reruns and jobs parked for a target's slot);
 	// the job was not accepted and is counted as dropped_limit. It also
 	// matches ErrQueueFull, so that code that backs off on a full queue
@@ -41,7 +41,7 @@ var (
 type pendingLimitError struct{}
 
 func (pendingLimitError) Error() string {
-	return "queue: pending-job limit reached (WithMaxPending): no room for another job"
+	return "queue: pending-job limit reached (WithCapacity's pending bound): no room for another job"
 }
 
 func (pendingLimitError) Is(target error) bool { return target == ErrQueueFull }

@@ -42,7 +42,7 @@ type Job[T any] struct {
 	// zero (ErrInvalidJob).
 	Attempt int
 
-	// MaxAttempts overrides [github.com/queuekit/queue.WithMaxAttempts] for this job; 0 means the
+	// MaxAttempts overrides [github.com/queuekit/queue.WithRetry] for this job; 0 means the
 	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
 	MaxAttempts int
 

@@ -42,7 +42,7 @@ type StoreConfig struct {
 	// scheduled, coalesced reruns): Add of a new job beyond it returns
 	// ErrPendingLimit; jobs put back (Retry, Defer, reruns) are never
 	// refused. 0 means no bound. Durable stores ignore it: their jobs live
-	// in the database (see WithMaxPending).
+	// in the database (see WithCapacity's pending bound).
 	MaxPending int
 	// RequeueDelay is how long a due job waits when its ready queue is
 	// full at promotion.

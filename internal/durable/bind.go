@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/core"
 )
 
 // queueNameRE is what a durable store accepts as a queue name
@@ -37,7 +38,7 @@ func Bind(pkg string, cfg queue.StoreConfig) (queue.StoreConfig, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = queue.SystemClock{}
+		cfg.Clock = core.SystemClock{}
 	}
 	if cfg.Report == nil {
 		cfg.Report = func(queue.Event) {}

@@ -47,7 +47,7 @@ type Options struct {
 func Defaults(pkg string, pollInterval time.Duration) Options {
 	return Options{
 		Pkg:             pkg,
-		Codec:           queue.JSONCodec{},
+		Codec:           JSONCodec{},
 		MaxPayload:      DefaultMaxPayload,
 		LeaseTTL:        DefaultLeaseTTL,
 		LeaderTTL:       DefaultLeaderTTL,
@@ -149,15 +149,16 @@ func (o *Options) setDuration(dst *time.Duration, option string, d, least time.D
 // a lease expires.
 func (o *Options) HeartbeatInterval() time.Duration { return o.LeaseTTL / 3 }
 
-// Encode encodes a job's payload with the codec and refuses it, with a
-// *queue.PayloadTooLargeError, when it is larger than MaxPayload.
+// Encode encodes a job's payload with the codec and refuses it, with an
+// error matching queue.ErrPayloadTooLarge that gives the size and the
+// limit, when it is larger than MaxPayload.
 func (o *Options) Encode(payload any) ([]byte, error) {
 	b, err := o.Codec.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%s: encoding payload: %w", o.Pkg, err)
 	}
 	if len(b) > o.MaxPayload {
-		return nil, &queue.PayloadTooLargeError{Size: len(b), Limit: o.MaxPayload}
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", queue.ErrPayloadTooLarge, len(b), o.MaxPayload)
 	}
 	return b, nil
 }

@@ -12,7 +12,7 @@ import (
 // TestDefaults: the options every durable store starts from.
 func TestDefaults(t *testing.T) {
 	o := Defaults("pgstore", 2*time.Second)
-	if o.Pkg != "pgstore" || o.Codec != (queue.JSONCodec{}) || o.MaxPayload != 1<<20 ||
+	if o.Pkg != "pgstore" || o.Codec != (JSONCodec{}) || o.MaxPayload != 1<<20 ||
 		o.LeaseTTL != 30*time.Second || o.LeaderTTL != 10*time.Second || o.PollInterval != 2*time.Second ||
 		o.JanitorInterval != time.Second || o.DeadRetention != 7*24*time.Hour || o.WorkerID == "" {
 		t.Fatalf("Defaults = %+v", o)
@@ -34,8 +34,8 @@ func TestSetters(t *testing.T) {
 		reason string
 	}
 	for _, tc := range []setter{
-		{"WithCodec", func(o *Options) error { return o.SetCodec(nil) }, func(o *Options) error { return o.SetCodec(queue.JSONCodec{}) },
-			func(o *Options) bool { return o.Codec == queue.JSONCodec{} }, "<nil>", "must not be nil"},
+		{"WithCodec", func(o *Options) error { return o.SetCodec(nil) }, func(o *Options) error { return o.SetCodec(JSONCodec{}) },
+			func(o *Options) bool { return o.Codec == JSONCodec{} }, "<nil>", "must not be nil"},
 		{"WithMaxPayload", func(o *Options) error { return o.SetMaxPayload(0) }, func(o *Options) error { return o.SetMaxPayload(1) },
 			func(o *Options) bool { return o.MaxPayload == 1 }, "0", "must be >= 1"},
 		{"WithLeaseTTL", func(o *Options) error { return o.SetLeaseTTL(99 * time.Millisecond) }, func(o *Options) error { return o.SetLeaseTTL(100 * time.Millisecond) },

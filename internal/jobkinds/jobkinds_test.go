@@ -16,7 +16,7 @@ import (
 func TestDefaultCatalog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := jobkinds.Handler(jobkinds.DefaultCatalog(), func(k string) string { return k })
-		q, err := queue.New(h, queue.WithWorkers(4, 4), queue.WithBackoff(time.Second, time.Second))
+		q, err := queue.New(h, queue.WithWorkers(4, 4), queue.WithRetry(0, time.Second, time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

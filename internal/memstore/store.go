@@ -12,7 +12,7 @@ import (
 )
 
 // Store keeps jobs in process memory. It is the queue's default store:
-// queue.New creates one unless WithStore is given. Ready jobs wait in one lock-free
+// queue.New creates one (NewWithStore takes another store). Ready jobs wait in one lock-free
 // ring per priority level (no lock and no allocation for a job without a
 // key), scheduled jobs in a heap, pending keys in a sharded set whose
 // entries a worker claims and releases with one compare-and-swap. Jobs do
@@ -136,7 +136,7 @@ func memoryCapacityErr(n int) error {
 const MaxCapacity = 1 << 23
 
 // New returns an empty in-memory store. queue.New makes one when no
-// WithStore is given; tests and stores that fall back to memory (and wrap
+// other store is given; tests and stores that fall back to memory (and wrap
 // it) call New themselves.
 func New[T any]() *Store[T] {
 	return &Store[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
@@ -144,13 +144,13 @@ func New[T any]() *Store[T] {
 }
 
 // Init implements Store. It refuses a second call, with an *OptionError
-// naming WithStore: a store holds one queue's jobs, so a store value
+// naming NewWithStore: a store holds one queue's jobs, so a store value
 // passed to two queues' New is refused by the second.
 func (s *Store[T]) Init(cfg core.StoreConfig) error {
 	s.mu.Lock() // two queues' New may race for the store
 	defer s.mu.Unlock()
 	if s.rings != nil {
-		return core.OptErr("WithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
+		return core.OptErr("NewWithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
 		return fmt.Errorf("queue: in-memory store: need 1..255 priorities, got %d", len(cfg.Priorities))
