@@ -223,3 +223,30 @@ func TestFairShareFollowsTheTargetsWithWork(t *testing.T) {
 		balance(t, s)
 	})
 }
+
+// While a half-open breaker's probes all run, Fanout skips the target: a
+// job sent to it would only park until the probe's outcome.
+func TestFanoutSkipsTargetWhileItsProbeRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := make(gate)
+		var runs atomic.Int32
+		q := startQueue(t, func(ctx context.Context, _ queue.Job[int]) error {
+			if runs.Add(1) == 1 {
+				return errors.New("HTTP 503")
+			}
+			return probe.wait(ctx)
+		}, queue.WithCircuitBreaker(1, 10*time.Second, 1), queue.WithBackoff(time.Second, time.Second),
+			queue.WithWorkers(2, 2))
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Target: "a"}))
+		synctest.Wait()
+		require.Equal(t, "open", targetStatus(t, q, "a").Breaker)
+		advance(10 * time.Second)
+		require.Equal(t, "half-open", targetStatus(t, q, "a").Breaker)
+		require.Equal(t, int32(2), runs.Load(), "the probe runs")
+		assert.Empty(t, q.Fanout("k", []string{"a"}), "its probe is out")
+		close(probe)
+		synctest.Wait()
+		assert.Equal(t, "closed", targetStatus(t, q, "a").Breaker)
+		assert.Equal(t, []string{"a"}, q.Fanout("k", []string{"a"}))
+	})
+}

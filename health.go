@@ -39,9 +39,10 @@ func (b *blockSet) eligible(name string, now int64) bool {
 }
 
 // blockedUntil returns the instant fan-out may pick t again (math.MinInt64:
-// now); t.mu is held.
+// now); t.mu is held. A half-open target whose probes are all running is
+// blocked until one ends: a job sent to it now would only park.
 func (ts *targets) blockedUntil(t *target) int64 {
-	if t.disabled {
+	if t.disabled || t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes {
 		return math.MaxInt64
 	}
 	until := int64(math.MinInt64)
@@ -153,6 +154,7 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision,
 	}
 	if probe {
 		t.probes++
+		ts.publish(t)
 	}
 	t.running++
 	return runJob, time.Time{}, probe
@@ -188,6 +190,7 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	// breaker opened does not, or more probes than configured would run.
 	if probe && t.brk == breakerHalfOpen && t.probes > 0 {
 		t.probes--
+		ts.publish(t)
 	}
 	if len(t.waiting) == 0 {
 		t.running--
@@ -224,6 +227,7 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	h.next, h.ok = ts.unpark(t, 1)[0], true
 	if t.brk == breakerHalfOpen {
 		t.probes++ // next is a probe; the rest wait for its outcome
+		ts.publish(t)
 		h.probe = true
 		return h
 	}
