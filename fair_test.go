@@ -21,8 +21,8 @@ import (
 // is set), on a pool of workers workers with a 10 s job timeout. A
 // healthy job takes 10 ms; a hung one waits for its deadline. It returns
 // how many healthy jobs ran to the end and how many healthy enqueues
-// were refused. Call it inside a bubble.
-func sharedPool(t *testing.T, hung bool, workers, rate int, d time.Duration) (done, refused int) {
+// were refused. opts come after the test's own. Call it inside a bubble.
+func sharedPool(t *testing.T, hung bool, workers, rate int, d time.Duration, opts ...queue.Option) (done, refused int) {
 	var ok atomic.Int64
 	q := startQueue(t, func(ctx context.Context, job queue.Job[int]) error {
 		if job.Target == "hung" {
@@ -36,7 +36,8 @@ func sharedPool(t *testing.T, hung bool, workers, rate int, d time.Duration) (do
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, queue.WithWorkers(workers, workers), queue.WithJobTimeout(10*time.Second), queue.WithCapacity(100_000))
+	}, append([]queue.Option{queue.WithWorkers(workers, workers), queue.WithJobTimeout(10 * time.Second),
+		queue.WithCapacity(100_000)}, opts...)...)
 	candidates := []string{"healthy"}
 	if hung {
 		candidates = append(candidates, "hung")
