@@ -102,9 +102,10 @@
 // timeouts (context.DeadlineExceeded from WithJobTimeout, or a client
 // timeout as ClassifyHTTP returns it) open a target's breaker for 30 s.
 // So a dead or hung downstream holds at most its share of the workers,
-// and only until its first timeouts: the other targets keep their
-// throughput. WithTargetConcurrency(k) replaces the share by a fixed k;
-// jobs without a Target are not limited.
+// and only until its first timeouts open its breaker; the other targets
+// keep the rest. WithTargetConcurrency(k) replaces the share by a fixed
+// k; jobs without a Target are not limited. The share is the engine's,
+// per process, and the same on every store.
 //
 // # Admission control
 //
