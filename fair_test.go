@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 )
 
 // sharedPool runs a producer for d that offers rate jobs per second to
@@ -98,6 +99,25 @@ func TestHungTargetDoesNotStarveHealthyOne(t *testing.T) {
 				"the healthy target keeps within 20 %% of its throughput alone")
 		})
 	}
+}
+
+// contractStore hides the in-memory store's type, so the engine reaches it
+// through the Store interface only, as it does a durable store.
+type contractStore struct{ queue.Store[int] }
+
+// Fair dispatch is the engine's: a store the engine knows only by the
+// Store contract gets it too.
+func TestHungTargetDoesNotStarveHealthyOneThroughStoreContract(t *testing.T) {
+	var alone, shared int
+	synctest.Test(t, func(t *testing.T) {
+		alone, _ = sharedPool(t, false, 10, 400, time.Minute, queue.WithStore[int](contractStore{memstore.New[int]()}))
+	})
+	synctest.Test(t, func(t *testing.T) {
+		shared, _ = sharedPool(t, true, 10, 400, time.Minute, queue.WithStore[int](contractStore{memstore.New[int]()}))
+	})
+	t.Logf("healthy jobs in 60 s: alone %d, beside a hung target %d", alone, shared)
+	assert.Positive(t, alone)
+	assert.GreaterOrEqual(t, float64(shared), 0.8*float64(alone))
 }
 
 // A target whose runs time out opens its breaker after five in a row,
