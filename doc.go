@@ -90,6 +90,23 @@
 // backoff and jitter until WithRetry's maxAttempts, then dead-lettered
 // (Queue.OnDead). A panic is recovered and counted as a failure.
 //
+// # Fair dispatch
+//
+// Jobs that name a Target share the workers fairly: while n targets have
+// work, no target runs more than ⌈workers/n⌉ jobs at once, and a job
+// beyond that waits, parked in process, while the workers take the other
+// targets' jobs. A target counts as having work from its first job until
+// 10 s after its last one ended; a target alone may use every worker. A
+// target whose breaker is open or half-open, or that is suspended or
+// disabled, takes no share. Without WithCircuitBreaker, five consecutive
+// timeouts (context.DeadlineExceeded from WithJobTimeout, or a client
+// timeout as ClassifyHTTP returns it) open a target's breaker for 30 s.
+// So a dead or hung downstream holds at most its share of the workers,
+// and only until its first timeouts open its breaker; the other targets
+// keep the rest. WithTargetConcurrency(k) replaces the share by a fixed
+// k; jobs without a Target are not limited. The share is the engine's,
+// per process, and the same on every store.
+//
 // # Admission control
 //
 // Admit is for a host to call when a new client request arrives. Below

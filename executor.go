@@ -28,11 +28,11 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		return false
 	}
 	if job.Target != "" && !held {
-		var park any // boxed only when it may be parked
-		if q.cfg.targets.concurrency > 0 || q.cfg.targets.brkFailures > 0 {
-			park = *job
+		now := q.clock.Now()
+		d, at, probe := q.targets.admitJob(job.Target, now, nil)
+		if d == boxJob { // it parks: boxed only then
+			d, at, probe = q.targets.admitJob(job.Target, now, *job)
 		}
-		d, at, probe := q.targets.admitJob(job.Target, q.clock.Now(), park)
 		w.probe = probe
 		switch d {
 		case cancelJob:

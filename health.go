@@ -39,9 +39,10 @@ func (b *blockSet) eligible(name string, now int64) bool {
 }
 
 // blockedUntil returns the instant fan-out may pick t again (math.MinInt64:
-// now); t.mu is held.
+// now); t.mu is held. A half-open target whose probes are all running is
+// blocked until one ends: a job sent to it now would only park.
 func (ts *targets) blockedUntil(t *target) int64 {
-	if t.disabled {
+	if t.disabled || t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes {
 		return math.MaxInt64
 	}
 	until := int64(math.MinInt64)
@@ -73,6 +74,9 @@ func (ts *targets) now() int64 { return ts.instant(ts.clock.Now()) }
 func (ts *targets) publish(t *target) {
 	until := ts.blockedUntil(t)
 	now := ts.now()
+	if until > now || t.brk != breakerClosed {
+		ts.markIdle(t) // no share for a target that cannot take one
+	}
 	ts.blockMu.Lock()
 	defer ts.blockMu.Unlock()
 	old := ts.blocked.Load().until
@@ -98,15 +102,19 @@ const (
 	runJob jobDecision = iota
 	waitJob
 	cancelJob
+	boxJob // it would park: call again with the job
 )
 
 // admitJob decides whether job, of target, may run now. waitJob comes
 // with the time to try again, or the zero time when job was parked to wait
 // for a concurrency slot or for a half-open breaker's probes to end
-// (release hands it out). job is nil only when neither can happen: no
-// breaker and no concurrency limit. probe says a job that may run runs as
-// a half-open breaker's probe; its release must say so.
+// (release hands it out). A nil job is not parked: boxJob asks the caller
+// to call again with it, so that a job that runs at once is not boxed.
+// probe says a job that may run runs as a half-open breaker's probe; its
+// release must say so.
 func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision, at time.Time, probe bool) {
+	inst := ts.instant(now)
+	ts.sweep(inst)
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -121,22 +129,32 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision,
 			return waitJob, t.brkUntil, false
 		}
 		t.brk, t.probes = breakerHalfOpen, 0
+		ts.markIdle(t)
 	}
 	if t.brk == breakerHalfOpen {
 		if t.probes >= ts.cfg.brkProbes {
+			if job == nil {
+				return boxJob, time.Time{}, false
+			}
 			// Parked until a probe ends (release): it runs as soon as
 			// a probe closes the breaker, not a cool-down later.
 			ts.park(t, job)
 			return waitJob, time.Time{}, false
 		}
 		probe = true
+	} else {
+		ts.markBusy(t, inst)
 	}
-	if ts.cfg.concurrency > 0 && t.running >= ts.cfg.concurrency {
+	if t.running >= ts.limit() {
+		if job == nil {
+			return boxJob, time.Time{}, false
+		}
 		ts.park(t, job)
 		return waitJob, time.Time{}, false
 	}
 	if probe {
 		t.probes++
+		ts.publish(t)
 	}
 	t.running++
 	return runJob, time.Time{}, probe
@@ -167,10 +185,12 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.seen = ts.instant(now)
 	// Only a probe's end frees a probe: a job that started before the
 	// breaker opened does not, or more probes than configured would run.
 	if probe && t.brk == breakerHalfOpen && t.probes > 0 {
 		t.probes--
+		ts.publish(t)
 	}
 	if len(t.waiting) == 0 {
 		t.running--
@@ -195,19 +215,25 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	}
 	if t.brk == breakerOpen {
 		t.brk, t.probes = breakerHalfOpen, 0 // the cool-down has passed, as in admitJob
+		ts.markIdle(t)
+	}
+	if t.brk == breakerClosed && t.running > ts.limit() {
+		// Over its limit (the fair share shrank as other targets came
+		// to have work): the slot goes back to the pool, and the parked
+		// jobs wait for a later release.
+		t.running--
+		return handoff{}
 	}
 	h.next, h.ok = ts.unpark(t, 1)[0], true
 	if t.brk == breakerHalfOpen {
 		t.probes++ // next is a probe; the rest wait for its outcome
+		ts.publish(t)
 		h.probe = true
 		return h
 	}
 	// Closed: next takes the slot, and every parked job the target has
 	// room for goes back to be claimed again.
-	n := len(t.waiting)
-	if ts.cfg.concurrency > 0 {
-		n = min(n, max(ts.cfg.concurrency-t.running, 0))
-	}
+	n := min(len(t.waiting), max(ts.limit()-t.running, 0))
 	if n > 0 {
 		h.flush = ts.unpark(t, n)
 	}
@@ -221,7 +247,7 @@ func (ts *targets) success(name string) {
 	}
 	t := ts.get(name)
 	t.mu.Lock()
-	t.fails = 0
+	t.fails, t.timeouts = 0, 0
 	if t.brk != breakerClosed {
 		t.brk = breakerClosed
 		ts.publish(t)
@@ -244,8 +270,18 @@ func (ts *targets) failure(name string, err error) bool {
 	t.mu.Lock()
 	t.fails++
 	t.total++
+	count, what := t.fails, "failures"
+	if ts.cfg.brkTimeouts {
+		// The default breaker: only timeouts count, consecutive ones.
+		if isTimeout(err) {
+			t.timeouts++
+		} else {
+			t.timeouts = 0
+		}
+		count, what = t.timeouts, "timeouts"
+	}
 	opened := false
-	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || t.fails >= ts.cfg.brkFailures) && t.brk != breakerOpen {
+	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || count >= ts.cfg.brkFailures) && t.brk != breakerOpen {
 		t.brk, t.brkUntil, opened = breakerOpen, now.Add(ts.cfg.brkCooldown), true
 		ts.publish(t)
 	}
@@ -253,7 +289,7 @@ func (ts *targets) failure(name string, err error) bool {
 	fails := t.fails
 	t.mu.Unlock()
 	if opened {
-		ts.event(EventSuspended, name, fmt.Errorf("circuit breaker open after %d failures: %w", fails, err), ts.cfg.brkCooldown)
+		ts.event(EventSuspended, name, fmt.Errorf("circuit breaker open after %d %s: %w", count, what, err), ts.cfg.brkCooldown)
 	}
 	if disable {
 		ts.disable(name, fmt.Errorf("%d consecutive failures, last: %w", fails, err))
@@ -313,7 +349,7 @@ func (ts *targets) resume(name string) bool {
 	}
 	t.mu.Lock()
 	t.suspended, t.disabled, t.reason, t.disableAt = time.Time{}, false, "", time.Time{}
-	t.fails, t.brk, t.probes = 0, breakerClosed, 0
+	t.fails, t.timeouts, t.brk, t.probes = 0, 0, breakerClosed, 0
 	ts.publish(t)
 	t.mu.Unlock()
 	ts.event(EventResumed, name, nil, 0)

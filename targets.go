@@ -16,13 +16,16 @@ import (
 //   - disabling: a non-retryable error, a rejection, "retry in: never" or
 //     WithDisableAfter consecutive failures disables it until Resume;
 //     queued jobs for it are cancelled.
-//   - circuit breaking (WithCircuitBreaker): closed → open after N
-//     consecutive failures → half-open after the cool-down, letting a few
-//     probe jobs through; a probe's success closes it, a failure re-opens.
-//     Jobs for the target that a worker takes while the probes run wait in
-//     process for their outcome (TargetStatus.Parked).
-//   - concurrency (WithTargetConcurrency): at most K jobs of one target run
-//     at once; the rest wait their turn in the queue.
+//   - circuit breaking: closed → open after N consecutive failures →
+//     half-open after the cool-down, letting a few probe jobs through; a
+//     probe's success closes it, a failure re-opens. Jobs for the target
+//     that a worker takes while the probes run wait in process for their
+//     outcome (TargetStatus.Parked). By default only timeouts count (5 in
+//     a row open it for 30 s, one probe); WithCircuitBreaker makes every
+//     failure count, with its own thresholds.
+//   - concurrency: by default a fair share of the pool (fair.go); with
+//     WithTargetConcurrency, at most K jobs of one target run at once. The
+//     rest wait their turn in the queue.
 
 type targetConfig struct {
 	suspend       time.Duration
@@ -30,7 +33,8 @@ type targetConfig struct {
 	brkFailures   int // 0 = no breaker
 	brkCooldown   time.Duration
 	brkProbes     int
-	concurrency   int // 0 = unlimited
+	brkTimeouts   bool // only timeouts count toward the breaker (the default breaker)
+	concurrency   int  // 0 = the fair share (fair.go)
 	fanoutMax     int
 	throttlePct   int // 0 = never throttle
 	throttleTopN  int
@@ -41,6 +45,10 @@ type targetConfig struct {
 func defaultTargets() targetConfig {
 	return targetConfig{
 		suspend:      defaultSuspendDuration,
+		brkFailures:  timeoutBreakerFailures,
+		brkCooldown:  timeoutBreakerCooldown,
+		brkProbes:    1,
+		brkTimeouts:  true,
 		fanoutMax:    defaultFanoutMax,
 		throttlePct:  defaultThrottlePct,
 		throttleTopN: defaultThrottleTopN,
@@ -91,10 +99,21 @@ func WithDisableAfter(n int) Option {
 	}
 }
 
-// WithCircuitBreaker adds a per-target circuit breaker (default: none): it
-// opens after failures consecutive failures, stays open for cooldown
-// (jobs for the target wait), then lets probes jobs run; a success closes
-// it, a failure opens it again. It may be combined with WithDisableAfter.
+// WithCircuitBreaker sets the per-target circuit breaker: it opens after
+// failures consecutive failures, stays open for cooldown (jobs for the
+// target wait, Fanout skips it), then lets probes jobs run; a success
+// closes it, a failure opens it again. It may be combined with
+// WithDisableAfter.
+//
+// Without this option every target still has a breaker that counts only
+// timeouts: a handler error that reports Timeout() true, such as
+// context.DeadlineExceeded when WithJobTimeout or the handler's own
+// deadline ends a run, or a net/http client timeout as ClassifyHTTP
+// returns it. Five in a row open it for 30 s, with one probe; any other
+// outcome resets the count. A target that never answers thus stops
+// taking workers after its first few timeouts. With this option every
+// failure counts, timeouts included; a breaker that never opens is
+// WithCircuitBreaker(math.MaxInt, time.Second, 1).
 func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option {
 	return func(c *config) error {
 		if failures < 1 {
@@ -107,21 +126,27 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 			return optErr("WithCircuitBreaker", probes, "probes must be >= 1")
 		}
 		c.targets.brkFailures, c.targets.brkCooldown, c.targets.brkProbes = failures, cooldown, probes
+		c.targets.brkTimeouts = false
 		return nil
 	}
 }
 
-// WithTargetConcurrency runs at most k jobs of one target at once (default
-// 0: unlimited). Jobs beyond it wait in the queue; none is dropped. A
-// worker that takes such a job parks it in process, in FIFO order per
-// target, and takes the next job: parked jobs count in Stats.Depth and
-// against the capacity as ready jobs do, and Cancel, CancelMatch and
-// Purge reach them. A parked job holds its key as a running job does: an
-// Enqueue of the key is coalesced into one more run (see WithCoalesce).
+// WithTargetConcurrency runs at most k jobs of one target at once. The
+// default, 0, is the fair share: while n targets have work, each runs at
+// most ⌈workers/n⌉ jobs at once, and a target alone may use every worker
+// (see "Fair dispatch" in the package documentation). A k > 0 is a fixed
+// limit instead; math.MaxInt turns limiting off.
+//
+// Jobs beyond the limit wait in the queue; none is dropped. A worker that
+// takes such a job parks it in process, in FIFO order per target, and
+// takes the next job: parked jobs count in Stats.Depth and against the
+// capacity as ready jobs do, and Cancel, CancelMatch and Purge reach
+// them. A parked job holds its key as a running job does: an Enqueue of
+// the key is coalesced into one more run (see WithCoalesce).
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {
-			return optErr("WithTargetConcurrency", k, "must be >= 0 (0 is unlimited)")
+			return optErr("WithTargetConcurrency", k, "must be >= 0 (0 is the fair share)")
 		}
 		c.targets.concurrency = k
 		return nil
@@ -136,12 +161,15 @@ type target struct {
 	reason    string
 	disableAt time.Time
 	fails     int // consecutive failures
+	timeouts  int // consecutive timeouts
 	total     int // failures ever
 	brk       breakerState
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
 	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot or a probe's outcome
+	busy      bool  // counted in targets.busy (fair.go)
+	seen      int64 // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.
@@ -187,6 +215,15 @@ type targets struct {
 	_      [64]byte
 	parked atomic.Int64
 	_      [56]byte
+
+	// The fair share (fair.go): the pool's size, the number of targets
+	// with work, and the instant of the next sweep. Every targeted claim
+	// reads them; they change when the pool is resized, when a target
+	// starts or stops having work, and once per sweep.
+	workers atomic.Int64
+	busy    atomic.Int64
+	sweepAt atomic.Int64
+	_       [40]byte
 }
 
 func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {

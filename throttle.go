@@ -66,7 +66,8 @@ func WithShuffle(shuffle func(n int, swap func(i, j int))) Option {
 }
 
 // Fanout returns the targets a request with key should be sent to: of
-// candidates, those not disabled, not suspended and due for key (see Due),
+// candidates, those not disabled, not suspended, not held by their
+// breaker (open, or half-open with its probes running) and due for key (see Due),
 // shuffled, and at most WithFanout's max of them — or its top-N while the
 // ready queue's fill is at or above the throttle threshold.
 // Targets left out by throttling are counted as throttled. No candidates

@@ -41,6 +41,7 @@ func (p *pool[T]) add() {
 	ctx, cancel := context.WithCancel(p.q.runCtx)
 	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID)}
 	p.workers = append(p.workers, w)
+	p.q.targets.workers.Store(int64(len(p.workers))) // the fair share's pool
 	p.wg.Add(1)
 	go p.q.work(w)
 }
@@ -50,6 +51,7 @@ func (p *pool[T]) retireOne() {
 	if n := len(p.workers); n > 0 {
 		w := p.workers[n-1]
 		p.workers = p.workers[:n-1]
+		p.q.targets.workers.Store(int64(n - 1))
 		p.leaving = append(p.leaving, w)
 		w.retire()
 	}
@@ -132,6 +134,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	defer q.mu.Unlock()
 	p := &q.pool
 	p.workers = remove(p.workers, w)
+	p.q.targets.workers.Store(int64(len(p.workers)))
 	p.leaving = remove(p.leaving, w)
 	p.exited.add(&w.ctr)
 }

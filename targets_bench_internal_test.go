@@ -1,0 +1,20 @@
+package queue
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkTargetAdmitRelease is the target check a worker makes for each
+// job that names a target, without the rest of the job's path: admission
+// and release of its slot, one target, one goroutine.
+func BenchmarkTargetAdmitRelease(b *testing.B) {
+	ts := newTargets(defaultTargets(), systemClock{}, func(EventKind, string, error, time.Duration) {})
+	now := time.Now()
+	for range b.N {
+		if d, _, _ := ts.admitJob("upstream", now, nil); d != runJob {
+			b.Fatal(d)
+		}
+		ts.release("upstream", now, false)
+	}
+}
