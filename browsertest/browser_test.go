@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -56,23 +57,57 @@ type browser struct {
 // timeout bounds each test's use of the browser.
 const timeout = 60 * time.Second
 
-func newBrowser(t *testing.T) *browser {
-	t.Helper()
-	exe := chromium(t)
+// The tests share one Chromium (it takes seconds to start), each in a
+// tab of its own.
+var shared struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab; new tabs derive from it
+	cancel func()
+	dir    string // its profile
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if shared.cancel != nil {
+		shared.cancel()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func startBrowser(exe string) {
+	shared.dir, shared.err = os.MkdirTemp("", "browsertest-chromium-")
+	if shared.err != nil {
+		return
+	}
 	// The defaults hold --headless and --disable-background-networking.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(shared.dir),
 		chromedp.WindowSize(1280, 1000),
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
+	shared.ctx, shared.cancel = ctx, func() { cancel(); acancel() }
+	// The first Do starts the browser, which lives as long as ctx.
+	shared.err = chromedp.Do(ctx)
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	exe := chromium(t)
+	shared.once.Do(func() { startBrowser(exe) })
+	require.NoError(t, shared.err, "starting %s", exe)
+	ctx, cancel := chromedp.NewContext(shared.ctx) // a new tab
+	t.Cleanup(cancel)
 	b := &browser{ctx: ctx}
-	// The first Run starts the browser, which lives as long as ctx.
 	require.NoError(t, chromedp.Do(ctx))
-	t.Cleanup(func() { cancel(); acancel() })
 	require.NoError(t, chromedp.Listen(ctx, b.event))
 	return b
 }

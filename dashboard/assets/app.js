@@ -141,15 +141,40 @@
     return cell;
   }
 
+  // Target rows are kept across refreshes, keyed by name, and only their
+  // texts change: a row rebuilt on every refresh would swallow a click
+  // that lands while it is replaced.
+  var targetRows = new Map();
+
+  function targetRow(name, actions) {
+    var cells = [td(name), el("td", null, el("span", { class: "badge" })), td("", "num"), td("", "num"),
+      td("", "num"), td(""), actions ? actionButtons(name) : td("", "act")];
+    var tr = el("tr", { data: { target: name } });
+    cells.forEach(function (c) { tr.appendChild(c); });
+    return tr;
+  }
+
   function renderTargets(s) {
+    var body = $("targets").tBodies[0];
     var rows = s.targets.map(function (t) {
-      var h = el("td", null, el("span", { class: "badge h-" + t.health, text: t.health }));
-      return el("tr", { data: { target: t.name } }, td(t.name), h, td(fmt(t.failures, 0), "num"),
-        td(fmt(t.running, 0), "num"), td(fmt(t.parked, 0), "num"), td(targetDetail(t)),
-        s.actions ? actionButtons(t.name) : td("", "act"));
+      var tr = targetRows.get(t.name);
+      if (!tr) { tr = targetRow(t.name, s.actions); targetRows.set(t.name, tr); }
+      var c = tr.cells, badge = c[1].firstChild;
+      badge.textContent = t.health;
+      badge.className = "badge h-" + t.health;
+      c[2].textContent = fmt(t.failures, 0);
+      c[3].textContent = fmt(t.running, 0);
+      c[4].textContent = fmt(t.parked, 0);
+      c[5].textContent = targetDetail(t);
+      return tr;
     });
-    fillBody($("targets"), rows, 7, s.latency ? "no targets seen yet" :
-      "no target is suspended, disabled or failing (healthy ones are listed with dashboard.WithRecorder)");
+    var keep = new Set(rows);
+    targetRows.forEach(function (tr, name) { if (!keep.has(tr)) targetRows.delete(name); });
+    var same = rows.length === body.rows.length && rows.every(function (tr, i) { return body.rows[i] === tr; });
+    if (!same) {
+      fillBody($("targets"), rows, 7, s.latency ? "no targets seen yet" :
+        "no target is suspended, disabled or failing (healthy ones are listed with dashboard.WithRecorder)");
+    }
     $("target-form").hidden = !s.actions;
   }
 
@@ -223,7 +248,10 @@
     var h = s.history, last = h[h.length - 1];
     $("cur-depth").textContent = fmt(s.depth, 0);
     $("cur-throughput").textContent = last && h.length > 1 ? fmt(last.throughput, 1) : "–";
-    $("cur-latency").textContent = s.latency ? (last ? fmtMs(last.latency_ms) : "–") : "needs WithRecorder";
+    // The latest run time measured: a sample in which no job ended has none.
+    var lat = null;
+    for (var i = h.length - 1; i >= 0 && lat == null; i--) lat = h[i].latency_ms;
+    $("cur-latency").textContent = s.latency ? fmtMs(lat) : "needs WithRecorder";
     $("chart-span").textContent = h.length + " samples";
   }
 
