@@ -12,13 +12,13 @@ import (
 )
 
 // TestExportedNamesDocumented fails on an exported name of package queue,
-// queuetest, storetest or jobkinds that has no doc comment: a function, a method of an
+// queuetest, storetest, jobkinds or dashboard that has no doc comment: a function, a method of an
 // exported type, a type, a constant, a variable, a field of an exported
 // struct or a method of an exported interface. A trailing line comment
 // counts for fields, interface methods and grouped constants; a group's
 // comment counts for the names declared in it.
 func TestExportedNamesDocumented(t *testing.T) {
-	for _, dir := range []string{".", "queuetest", "storetest", "internal/jobkinds"} {
+	for _, dir := range []string{".", "queuetest", "storetest", "internal/jobkinds", "dashboard"} {
 		for _, name := range undocumented(t, dir) {
 			t.Errorf("%s has no doc comment", name)
 		}

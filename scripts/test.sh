@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: gofmt, and go mod tidy, go vet, staticcheck and
-# go test -race for each module of the repo, then the BitTorrent e2e run. Store tests use the real PostgreSQL and
+# go test -race for each module of the repo (the dashboard's browser tests
+# in headless Chromium among them), then the BitTorrent e2e run. Store tests use the real PostgreSQL and
 # Redis named by QUEUE_PG_URL and QUEUE_REDIS_ADDR (defaults:
 # 127.0.0.1:5432 database test, 127.0.0.1:6379); without them they skip and
 # say so, except under CI=true, where an unreachable server fails the run.
@@ -23,7 +24,16 @@ if [ "${CI:-}" = "true" ]; then
   fi
 fi
 
-modules=(. examples pgstore redisstore bench)
+modules=(. examples pgstore redisstore bench browsertest)
+
+# The dashboard's browser tests (browsertest) drive Debian's chromium.
+# Under CI it is installed when missing; elsewhere those tests skip and
+# say so.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null; then
+  echo "test.sh: installing chromium"
+  { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } ||
+    echo "test.sh: could not install chromium (the browser tests will fail)"
+fi
 
 # staticcheck, pinned: v0.8.2 of honnef.co/go/tools is staticcheck
 # 2026.2.2 (the module proxy serves the semver tag, not the year one).

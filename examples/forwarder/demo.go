@@ -20,6 +20,7 @@ import (
 
 	"github.com/anacrolix/torrent/bencode"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/dashboard"
 )
 
 // The demo: simulated upstreams and clients on 127.0.0.1, a live status
@@ -116,16 +117,26 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 	if err != nil {
 		return err
 	}
+	rec := new(dashboard.Recorder)
 	f, err := NewForwarder(Options{Upstreams: ups, Interval: 30 * time.Second, Logger: logger},
-		append(qopts, queue.WithJobTimeout(2*time.Second))...)
+		append(qopts, queue.WithJobTimeout(2*time.Second), queue.WithObserver(rec.Observe))...)
 	if err != nil {
 		return err
 	}
+	// The dashboard at /dashboard/, with actions: the demo listens on
+	// 127.0.0.1 only (a real host puts it behind its authentication).
+	dash, err := dashboard.New(f.q, dashboard.WithRecorder(rec), dashboard.WithActions(true))
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", f.Handler())
+	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	qctx, qcancel := context.WithCancel(context.Background())
@@ -134,7 +145,7 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 		return err
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(out, "forwarder on %s/announce  (try %s/stats while it runs)\n\n", base, base)
+	fmt.Fprintf(out, "forwarder on %s/announce  (try %s/stats, or %s/dashboard/ in a browser, while it runs)\n\n", base, base, base)
 
 	gen := &loadGen{url: base + "/announce", client: &http.Client{Timeout: 3 * time.Second}}
 	var wg sync.WaitGroup

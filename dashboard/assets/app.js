@@ -1,0 +1,368 @@
+// The queue dashboard's page script. Every string from the server is put
+// in the page as text (textContent, or the text of a created node); the
+// page never parses markup from data.
+"use strict";
+
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var state = null;      // the latest api/state
+  var timer = null;
+  var deadLoaded = 0;    // when the dead list was last fetched (ms)
+
+  // el builds an element with properties and children (strings become
+  // text nodes).
+  function el(tag, props) {
+    var n = document.createElement(tag);
+    if (props) {
+      for (var k in props) {
+        if (k === "text") n.textContent = props[k];
+        else if (k === "class") n.className = props[k];
+        else if (k === "data") { for (var d in props.data) n.dataset[d] = props.data[d]; }
+        else n[k] = props[k];
+      }
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c == null) continue;
+      n.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+    }
+    return n;
+  }
+  function td(text, cls) { return el("td", { text: text == null ? "" : String(text), class: cls || "" }); }
+  function fillBody(table, rows, cols, emptyText) {
+    var body = table.tBodies[0];
+    if (rows.length === 0) {
+      var c = el("td", { text: emptyText, class: "empty" });
+      c.colSpan = cols;
+      body.replaceChildren(el("tr", null, c));
+      return;
+    }
+    body.replaceChildren.apply(body, rows);
+  }
+  function fmt(n, digits) {
+    if (n == null || isNaN(n)) return "–";
+    return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits == null ? 1 : digits });
+  }
+  function fmtMs(ms) {
+    if (ms == null) return "–";
+    if (ms >= 1000) return fmt(ms / 1000, 2) + " s";
+    return fmt(ms, ms < 10 ? 2 : 0) + " ms";
+  }
+  function fmtIn(sec) {
+    var a = Math.abs(sec), s;
+    if (a < 1) s = fmt(a * 1000, 0) + " ms";
+    else if (a < 120) s = fmt(a, 1) + " s";
+    else if (a < 7200) s = fmt(a / 60, 1) + " min";
+    else s = fmt(a / 3600, 1) + " h";
+    return sec < 0 ? "overdue " + s : s;
+  }
+  function fmtTime(iso) {
+    if (!iso) return "";
+    var d = new Date(iso);
+    return isNaN(d) ? String(iso) : d.toLocaleTimeString();
+  }
+
+  function notice(msg, isErr) {
+    var n = $("notice");
+    n.textContent = msg;
+    n.className = isErr ? "err" : "";
+    n.hidden = !msg;
+  }
+
+  // ---- rendering
+
+  function renderHeader(s) {
+    $("qname").textContent = s.name;
+    $("qstate").textContent = s.state;
+    $("qstate").className = "badge " + (s.state === "running" ? "running" : "");
+    var st = s.store.backend;
+    if (s.store.backend !== "memory") {
+      st += s.store.healthy ? ", healthy" : ", unhealthy";
+      st += s.store.leader ? ", leader" : "";
+    }
+    if (s.store.detail) st += " (" + s.store.detail + ")";
+    $("store").textContent = "store: " + st;
+    $("mode").textContent = s.actions ? "actions enabled" : "read-only";
+    $("mode").className = "badge " + (s.actions ? "rw" : "");
+    $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    $("interval").textContent = fmt(s.interval_ms / 1000, 2) + " s";
+  }
+
+  function renderOverview(s) {
+    var c = s.counts;
+    var cards = [
+      ["depth", fmt(s.depth, 0) + " / " + fmt(s.capacity, 0)],
+      ["fill", fmt(s.fill_pct, 1) + " %"],
+      ["running", fmt(s.running, 0)],
+      ["scheduled", fmt(s.scheduled, 0)],
+      ["waiting", fmt(s.waiting, 0)],
+      ["enqueued", fmt(c.enqueued, 0)],
+      ["done", fmt(c.done, 0)],
+      ["failed runs", fmt(c.failed, 0)],
+      ["dead", fmt(c.dead, 0)],
+      ["cancelled", fmt(c.cancelled, 0)],
+      ["dropped", fmt(c.dropped_full + c.dropped_limit, 0)],
+      ["rate limited", fmt(c.rate_limited, 0)]
+    ];
+    $("overview").replaceChildren.apply($("overview"), cards.map(function (kv) {
+      return el("div", { class: "card" }, el("div", { class: "v", text: kv[1] }), el("div", { class: "k", text: kv[0] }));
+    }));
+  }
+
+  function kv(dl, pairs) {
+    var nodes = [];
+    pairs.forEach(function (p) { nodes.push(el("dt", { text: p[0] }), el("dd", { text: String(p[1]) })); });
+    dl.replaceChildren.apply(dl, nodes);
+  }
+
+  function renderWorkers(s) {
+    kv($("workers"), [
+      ["active", fmt(s.workers, 0)], ["base", fmt(s.base_workers, 0)], ["max", fmt(s.max_workers, 0)],
+      ["running jobs", fmt(s.running, 0)], ["panics", fmt(s.counts.panics, 0)], ["rescued", fmt(s.counts.rescued, 0)]
+    ]);
+    var rows = s.ready_by_priority.map(function (p) {
+      return el("tr", null, td(p.priority), td(fmt(p.ready, 0), "num"));
+    });
+    fillBody($("priorities"), rows, 2, "no ready jobs");
+  }
+
+  function targetDetail(t) {
+    if (t.health === "disabled") return "since " + fmtTime(t.disabled_at) + (t.reason ? ": " + t.reason : "");
+    if (t.health === "suspended") return "until " + fmtTime(t.suspended_until);
+    if (t.breaker && t.breaker !== "closed") return "breaker " + t.breaker;
+    return "";
+  }
+
+  function actionButtons(target) {
+    var cell = el("td", { class: "act" });
+    [["suspend", 0], ["resume"], ["disable"], ["enable"]].forEach(function (a) {
+      cell.appendChild(el("button", { type: "button", text: a[0], data: { action: a[0], target: target } }));
+    });
+    return cell;
+  }
+
+  // Target rows are kept across refreshes, keyed by name, and only their
+  // texts change: a row rebuilt on every refresh would swallow a click
+  // that lands while it is replaced.
+  var targetRows = new Map();
+
+  function targetRow(name, actions) {
+    var cells = [td(name), el("td", null, el("span", { class: "badge" })), td("", "num"), td("", "num"),
+      td("", "num"), td(""), actions ? actionButtons(name) : td("", "act")];
+    var tr = el("tr", { data: { target: name } });
+    cells.forEach(function (c) { tr.appendChild(c); });
+    return tr;
+  }
+
+  function renderTargets(s) {
+    var body = $("targets").tBodies[0];
+    var rows = s.targets.map(function (t) {
+      var tr = targetRows.get(t.name);
+      if (!tr) { tr = targetRow(t.name, s.actions); targetRows.set(t.name, tr); }
+      var c = tr.cells, badge = c[1].firstChild;
+      badge.textContent = t.health;
+      badge.className = "badge h-" + t.health;
+      c[2].textContent = fmt(t.failures, 0);
+      c[3].textContent = fmt(t.running, 0);
+      c[4].textContent = fmt(t.parked, 0);
+      c[5].textContent = targetDetail(t);
+      return tr;
+    });
+    var keep = new Set(rows);
+    targetRows.forEach(function (tr, name) { if (!keep.has(tr)) targetRows.delete(name); });
+    var same = rows.length === body.rows.length && rows.every(function (tr, i) { return body.rows[i] === tr; });
+    if (!same) {
+      fillBody($("targets"), rows, 7, s.latency ? "no targets seen yet" :
+        "no target is suspended, disabled or failing (healthy ones are listed with dashboard.WithRecorder)");
+    }
+    $("target-form").hidden = !s.actions;
+  }
+
+  function renderScheduled(s) {
+    var now = new Date(s.now).getTime();
+    var rows = s.next_scheduled.map(function (j) {
+      return el("tr", null, td(fmtIn((new Date(j.run_at).getTime() - now) / 1000)), td(j.id, "num"),
+        td(j.key), td(j.target), td(j.priority), td(j.attempt, "num"));
+    });
+    fillBody($("scheduled"), rows, 6, "nothing scheduled");
+  }
+
+  function renderErrors(s) {
+    var rows = s.recent_errors.map(function (e) {
+      return el("tr", null, td(fmtTime(e.time)), td(e.job_id, "num"), td(e.key), td(e.target),
+        td(e.attempt, "num"), td(e.error));
+    });
+    fillBody($("errors"), rows, 6, "no recent errors");
+  }
+
+  // ---- the chart: depth (left axis), done/s and run time (each scaled
+  // to its own maximum), over the samples the server keeps.
+
+  function drawChart(s) {
+    var cv = $("chart"), h = s.history;
+    var dpr = window.devicePixelRatio || 1;
+    var w = cv.clientWidth || 900, ht = cv.clientHeight || 240;
+    if (cv.width !== Math.round(w * dpr)) { cv.width = Math.round(w * dpr); cv.height = Math.round(ht * dpr); }
+    var g = cv.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, ht);
+    var pad = { l: 44, r: 44, t: 8, b: 20 };
+    var pw = w - pad.l - pad.r, ph = ht - pad.t - pad.b;
+    g.strokeStyle = "#e5e7eb"; g.lineWidth = 1;
+    g.strokeRect(pad.l, pad.t, pw, ph);
+    cv.dataset.samples = String(h.length);
+    if (h.length) cv.dataset.done = String(h[h.length - 1].done);
+    if (h.length < 2) return;
+    var t0 = h[0].t, t1 = h[h.length - 1].t, span = Math.max(t1 - t0, 1);
+    var x = function (t) { return pad.l + (t - t0) / span * pw; };
+    function series(get, color, max) {
+      max = max > 0 ? max : 1;
+      g.strokeStyle = color; g.lineWidth = 1.5; g.beginPath();
+      var open = false;
+      h.forEach(function (p, i) {
+        var v = get(p, i);
+        if (v == null || p.gap) { open = false; if (v == null) return; }
+        var px = x(p.t), py = pad.t + ph - Math.min(v / max, 1) * ph;
+        if (open) g.lineTo(px, py); else g.moveTo(px, py);
+        open = true;
+      });
+      g.stroke();
+    }
+    var maxOf = function (get) { return h.reduce(function (m, p, i) { var v = get(p, i); return v != null && v > m ? v : m; }, 0); };
+    var depth = function (p) { return p.depth; };
+    var tput = function (p, i) { return i === 0 ? null : p.throughput; };
+    var lat = function (p) { return p.latency_ms == null ? null : p.latency_ms; };
+    var md = maxOf(depth), mt = maxOf(tput), ml = maxOf(lat);
+    series(depth, "#2563eb", md);
+    series(tput, "#059669", mt);
+    if (s.latency) series(lat, "#d97706", ml);
+    g.fillStyle = "#6b7280"; g.font = "11px system-ui, sans-serif";
+    g.textAlign = "right"; g.fillText(fmt(md, 0), pad.l - 4, pad.t + 10); g.fillText("0", pad.l - 4, pad.t + ph);
+    g.textAlign = "left"; g.fillText(fmt(mt, 1) + "/s", pad.l + pw + 4, pad.t + 10);
+    if (s.latency) g.fillText(fmtMs(ml), pad.l + pw + 4, pad.t + 24);
+    g.fillText("-" + fmt(span / 60000, 1) + " min", pad.l, ht - 4);
+    g.textAlign = "right"; g.fillText("now", pad.l + pw, ht - 4);
+  }
+
+  function renderLegend(s) {
+    var h = s.history, last = h[h.length - 1];
+    $("cur-depth").textContent = fmt(s.depth, 0);
+    $("cur-throughput").textContent = last && h.length > 1 ? fmt(last.throughput, 1) : "–";
+    // The latest run time measured: a sample in which no job ended has none.
+    var lat = null;
+    for (var i = h.length - 1; i >= 0 && lat == null; i--) lat = h[i].latency_ms;
+    $("cur-latency").textContent = s.latency ? fmtMs(lat) : "needs WithRecorder";
+    $("chart-span").textContent = h.length + " samples";
+  }
+
+  // ---- dead jobs and job detail (dashboard.Jobs)
+
+  function loadDead(s) {
+    $("jobs-placeholder").hidden = s.jobs;
+    $("dead").hidden = !s.jobs;
+    if (!s.jobs || Date.now() - deadLoaded < 5 * s.interval_ms) return;
+    deadLoaded = Date.now();
+    fetch("api/jobs/dead", { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("dead jobs: HTTP " + r.status)); })
+      .then(function (jobs) {
+        var rows = jobs.map(function (j) {
+          var link = el("button", { type: "button", text: String(j.id), data: { job: String(j.id) } });
+          var act = el("td", { class: "act" });
+          if (state && state.actions) {
+            act.appendChild(el("button", { type: "button", text: "retry", data: { jobAction: "retry", job: String(j.id) } }));
+            act.appendChild(el("button", { type: "button", text: "delete", data: { jobAction: "delete", job: String(j.id) } }));
+          }
+          return el("tr", null, el("td", { class: "num" }, link), td(j.key), td(j.target), td(j.attempt, "num"),
+            td(j.last_error), td(fmtTime(j.updated)), act);
+        });
+        fillBody($("dead"), rows, 7, "no dead jobs");
+      })
+      .catch(function (e) { notice(e.message, true); });
+  }
+
+  function showJob(id) {
+    fetch("api/jobs/" + encodeURIComponent(id), { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("job " + id + ": HTTP " + r.status)); })
+      .then(function (j) {
+        $("job-detail-id").textContent = String(j.id);
+        kv($("job-detail").querySelector("dl"), [["state", j.state], ["key", j.key || ""], ["target", j.target || ""],
+          ["priority", j.priority || ""], ["attempt", j.attempt], ["last error", j.last_error || ""], ["updated", fmtTime(j.updated)]]);
+        $("job-detail").hidden = false;
+      })
+      .catch(function (e) { notice(e.message, true); });
+  }
+
+  // ---- actions
+
+  function post(path, body) {
+    if (!state || !state.actions) return Promise.reject(new Error("the dashboard is read-only"));
+    return fetch(path, {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json", "X-Dashboard-Token": state.csrf },
+      body: JSON.stringify(body)
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (j) {
+        if (!r.ok) throw new Error(j.error || ("HTTP " + r.status));
+        return j;
+      });
+    });
+  }
+
+  function targetAction(action, target, seconds) {
+    if (!target) { notice("give a target name", true); return; }
+    var body = { target: target };
+    if (action === "suspend") body.seconds = Number(seconds) || 0;
+    post("api/targets/" + action, body)
+      .then(function (t) { notice(action + " " + target + ": now " + t.health, false); refresh(); })
+      .catch(function (e) { notice(action + " " + target + ": " + e.message, true); });
+  }
+
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest ? ev.target.closest("button") : null;
+    if (!b) return;
+    if (b.dataset.action) {
+      var inForm = b.closest("form");
+      var target = inForm ? $("target-name").value.trim() : b.dataset.target;
+      var secs = inForm ? $("target-secs").value : 0;
+      targetAction(b.dataset.action, target, secs);
+    } else if (b.dataset.jobAction) {
+      post("api/jobs/" + encodeURIComponent(b.dataset.job) + "/" + b.dataset.jobAction, {})
+        .then(function () { notice(b.dataset.jobAction + " job " + b.dataset.job + ": done", false); deadLoaded = 0; refresh(); })
+        .catch(function (e) { notice(b.dataset.jobAction + " job " + b.dataset.job + ": " + e.message, true); });
+    } else if (b.dataset.job) {
+      showJob(b.dataset.job);
+    }
+  });
+
+  // ---- polling
+
+  function render(s) {
+    state = s;
+    renderHeader(s);
+    renderOverview(s);
+    renderLegend(s);
+    drawChart(s);
+    renderWorkers(s);
+    renderTargets(s);
+    renderScheduled(s);
+    renderErrors(s);
+    loadDead(s);
+    document.body.dataset.ready = "true";
+  }
+
+  function refresh() {
+    return fetch("api/state", { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("state: HTTP " + r.status)); })
+      .then(render)
+      .catch(function (e) { $("updated").textContent = "not updated: " + e.message; });
+  }
+
+  function loop() {
+    refresh().then(function () {
+      timer = setTimeout(loop, state ? state.interval_ms : 1000);
+    });
+  }
+
+  window.addEventListener("resize", function () { if (state) drawChart(state); });
+  loop();
+})();

@@ -1,0 +1,75 @@
+// Package dashboard serves a queue's dashboard in the browser: one page
+// with live depth, throughput and run time over the last minutes, the
+// workers, the ready jobs per priority, the targets with their health and
+// actions, the next scheduled jobs and the recent errors. The page, its
+// script and its style are embedded; it loads nothing from elsewhere and
+// needs no build step.
+//
+// Mount it as you mount the queue's StatsHandler, at a path that ends in
+// a slash, with the prefix stripped:
+//
+//	rec := new(dashboard.Recorder)
+//	q, err := queue.New(handle, queue.WithObserver(rec.Observe))
+//	...
+//	dash, err := dashboard.New(q, dashboard.WithRecorder(rec))
+//	...
+//	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", requireAdmin(dash)))
+//
+// The Recorder is optional: it adds the jobs' run time to the chart and
+// lists healthy targets, which the queue's Stats leaves out.
+//
+// # Authentication
+//
+// The dashboard has no login of its own: it shows whatever the queue's
+// Stats holds (never payloads) to whoever reaches it. Put it behind the
+// host's own authentication by wrapping the Handler in a handler that
+// checks the request first and answers 401 or 403 before the dashboard
+// sees it, as requireAdmin does above and the package example shows. Do
+// not mount it unwrapped on a listener others can reach.
+//
+// # Actions
+//
+// The dashboard is read-only unless the host passes WithActions(true):
+// then the page can suspend, resume, disable and enable a target (and,
+// with WithJobs, retry and delete dead jobs). Actions are POSTs with a
+// JSON body and are refused (403) when cross-origin by their
+// Sec-Fetch-Site or Origin header (net/http's CrossOriginProtection), or
+// without the handler's secret token in the TokenHeader header; the page
+// reads the token from its own same-origin state endpoint, which other
+// origins cannot read. The token is made at random by New and lives as
+// long as the Handler. Enable actions only behind authentication that
+// admits the people allowed to act.
+//
+// # What the browser is told
+//
+// Keys, target names and error texts come from whoever enqueues jobs and
+// are treated as hostile. The JSON endpoints escape <, > and & and are
+// served as application/json with X-Content-Type-Options: nosniff; the
+// page puts every string in as text, never as markup; and every response
+// carries a Content-Security-Policy that allows only the page's own
+// script, style and requests (no inline script, no other origin) and
+// forbids framing (frame-ancestors 'none', X-Frame-Options: DENY).
+//
+// # The chart
+//
+// The Handler keeps a bounded ring of samples (WithHistory, default 300)
+// for the chart, taken when a page polls and at most one per interval
+// (WithInterval, default 1 s): five minutes at the defaults. Sampling on
+// demand needs no goroutine, so nothing runs, nothing costs the queue and
+// nothing needs stopping while nobody watches; every viewer shares the
+// one ring, so a page opened late shows the minutes others watched, and a
+// stretch nobody watched is drawn as a gap. Throughput is the change of
+// Stats' Done counter between samples; run time is the mean (and the
+// longest) of the runs that ended in between, from the Recorder. History
+// that must survive while nobody watches belongs in the queue's
+// Prometheus metrics.
+//
+// # Dead jobs and job detail
+//
+// Listing dead jobs, retrying and deleting them, and showing one job need
+// an admin API the queue does not offer yet. The dashboard asks for them
+// through the small Jobs interface: a host (or a later version of the
+// queue) that has one passes it with WithJobs, and the page's dead-jobs
+// section comes alive; until then it says what is missing, and the job
+// endpoints answer 501 Not Implemented.
+package dashboard

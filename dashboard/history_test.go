@@ -1,0 +1,133 @@
+package dashboard
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+)
+
+// fakeSource is a Source whose Stats the test sets.
+type fakeSource struct {
+	mu sync.Mutex
+	st queue.Stats
+}
+
+func (f *fakeSource) Stats() queue.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st
+}
+func (f *fakeSource) set(fn func(st *queue.Stats))             { f.mu.Lock(); fn(&f.st); f.mu.Unlock() }
+func (f *fakeSource) Target(string) (queue.TargetStatus, bool) { return queue.TargetStatus{}, false }
+func (f *fakeSource) Suspend(string, time.Duration) error      { return nil }
+func (f *fakeSource) Resume(string) error                      { return nil }
+func (f *fakeSource) Disable(string, error) error              { return nil }
+
+func TestHistorySamplesAtMostOncePerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &fakeSource{}
+		rec := new(Recorder)
+		h := newHandler(t, src, WithInterval(time.Second), WithHistory(4), WithRecorder(rec))
+
+		s, _ := getState(t, h)
+		require.Len(t, s.History, 1)
+		assert.Zero(t, s.History[0].Throughput, "the first sample has nothing to compare with")
+
+		// Polls within the interval share the sample.
+		time.Sleep(500 * time.Millisecond)
+		s, _ = getState(t, h)
+		require.Len(t, s.History, 1)
+
+		// 30 jobs done in 2 s, 10 ms and 50 ms each (mean 30 ms).
+		time.Sleep(1500 * time.Millisecond)
+		src.set(func(st *queue.Stats) { st.Done = 30; st.Failed = 4; st.Depth = 12 })
+		for i := range 30 {
+			d := 10 * time.Millisecond
+			if i%2 == 1 {
+				d = 50 * time.Millisecond
+			}
+			rec.Observe(queue.Event{Kind: queue.EventDone, Delay: d})
+		}
+		s, _ = getState(t, h)
+		require.Len(t, s.History, 2)
+		p := s.History[1]
+		assert.Equal(t, 12, p.Depth)
+		assert.Equal(t, uint64(30), p.Done)
+		assert.InDelta(t, 15, p.Throughput, 1e-9)
+		assert.InDelta(t, 2, p.Failures, 1e-9)
+		require.NotNil(t, p.LatencyMs)
+		assert.InDelta(t, 30, *p.LatencyMs, 1e-9)
+		assert.InDelta(t, 50, *p.LatencyMaxMs, 1e-9)
+		assert.False(t, p.Gap)
+
+		// Nothing ran: no mean, and the longest is reset.
+		time.Sleep(time.Second)
+		s, _ = getState(t, h)
+		p = s.History[2]
+		assert.Nil(t, p.LatencyMs)
+		assert.InDelta(t, 0, *p.LatencyMaxMs, 1e-9)
+		assert.Zero(t, p.Throughput)
+
+		// Nobody watched for a minute: a gap.
+		time.Sleep(time.Minute)
+		s, _ = getState(t, h)
+		assert.True(t, s.History[3].Gap)
+
+		// The ring is bounded: the oldest sample goes.
+		time.Sleep(time.Second)
+		first := s.History[0].T
+		s, _ = getState(t, h)
+		require.Len(t, s.History, 4)
+		assert.Greater(t, s.History[0].T, first)
+		for i := 1; i < len(s.History); i++ {
+			assert.Greater(t, s.History[i].T, s.History[i-1].T, "oldest first")
+		}
+	})
+}
+
+func TestWithoutRecorderNoLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHandler(t, &fakeSource{})
+		getState(t, h)
+		time.Sleep(time.Second)
+		s, _ := getState(t, h)
+		assert.False(t, s.Latency)
+		require.Len(t, s.History, 2)
+		assert.Nil(t, s.History[1].LatencyMs)
+		assert.Nil(t, s.History[1].LatencyMaxMs)
+	})
+}
+
+func TestRecorderKnowsBoundedTargets(t *testing.T) {
+	rec := new(Recorder)
+	for i := range maxKnownTargets + 50 {
+		rec.Observe(queue.Event{Kind: queue.EventEnqueued, Target: string(rune('a'+i%26)) + time.Duration(i).String()})
+	}
+	rec.Observe(queue.Event{Kind: queue.EventStarted, Target: "a0s"}) // already known
+	assert.Len(t, rec.targets(), maxKnownTargets)
+}
+
+// Healthy targets, which Stats leaves out, are listed from the Recorder;
+// unhealthy ones from Stats, once each.
+func TestTargetsMergeRecorderAndStats(t *testing.T) {
+	rec := new(Recorder)
+	q := newQueue(t, queue.WithObserver(rec.Observe))
+	rec.Observe(queue.Event{Kind: queue.EventEnqueued, Target: "b-healthy"})
+	rec.Observe(queue.Event{Kind: queue.EventEnqueued, Target: "a-down"})
+	require.NoError(t, q.Suspend("b-healthy", 0)) // makes the queue know it
+	require.NoError(t, q.Resume("b-healthy"))
+	require.NoError(t, q.Disable("a-down", nil))
+	h := newHandler(t, q, WithRecorder(rec))
+	s, _ := getState(t, h)
+	require.Len(t, s.Targets, 2)
+	assert.Equal(t, "a-down", s.Targets[0].Name)
+	assert.Equal(t, "disabled", s.Targets[0].Health)
+	assert.Equal(t, "b-healthy", s.Targets[1].Name)
+	assert.Equal(t, "healthy", s.Targets[1].Health)
+}
