@@ -226,7 +226,7 @@ func newSite(t *testing.T, opts ...queue.Option) *site {
 	t.Helper()
 	rec := new(dashboard.Recorder)
 	q, err := queue.New(handle, append([]queue.Option{queue.WithName("browsertest"), queue.WithObserver(rec.Observe),
-		queue.WithMaxAttempts(1)}, opts...)...)
+		queue.WithRetry(1, 0, 0)}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, q.Start(ctx))

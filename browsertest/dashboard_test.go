@@ -178,7 +178,7 @@ func TestMarkupShownAsText(t *testing.T) {
 // saves it (docs/dashboard.png is made so).
 func TestScreenshot(t *testing.T) {
 	b := newBrowser(t)
-	s := newSite(t, queue.WithWorkers(4, 8), queue.WithMaxAttempts(3), queue.WithBackoff(20*time.Second, time.Minute))
+	s := newSite(t, queue.WithWorkers(4, 8), queue.WithRetry(3, 20*time.Second, time.Minute))
 	for i := range 6 {
 		s.run(t, queue.Job[string]{Target: "tracker-" + strconv.Itoa(i+1), Payload: "ok"})
 	}

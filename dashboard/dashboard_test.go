@@ -238,7 +238,7 @@ func TestStateEscapesMarkup(t *testing.T) {
 	dead := make(chan struct{})
 	rec := new(Recorder)
 	q, err := queue.New(func(context.Context, queue.Job[string]) error { return errors.New("boom " + evil) },
-		queue.WithMaxAttempts(1), queue.WithObserver(rec.Observe),
+		queue.WithRetry(1, 0, 0), queue.WithObserver(rec.Observe),
 		queue.WithObserver(func(ev queue.Event) {
 			if ev.Kind == queue.EventDead {
 				close(dead)

@@ -62,7 +62,7 @@ func TestHungUpstreamLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, DefaultQueueConfig(), settings{listen: listen, interval: 30 * time.Minute, timeout: 10 * time.Second,
+		served <- serve(ctx, DefaultQueueConfig(), settings{listen: listFlag{vals: []string{listen}}, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers,
 			upstreams: []string{"healthy=http://" + healthy + "/announce", second}}, io.Discard)
 	}()
 	defer func() {
