@@ -153,7 +153,7 @@ func WithTargetConcurrency(k int) Option {
 	}
 }
 
-type target struct {
+type target[T any] struct {
 	mu        sync.Mutex
 	name      string
 	suspended time.Time // zero or past: not suspended
@@ -167,9 +167,9 @@ type target struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot or a probe's outcome
-	busy      bool  // counted in targets.busy (fair.go)
-	seen      int64 // the last instant a job of the target was admitted or ended
+	waiting   []Job[T] // claimed jobs waiting for a concurrency slot or a probe's outcome, in FIFO order
+	busy      bool     // counted in targets.busy (fair.go)
+	seen      int64    // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.
@@ -189,11 +189,13 @@ type TargetStatus struct {
 	Parked int `json:"parked"`
 }
 
-type targets struct {
+// targets is the health of every target a queue of jobs with payload T
+// has seen, and the jobs parked for their slots.
+type targets[T any] struct {
 	cfg   targetConfig
 	clock Clock
 	event func(kind EventKind, name string, err error, d time.Duration)
-	m     sync.Map // name -> *target
+	m     sync.Map // name -> *target[T]
 	due   dueTable
 
 	// epoch is what instants count from (see instant).
@@ -226,62 +228,74 @@ type targets struct {
 	_       [40]byte
 }
 
-func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
-	ts := &targets{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
+func newTargets[T any](cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets[T] {
+	ts := &targets[T]{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
 	ts.blocked.Store(&blockSet{})
 	return ts
 }
 
-func (ts *targets) get(name string) *target {
+func (ts *targets[T]) get(name string) *target[T] {
 	if t, ok := ts.m.Load(name); ok {
-		return t.(*target)
+		return t.(*target[T])
 	}
-	t, _ := ts.m.LoadOrStore(name, &target{name: name})
-	return t.(*target)
+	t, _ := ts.m.LoadOrStore(name, &target[T]{name: name})
+	return t.(*target[T])
 }
 
-func (ts *targets) lookup(name string) (*target, bool) {
+func (ts *targets[T]) lookup(name string) (*target[T], bool) {
 	t, ok := ts.m.Load(name)
 	if !ok {
 		return nil, false
 	}
-	return t.(*target), true
+	return t.(*target[T]), true
 }
 
-// park appends job to t's waiting list; t.mu is held.
-func (ts *targets) park(t *target, job any) {
-	t.waiting = append(t.waiting, job)
+// park appends a copy of job to t's waiting list; t.mu is held.
+func (ts *targets[T]) park(t *target[T], job *Job[T]) {
+	t.waiting = append(t.waiting, *job)
 	ts.parked.Add(1)
 }
 
 // unpark removes the first n jobs of t's waiting list and returns them;
 // t.mu is held.
-func (ts *targets) unpark(t *target, n int) []any {
-	out := make([]any, n)
+func (ts *targets[T]) unpark(t *target[T], n int) []Job[T] {
+	out := make([]Job[T], n)
 	copy(out, t.waiting)
+	ts.drop(t, n)
+	return out
+}
+
+// unparkInto removes the first job of t's waiting list and stores it in
+// *job, which saves the copy a one-job slice would cost; t.mu is held.
+func (ts *targets[T]) unparkInto(t *target[T], job *Job[T]) {
+	*job = t.waiting[0]
+	ts.drop(t, 1)
+}
+
+// drop removes the first n jobs of t's waiting list; t.mu is held.
+func (ts *targets[T]) drop(t *target[T], n int) {
 	clear(t.waiting[:n])
 	t.waiting = t.waiting[n:]
 	if len(t.waiting) == 0 {
 		t.waiting = nil
 	}
 	ts.parked.Add(-int64(n))
-	return out
 }
 
 // takeWaiting removes and returns the parked jobs, of every target, for
 // which match returns true.
-func (ts *targets) takeWaiting(match func(job any) bool) []any {
-	var out []any
+func (ts *targets[T]) takeWaiting(match func(job *Job[T]) bool) []Job[T] {
+	var out []Job[T]
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		kept := t.waiting[:0]
-		for _, j := range t.waiting {
-			if match(j) {
-				out = append(out, j)
+		for i := range t.waiting {
+			if match(&t.waiting[i]) {
+				out = append(out, t.waiting[i])
 			} else {
-				kept = append(kept, j)
+				kept = append(kept, t.waiting[i])
 			}
 		}
 		clear(t.waiting[len(kept):])
@@ -295,12 +309,12 @@ func (ts *targets) takeWaiting(match func(job any) bool) []any {
 }
 
 // eachWaiting calls fn with every job parked for a concurrency slot.
-func (ts *targets) eachWaiting(fn func(job any)) {
+func (ts *targets[T]) eachWaiting(fn func(job *Job[T])) {
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
-		for _, j := range t.waiting {
-			fn(j)
+		for i := range t.waiting {
+			fn(&t.waiting[i])
 		}
 		t.mu.Unlock()
 		return true
@@ -308,10 +322,10 @@ func (ts *targets) eachWaiting(fn func(job any)) {
 }
 
 // statuses lists targets with something to report, sorted by name.
-func (ts *targets) statuses(now time.Time) []TargetStatus {
+func (ts *targets[T]) statuses(now time.Time) []TargetStatus {
 	var out []TargetStatus
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
 		st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
 			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}

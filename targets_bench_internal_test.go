@@ -9,12 +9,13 @@ import (
 // job that names a target, without the rest of the job's path: admission
 // and release of its slot, one target, one goroutine.
 func BenchmarkTargetAdmitRelease(b *testing.B) {
-	ts := newTargets(defaultTargets(), systemClock{}, func(EventKind, string, error, time.Duration) {})
+	ts := newTargets[int](defaultTargets(), systemClock{}, func(EventKind, string, error, time.Duration) {})
 	now := time.Now()
+	job := Job[int]{Target: "upstream"}
 	for range b.N {
-		if d, _, _ := ts.admitJob("upstream", now, nil); d != runJob {
+		if d, _, _ := ts.admitJob("upstream", now, &job); d != runJob {
 			b.Fatal(d)
 		}
-		ts.release("upstream", now, false)
+		ts.release("upstream", now, false, &job)
 	}
 }
