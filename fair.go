@@ -83,7 +83,7 @@ func (ts *targets[T]) sweep(now int64) {
 	ts.m.Range(func(_, v any) bool {
 		t := v.(*target[T])
 		t.mu.Lock()
-		if t.busy && t.running == 0 && len(t.waiting) == 0 && now-t.seen >= int64(fairWindow) {
+		if t.busy && t.running == 0 && t.waiting.len() == 0 && now-t.seen >= int64(fairWindow) {
 			ts.markIdle(t)
 		}
 		t.mu.Unlock()

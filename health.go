@@ -183,7 +183,7 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 		t.probes--
 		ts.publish(t)
 	}
-	if len(t.waiting) == 0 {
+	if t.waiting.len() == 0 {
 		t.running--
 		return handoff[T]{}
 	}
@@ -200,7 +200,7 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 		return handoff[T]{}
 	}
 	if h.d != runJob {
-		h.flush = ts.unpark(t, len(t.waiting))
+		h.flush = ts.unpark(t, t.waiting.len())
 		t.running--
 		return h
 	}
@@ -225,7 +225,7 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 	}
 	// Closed: next takes the slot, and every parked job the target has
 	// room for goes back to be claimed again.
-	n := min(len(t.waiting), max(ts.limit()-t.running, 0))
+	n := min(t.waiting.len(), max(ts.limit()-t.running, 0))
 	if n > 0 {
 		h.flush = ts.unpark(t, n)
 	}

@@ -167,9 +167,9 @@ type target[T any] struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	waiting   []Job[T] // claimed jobs waiting for a concurrency slot or a probe's outcome, in FIFO order
-	busy      bool     // counted in targets.busy (fair.go)
-	seen      int64    // the last instant a job of the target was admitted or ended
+	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
+	busy      bool    // counted in targets.busy (fair.go)
+	seen      int64   // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.
@@ -252,7 +252,7 @@ func (ts *targets[T]) lookup(name string) (*target[T], bool) {
 
 // park appends a copy of job to t's waiting list; t.mu is held.
 func (ts *targets[T]) park(t *target[T], job *Job[T]) {
-	t.waiting = append(t.waiting, *job)
+	t.waiting.push(job)
 	ts.parked.Add(1)
 }
 
@@ -260,26 +260,18 @@ func (ts *targets[T]) park(t *target[T], job *Job[T]) {
 // t.mu is held.
 func (ts *targets[T]) unpark(t *target[T], n int) []Job[T] {
 	out := make([]Job[T], n)
-	copy(out, t.waiting)
-	ts.drop(t, n)
+	copy(out, t.waiting.jobs())
+	t.waiting.drop(n)
+	ts.parked.Add(-int64(n))
 	return out
 }
 
 // unparkInto removes the first job of t's waiting list and stores it in
 // *job, which saves the copy a one-job slice would cost; t.mu is held.
 func (ts *targets[T]) unparkInto(t *target[T], job *Job[T]) {
-	*job = t.waiting[0]
-	ts.drop(t, 1)
-}
-
-// drop removes the first n jobs of t's waiting list; t.mu is held.
-func (ts *targets[T]) drop(t *target[T], n int) {
-	clear(t.waiting[:n])
-	t.waiting = t.waiting[n:]
-	if len(t.waiting) == 0 {
-		t.waiting = nil
-	}
-	ts.parked.Add(-int64(n))
+	*job = t.waiting.jobs()[0]
+	t.waiting.drop(1)
+	ts.parked.Add(-1)
 }
 
 // takeWaiting removes and returns the parked jobs, of every target, for
@@ -290,19 +282,9 @@ func (ts *targets[T]) takeWaiting(match func(job *Job[T]) bool) []Job[T] {
 		t := v.(*target[T])
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		kept := t.waiting[:0]
-		for i := range t.waiting {
-			if match(&t.waiting[i]) {
-				out = append(out, t.waiting[i])
-			} else {
-				kept = append(kept, t.waiting[i])
-			}
-		}
-		clear(t.waiting[len(kept):])
-		if n := len(t.waiting) - len(kept); n > 0 {
-			t.waiting = kept
-			ts.parked.Add(-int64(n))
-		}
+		n := len(out)
+		out = t.waiting.removeIf(match, out)
+		ts.parked.Add(-int64(len(out) - n))
 		return true
 	})
 	return out
@@ -313,12 +295,79 @@ func (ts *targets[T]) eachWaiting(fn func(job *Job[T])) {
 	ts.m.Range(func(_, v any) bool {
 		t := v.(*target[T])
 		t.mu.Lock()
-		for i := range t.waiting {
-			fn(&t.waiting[i])
+		jobs := t.waiting.jobs()
+		for i := range jobs {
+			fn(&jobs[i])
 		}
 		t.mu.Unlock()
 		return true
 	})
+}
+
+// fifo is a target's list of parked jobs, oldest first. It keeps the jobs
+// by value, and a small buffer across the times it runs empty, so that a
+// target that parks one job at a time does not allocate for each.
+type fifo[T any] struct {
+	buf  []Job[T] // buf[head:] are the jobs; buf[:head] are cleared
+	head int
+}
+
+// fifoKeep is the largest buffer, in jobs, that an empty fifo keeps.
+const fifoKeep = 4
+
+func (f *fifo[T]) len() int { return len(f.buf) - f.head }
+
+// jobs returns the parked jobs, oldest first, in the fifo's own buffer.
+func (f *fifo[T]) jobs() []Job[T] { return f.buf[f.head:] }
+
+// push appends a copy of job. A full buffer whose front half is spent is
+// compacted rather than grown, so a long-lived backlog that moves through
+// it does not grow it without bound.
+func (f *fifo[T]) push(job *Job[T]) {
+	if f.head > 0 && len(f.buf) == cap(f.buf) && f.head >= len(f.buf)/2 {
+		n := copy(f.buf, f.buf[f.head:])
+		clear(f.buf[n:])
+		f.buf, f.head = f.buf[:n], 0
+	}
+	f.buf = append(f.buf, *job)
+}
+
+// drop removes the first n jobs.
+func (f *fifo[T]) drop(n int) {
+	clear(f.buf[f.head : f.head+n])
+	f.head += n
+	f.tidy()
+}
+
+// removeIf removes the jobs for which match returns true, keeping the
+// others in order, and returns out with the removed ones appended.
+func (f *fifo[T]) removeIf(match func(job *Job[T]) bool, out []Job[T]) []Job[T] {
+	live := f.buf[f.head:]
+	kept := live[:0]
+	for i := range live {
+		if match(&live[i]) {
+			out = append(out, live[i])
+		} else {
+			kept = append(kept, live[i])
+		}
+	}
+	clear(live[len(kept):])
+	f.buf = f.buf[:f.head+len(kept)]
+	f.tidy()
+	return out
+}
+
+// tidy resets an empty fifo, keeping a small buffer for the next jobs.
+func (f *fifo[T]) tidy() {
+	if f.head < len(f.buf) {
+		return
+	}
+	f.head = 0
+	if cap(f.buf) <= fifoKeep {
+		f.buf = f.buf[:0]
+	} else {
+		f.buf = nil
+	}
 }
 
 // statuses lists targets with something to report, sorted by name.
@@ -328,7 +377,7 @@ func (ts *targets[T]) statuses(now time.Time) []TargetStatus {
 		t := v.(*target[T])
 		t.mu.Lock()
 		st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
+			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: t.waiting.len()}
 		if now.Before(t.suspended) {
 			st.SuspendedUntil = t.suspended
 		}
@@ -385,7 +434,7 @@ func (q *Queue[T]) Target(name string) (TargetStatus, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-		Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
+		Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: t.waiting.len()}
 	if q.clock.Now().Before(t.suspended) {
 		st.SuspendedUntil = t.suspended
 	}

@@ -19,3 +19,28 @@ func BenchmarkTargetAdmitRelease(b *testing.B) {
 		ts.release("upstream", now, false, &job)
 	}
 }
+
+// BenchmarkTargetParkHandoff is the path of a job that waits for a busy
+// target: with a limit of one, a second job parks, and the first's
+// release hands it the slot; one goroutine.
+func BenchmarkTargetParkHandoff(b *testing.B) {
+	cfg := defaultTargets()
+	cfg.concurrency = 1
+	ts := newTargets[int](cfg, systemClock{}, func(EventKind, string, error, time.Duration) {})
+	now := time.Now()
+	running, next := Job[int]{Target: "upstream"}, Job[int]{Target: "upstream", Payload: 1}
+	b.ReportAllocs()
+	for range b.N {
+		if d, _, _ := ts.admitJob("upstream", now, &running); d != runJob {
+			b.Fatal(d)
+		}
+		if d, at, _ := ts.admitJob("upstream", now, &next); d != waitJob || !at.IsZero() {
+			b.Fatal(d, at)
+		}
+		if h := ts.release("upstream", now, false, &running); !h.ok || running.Payload != 1 {
+			b.Fatal("no handoff")
+		}
+		ts.release("upstream", now, false, &running)
+		running.Payload = 0
+	}
+}
