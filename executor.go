@@ -18,10 +18,10 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		// Shutdown: back to the store, with any job parked behind it.
 		q.deferJob(w, job, q.clock.Now())
 		for held {
-			h := q.targets.release(job.Target, q.clock.Now(), w.probe)
+			h := q.targets.release(job.Target, q.clock.Now(), w.probe, job)
 			q.flushParked(w, h.flush, waitJob, q.clock.Now())
 			if held = h.ok; held {
-				*job, w.probe = h.next.(Job[T]), h.probe
+				w.probe = h.probe
 				q.deferJob(w, job, q.clock.Now())
 			}
 		}
@@ -29,10 +29,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	if job.Target != "" && !held {
 		now := q.clock.Now()
-		d, at, probe := q.targets.admitJob(job.Target, now, nil)
-		if d == boxJob { // it parks: boxed only then
-			d, at, probe = q.targets.admitJob(job.Target, now, *job)
-		}
+		d, at, probe := q.targets.admitJob(job.Target, now, job)
 		w.probe = probe
 		switch d {
 		case cancelJob:
@@ -47,10 +44,12 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	}
 	if target := job.Target; target != "" {
 		defer func() {
-			h := q.targets.release(target, q.clock.Now(), w.probe)
+			// The job has ended: a parked job that takes its slot
+			// is stored over it, to run next.
+			h := q.targets.release(target, q.clock.Now(), w.probe, job)
 			q.flushParked(w, h.flush, h.d, h.at)
 			if h.ok {
-				*job, handed, w.probe = h.next.(Job[T]), true, h.probe
+				handed, w.probe = true, h.probe
 			}
 		}()
 	}
@@ -85,13 +84,12 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 // flushParked ends or puts back jobs that were parked for a concurrency
 // slot of a target that has since been disabled (d == cancelJob) or
 // suspended or opened (wait until at).
-func (q *Queue[T]) flushParked(w *worker[T], parked []any, d jobDecision, at time.Time) {
-	for _, v := range parked {
-		j := v.(Job[T])
+func (q *Queue[T]) flushParked(w *worker[T], parked []Job[T], d jobDecision, at time.Time) {
+	for i := range parked {
 		if d == cancelJob {
-			q.cancelJob(w, &j)
+			q.cancelJob(w, &parked[i])
 		} else {
-			q.deferJob(w, &j, at)
+			q.deferJob(w, &parked[i], at)
 		}
 	}
 }

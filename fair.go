@@ -42,7 +42,7 @@ const (
 )
 
 // limit returns how many jobs of one target may run at once.
-func (ts *targets) limit() int {
+func (ts *targets[T]) limit() int {
 	if k := ts.cfg.concurrency; k > 0 {
 		return k
 	}
@@ -55,7 +55,7 @@ func (ts *targets) limit() int {
 }
 
 // markBusy counts t as having work at instant now; t.mu is held.
-func (ts *targets) markBusy(t *target, now int64) {
+func (ts *targets[T]) markBusy(t *target[T], now int64) {
 	t.seen = now
 	if !t.busy {
 		t.busy = true
@@ -65,7 +65,7 @@ func (ts *targets) markBusy(t *target, now int64) {
 
 // markIdle stops counting t, which cannot take a share (it is
 // suspended, disabled, open or half-open); t.mu is held.
-func (ts *targets) markIdle(t *target) {
+func (ts *targets[T]) markIdle(t *target[T]) {
 	if t.busy {
 		t.busy = false
 		ts.busy.Add(-1)
@@ -75,15 +75,15 @@ func (ts *targets) markIdle(t *target) {
 // sweep stops counting the targets that have had no job running, parked
 // or admitted for fairWindow. It runs at most once per fairSweep, and
 // only while the count limits anyone; no target's lock is held.
-func (ts *targets) sweep(now int64) {
+func (ts *targets[T]) sweep(now int64) {
 	next := ts.sweepAt.Load()
 	if now < next || ts.busy.Load() <= 1 || !ts.sweepAt.CompareAndSwap(next, now+int64(fairSweep)) {
 		return
 	}
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
-		if t.busy && t.running == 0 && len(t.waiting) == 0 && now-t.seen >= int64(fairWindow) {
+		if t.busy && t.running == 0 && t.waiting.len() == 0 && now-t.seen >= int64(fairWindow) {
 			ts.markIdle(t)
 		}
 		t.mu.Unlock()

@@ -41,7 +41,7 @@ func (b *blockSet) eligible(name string, now int64) bool {
 // blockedUntil returns the instant fan-out may pick t again (math.MinInt64:
 // now); t.mu is held. A half-open target whose probes are all running is
 // blocked until one ends: a job sent to it now would only park.
-func (ts *targets) blockedUntil(t *target) int64 {
+func (ts *targets[T]) blockedUntil(t *target[T]) int64 {
 	if t.disabled || t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes {
 		return math.MaxInt64
 	}
@@ -64,14 +64,14 @@ func (ts *targets) blockedUntil(t *target) int64 {
 // time without one (one a caller built or parsed). It saturates (Sub
 // does): a suspension set far enough ahead (a huge WithSuspend)
 // does not wrap into the past.
-func (ts *targets) instant(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
+func (ts *targets[T]) instant(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
 
 // now returns the current instant.
-func (ts *targets) now() int64 { return ts.instant(ts.clock.Now()) }
+func (ts *targets[T]) now() int64 { return ts.instant(ts.clock.Now()) }
 
 // publish records t's state in ts.blocked; t.mu is held, so that two
 // changes of one target are published in order.
-func (ts *targets) publish(t *target) {
+func (ts *targets[T]) publish(t *target[T]) {
 	until := ts.blockedUntil(t)
 	now := ts.now()
 	if until > now || t.brk != breakerClosed {
@@ -102,17 +102,15 @@ const (
 	runJob jobDecision = iota
 	waitJob
 	cancelJob
-	boxJob // it would park: call again with the job
 )
 
 // admitJob decides whether job, of target, may run now. waitJob comes
 // with the time to try again, or the zero time when job was parked to wait
 // for a concurrency slot or for a half-open breaker's probes to end
-// (release hands it out). A nil job is not parked: boxJob asks the caller
-// to call again with it, so that a job that runs at once is not boxed.
+// (release hands it out); the waiting list keeps a copy of *job.
 // probe says a job that may run runs as a half-open breaker's probe; its
 // release must say so.
-func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision, at time.Time, probe bool) {
+func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T]) (d jobDecision, at time.Time, probe bool) {
 	inst := ts.instant(now)
 	ts.sweep(inst)
 	t := ts.get(name)
@@ -133,9 +131,6 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision,
 	}
 	if t.brk == breakerHalfOpen {
 		if t.probes >= ts.cfg.brkProbes {
-			if job == nil {
-				return boxJob, time.Time{}, false
-			}
 			// Parked until a probe ends (release): it runs as soon as
 			// a probe closes the breaker, not a cool-down later.
 			ts.park(t, job)
@@ -146,9 +141,6 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision,
 		ts.markBusy(t, inst)
 	}
 	if t.running >= ts.limit() {
-		if job == nil {
-			return boxJob, time.Time{}, false
-		}
 		ts.park(t, job)
 		return waitJob, time.Time{}, false
 	}
@@ -161,11 +153,10 @@ func (ts *targets) admitJob(name string, now time.Time, job any) (d jobDecision,
 }
 
 // handoff is what release decides for a freed slot of a target.
-type handoff struct {
-	next  any  // a parked job (Job[T]) that takes the slot, to run at once
-	ok    bool // next is set
-	probe bool // next runs as a half-open breaker's probe
-	flush []any
+type handoff[T any] struct {
+	ok    bool // a parked job took the slot: release stored it in next, to run at once
+	probe bool // that job runs as a half-open breaker's probe
+	flush []Job[T]
 	d     jobDecision // for flush: cancel them, or wait until at
 	at    time.Time
 }
@@ -174,14 +165,14 @@ type handoff struct {
 // ran as a half-open breaker's probe (admitJob said so, or release did
 // when it handed the job out). If a job is parked waiting for a slot and
 // the target may still run jobs, the slot passes straight to it: release
-// returns it in next, to be run by the caller; parked jobs for which the
+// stores it in *next and reports ok, and the caller runs it; parked jobs for which the
 // target has further free slots (all of them, without a concurrency limit)
 // come back in flush, to wait until now, that is to be claimed again. If
 // the target has meanwhile been disabled, suspended or opened, the parked
 // jobs do not run: release returns them all in flush, with what to do with
 // them (cancel, or wait until at). While the breaker is half-open, the
 // slot goes to the next parked job as a probe.
-func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
+func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[T]) (h handoff[T]) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -192,9 +183,9 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 		t.probes--
 		ts.publish(t)
 	}
-	if len(t.waiting) == 0 {
+	if t.waiting.len() == 0 {
 		t.running--
-		return handoff{}
+		return handoff[T]{}
 	}
 	switch {
 	case t.disabled:
@@ -206,10 +197,10 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	case t.brk == breakerHalfOpen && t.probes >= ts.cfg.brkProbes:
 		// Probes are still out: the slot is not needed for one.
 		t.running--
-		return handoff{}
+		return handoff[T]{}
 	}
 	if h.d != runJob {
-		h.flush = ts.unpark(t, len(t.waiting))
+		h.flush = ts.unpark(t, t.waiting.len())
 		t.running--
 		return h
 	}
@@ -222,9 +213,10 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 		// to have work): the slot goes back to the pool, and the parked
 		// jobs wait for a later release.
 		t.running--
-		return handoff{}
+		return handoff[T]{}
 	}
-	h.next, h.ok = ts.unpark(t, 1)[0], true
+	ts.unparkInto(t, next)
+	h.ok = true
 	if t.brk == breakerHalfOpen {
 		t.probes++ // next is a probe; the rest wait for its outcome
 		ts.publish(t)
@@ -233,7 +225,7 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	}
 	// Closed: next takes the slot, and every parked job the target has
 	// room for goes back to be claimed again.
-	n := min(len(t.waiting), max(ts.limit()-t.running, 0))
+	n := min(t.waiting.len(), max(ts.limit()-t.running, 0))
 	if n > 0 {
 		h.flush = ts.unpark(t, n)
 	}
@@ -241,7 +233,7 @@ func (ts *targets) release(name string, now time.Time, probe bool) (h handoff) {
 	return h
 }
 
-func (ts *targets) success(name string) {
+func (ts *targets[T]) success(name string) {
 	if name == "" {
 		return
 	}
@@ -257,7 +249,7 @@ func (ts *targets) success(name string) {
 
 // failure records a failed run; it reports whether the target is now
 // disabled.
-func (ts *targets) failure(name string, err error) bool {
+func (ts *targets[T]) failure(name string, err error) bool {
 	if name == "" {
 		return false
 	}
@@ -300,7 +292,7 @@ func (ts *targets) failure(name string, err error) bool {
 
 // suspend suspends target for d (the configured duration when d is 0)
 // from now and returns the end of the suspension.
-func (ts *targets) suspend(name string, now time.Time, d time.Duration) time.Time {
+func (ts *targets[T]) suspend(name string, now time.Time, d time.Duration) time.Time {
 	if d <= 0 {
 		d = ts.cfg.suspend
 	}
@@ -320,7 +312,7 @@ func (ts *targets) suspend(name string, now time.Time, d time.Duration) time.Tim
 	return until
 }
 
-func (ts *targets) disable(name string, reason error) {
+func (ts *targets[T]) disable(name string, reason error) {
 	if name == "" {
 		return
 	}
@@ -342,7 +334,7 @@ func (ts *targets) disable(name string, reason error) {
 	}
 }
 
-func (ts *targets) resume(name string) bool {
+func (ts *targets[T]) resume(name string) bool {
 	t, ok := ts.lookup(name)
 	if !ok {
 		return false

@@ -26,7 +26,7 @@ type Queue[T any] struct {
 	log     *slog.Logger
 	onDead  atomic.Pointer[[]func(context.Context, Job[T], error)] // OnDead's hooks, copied on write
 	admit   *admission
-	targets *targets
+	targets *targets[T]
 	obs     *observers
 
 	// Written by every Enqueue: kept off the cache lines of the fields
@@ -118,7 +118,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 		done:     make(chan struct{}),
 		stopping: make(chan struct{}),
 	}
-	q.targets = newTargets(cfg.targets, cfg.clock, q.targetEvent)
+	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -407,16 +407,15 @@ func (q *Queue[T]) cancelParked(match func(key string) bool, keyless bool) int {
 	if q.targets.parked.Load() == 0 {
 		return 0
 	}
-	jobs := q.targets.takeWaiting(func(j any) bool {
-		if k := j.(Job[T]).Key; k != "" {
+	jobs := q.targets.takeWaiting(func(j *Job[T]) bool {
+		if k := j.Key; k != "" {
 			return match(k)
 		}
 		return keyless
 	})
 	n := 0
-	for _, j := range jobs {
-		job := j.(Job[T])
-		if q.endClaimed(&job, errCancelled) {
+	for i := range jobs {
+		if q.endClaimed(&jobs[i], errCancelled) {
 			n++
 		}
 	}

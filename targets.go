@@ -153,7 +153,7 @@ func WithTargetConcurrency(k int) Option {
 	}
 }
 
-type target struct {
+type target[T any] struct {
 	mu        sync.Mutex
 	name      string
 	suspended time.Time // zero or past: not suspended
@@ -167,9 +167,9 @@ type target struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	waiting   []any // claimed jobs (Job[T]) waiting for a concurrency slot or a probe's outcome
-	busy      bool  // counted in targets.busy (fair.go)
-	seen      int64 // the last instant a job of the target was admitted or ended
+	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
+	busy      bool    // counted in targets.busy (fair.go)
+	seen      int64   // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.
@@ -189,11 +189,13 @@ type TargetStatus struct {
 	Parked int `json:"parked"`
 }
 
-type targets struct {
+// targets is the health of every target a queue of jobs with payload T
+// has seen, and the jobs parked for their slots.
+type targets[T any] struct {
 	cfg   targetConfig
 	clock Clock
 	event func(kind EventKind, name string, err error, d time.Duration)
-	m     sync.Map // name -> *target
+	m     sync.Map // name -> *target[T]
 	due   dueTable
 
 	// epoch is what instants count from (see instant).
@@ -226,95 +228,156 @@ type targets struct {
 	_       [40]byte
 }
 
-func newTargets(cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets {
-	ts := &targets{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
+func newTargets[T any](cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets[T] {
+	ts := &targets[T]{cfg: cfg, clock: clk, event: event, epoch: clk.Now(), due: dueTable{m: map[string]map[string]int64{}}}
 	ts.blocked.Store(&blockSet{})
 	return ts
 }
 
-func (ts *targets) get(name string) *target {
+func (ts *targets[T]) get(name string) *target[T] {
 	if t, ok := ts.m.Load(name); ok {
-		return t.(*target)
+		return t.(*target[T])
 	}
-	t, _ := ts.m.LoadOrStore(name, &target{name: name})
-	return t.(*target)
+	t, _ := ts.m.LoadOrStore(name, &target[T]{name: name})
+	return t.(*target[T])
 }
 
-func (ts *targets) lookup(name string) (*target, bool) {
+func (ts *targets[T]) lookup(name string) (*target[T], bool) {
 	t, ok := ts.m.Load(name)
 	if !ok {
 		return nil, false
 	}
-	return t.(*target), true
+	return t.(*target[T]), true
 }
 
-// park appends job to t's waiting list; t.mu is held.
-func (ts *targets) park(t *target, job any) {
-	t.waiting = append(t.waiting, job)
+// park appends a copy of job to t's waiting list; t.mu is held.
+func (ts *targets[T]) park(t *target[T], job *Job[T]) {
+	t.waiting.push(job)
 	ts.parked.Add(1)
 }
 
 // unpark removes the first n jobs of t's waiting list and returns them;
 // t.mu is held.
-func (ts *targets) unpark(t *target, n int) []any {
-	out := make([]any, n)
-	copy(out, t.waiting)
-	clear(t.waiting[:n])
-	t.waiting = t.waiting[n:]
-	if len(t.waiting) == 0 {
-		t.waiting = nil
-	}
+func (ts *targets[T]) unpark(t *target[T], n int) []Job[T] {
+	out := make([]Job[T], n)
+	copy(out, t.waiting.jobs())
+	t.waiting.drop(n)
 	ts.parked.Add(-int64(n))
 	return out
 }
 
+// unparkInto removes the first job of t's waiting list and stores it in
+// *job, which saves the copy a one-job slice would cost; t.mu is held.
+func (ts *targets[T]) unparkInto(t *target[T], job *Job[T]) {
+	*job = t.waiting.jobs()[0]
+	t.waiting.drop(1)
+	ts.parked.Add(-1)
+}
+
 // takeWaiting removes and returns the parked jobs, of every target, for
 // which match returns true.
-func (ts *targets) takeWaiting(match func(job any) bool) []any {
-	var out []any
+func (ts *targets[T]) takeWaiting(match func(job *Job[T]) bool) []Job[T] {
+	var out []Job[T]
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		kept := t.waiting[:0]
-		for _, j := range t.waiting {
-			if match(j) {
-				out = append(out, j)
-			} else {
-				kept = append(kept, j)
-			}
-		}
-		clear(t.waiting[len(kept):])
-		if n := len(t.waiting) - len(kept); n > 0 {
-			t.waiting = kept
-			ts.parked.Add(-int64(n))
-		}
+		n := len(out)
+		out = t.waiting.removeIf(match, out)
+		ts.parked.Add(-int64(len(out) - n))
 		return true
 	})
 	return out
 }
 
 // eachWaiting calls fn with every job parked for a concurrency slot.
-func (ts *targets) eachWaiting(fn func(job any)) {
+func (ts *targets[T]) eachWaiting(fn func(job *Job[T])) {
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
-		for _, j := range t.waiting {
-			fn(j)
+		jobs := t.waiting.jobs()
+		for i := range jobs {
+			fn(&jobs[i])
 		}
 		t.mu.Unlock()
 		return true
 	})
 }
 
+// fifo is a target's list of parked jobs, oldest first. It keeps the jobs
+// by value, and a small buffer across the times it runs empty, so that a
+// target that parks one job at a time does not allocate for each.
+type fifo[T any] struct {
+	buf  []Job[T] // buf[head:] are the jobs; buf[:head] are cleared
+	head int
+}
+
+// fifoKeep is the largest buffer, in jobs, that an empty fifo keeps.
+const fifoKeep = 4
+
+func (f *fifo[T]) len() int { return len(f.buf) - f.head }
+
+// jobs returns the parked jobs, oldest first, in the fifo's own buffer.
+func (f *fifo[T]) jobs() []Job[T] { return f.buf[f.head:] }
+
+// push appends a copy of job. A full buffer whose front half is spent is
+// compacted rather than grown, so a long-lived backlog that moves through
+// it does not grow it without bound.
+func (f *fifo[T]) push(job *Job[T]) {
+	if f.head > 0 && len(f.buf) == cap(f.buf) && f.head >= len(f.buf)/2 {
+		n := copy(f.buf, f.buf[f.head:])
+		clear(f.buf[n:])
+		f.buf, f.head = f.buf[:n], 0
+	}
+	f.buf = append(f.buf, *job)
+}
+
+// drop removes the first n jobs.
+func (f *fifo[T]) drop(n int) {
+	clear(f.buf[f.head : f.head+n])
+	f.head += n
+	f.tidy()
+}
+
+// removeIf removes the jobs for which match returns true, keeping the
+// others in order, and returns out with the removed ones appended.
+func (f *fifo[T]) removeIf(match func(job *Job[T]) bool, out []Job[T]) []Job[T] {
+	live := f.buf[f.head:]
+	kept := live[:0]
+	for i := range live {
+		if match(&live[i]) {
+			out = append(out, live[i])
+		} else {
+			kept = append(kept, live[i])
+		}
+	}
+	clear(live[len(kept):])
+	f.buf = f.buf[:f.head+len(kept)]
+	f.tidy()
+	return out
+}
+
+// tidy resets an empty fifo, keeping a small buffer for the next jobs.
+func (f *fifo[T]) tidy() {
+	if f.head < len(f.buf) {
+		return
+	}
+	f.head = 0
+	if cap(f.buf) <= fifoKeep {
+		f.buf = f.buf[:0]
+	} else {
+		f.buf = nil
+	}
+}
+
 // statuses lists targets with something to report, sorted by name.
-func (ts *targets) statuses(now time.Time) []TargetStatus {
+func (ts *targets[T]) statuses(now time.Time) []TargetStatus {
 	var out []TargetStatus
 	ts.m.Range(func(_, v any) bool {
-		t := v.(*target)
+		t := v.(*target[T])
 		t.mu.Lock()
 		st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
+			Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: t.waiting.len()}
 		if now.Before(t.suspended) {
 			st.SuspendedUntil = t.suspended
 		}
@@ -371,7 +434,7 @@ func (q *Queue[T]) Target(name string) (TargetStatus, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TargetStatus{Name: t.name, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt,
-		Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: len(t.waiting)}
+		Failures: t.fails, Breaker: t.brk.String(), Running: t.running, Parked: t.waiting.len()}
 	if q.clock.Now().Before(t.suspended) {
 		st.SuspendedUntil = t.suspended
 	}

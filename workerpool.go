@@ -179,7 +179,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 		}
 		q.mu.Unlock()
 		// Jobs parked for a target's concurrency slot are claimed too.
-		q.targets.eachWaiting(func(j any) { ids = append(ids, j.(Job[T]).ID) })
+		q.targets.eachWaiting(func(j *Job[T]) { ids = append(ids, j.ID) })
 		if len(ids) == 0 {
 			continue
 		}
@@ -202,8 +202,8 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 		// process's to run any more. It leaves the FIFO without a word to
 		// the store, and without an outcome (the rescue's run counts it).
 		if len(lostSet) > 0 && q.targets.parked.Load() > 0 {
-			for _, j := range q.targets.takeWaiting(func(j any) bool { return lostSet[j.(Job[T]).ID] }) {
-				q.log.Warn("lease lost; parked job dropped", "job", j.(Job[T]).ID, "key", j.(Job[T]).Key)
+			for _, j := range q.targets.takeWaiting(func(j *Job[T]) bool { return lostSet[j.ID] }) {
+				q.log.Warn("lease lost; parked job dropped", "job", j.ID, "key", j.Key)
 			}
 		}
 	}
