@@ -337,6 +337,12 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 // Stopped local peers are neither counted nor served, not even from an
 // upstream's reply.
 func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
+	return s.appendPeers(nil, new(addrSet), a, numwant, now)
+}
+
+// appendPeers is peers appending to dst and using seen (whatever it
+// holds) to drop duplicates, so that a caller can reuse both.
+func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -352,8 +358,8 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 			upC, upI = max(upC, u.complete), max(upI, u.incomplete)
 		}
 	}
-	cand := make([]Peer, 0, n)
-	seen := newAddrSet(n, a.Addr)
+	cand := slices.Grow(dst[:0], n)
+	seen.reset(n, a.Addr)
 	stopped := 0
 	for id, p := range sw.local {
 		if !s.live(p, now) {
@@ -440,24 +446,34 @@ func (s *swarms) size() (peers int64, evicted uint64) {
 
 // addrSet is a set of addresses: a slice while small, a map beyond.
 type addrSet struct {
-	small []netip.AddrPort
-	big   map[netip.AddrPort]struct{}
+	small  []netip.AddrPort
+	big    map[netip.AddrPort]struct{}
+	useMap bool // big is in use, not small
 }
 
-func newAddrSet(n int, first netip.AddrPort) *addrSet {
-	s := &addrSet{}
-	if n > 32 {
-		s.big = make(map[netip.AddrPort]struct{}, n+1)
-	} else {
-		s.small = make([]netip.AddrPort, 0, n+1)
+// reset empties s for about n addresses and adds first, as a local
+// peer's. It keeps s's storage: a slice up to 32 addresses, a map beyond.
+func (s *addrSet) reset(n int, first netip.AddrPort) {
+	s.small = s.small[:0]
+	s.useMap = n > 32
+	if s.useMap {
+		if s.big == nil || len(s.big) > maxPooledSet {
+			s.big = make(map[netip.AddrPort]struct{}, n+1)
+		} else {
+			clear(s.big)
+		}
 	}
 	s.addLocal(first)
-	return s
 }
+
+// maxPooledSet is the most addresses an addrSet's map may have held to be
+// cleared and used again rather than dropped: clearing costs as much as
+// the map ever held.
+const maxPooledSet = 1024
 
 // add adds a and reports whether it was new.
 func (s *addrSet) add(a netip.AddrPort) bool {
-	if s.big != nil {
+	if s.useMap {
 		if _, ok := s.big[a]; ok {
 			return false
 		}
