@@ -16,6 +16,8 @@
 #   LOADBENCH_CONNECTIONS  wrk -c, default 50
 #   LOADBENCH_TORRENTS     default 10000
 #   LOADBENCH_FORWARDER_FLAGS  extra flags for the forwarder
+#   LOADBENCH_FORWARDER_BIN    a forwarder binary to run instead of building
+#                              this checkout's (to compare two versions)
 #
 # Missing tools (wrk, opentracker, curl) are installed with apt-get. Every
 # process the script starts is stopped by its pid when it exits.
@@ -109,8 +111,12 @@ pick_port() {
 OT_PORT=$(pick_port)
 FWD_PORT=$(pick_port)
 
-say "building the forwarder"
-(cd "$ROOT/examples" && go build -o "$WORK/forwarder" ./forwarder) || fail "build failed"
+if [ -n "${LOADBENCH_FORWARDER_BIN:-}" ]; then
+	cp "$LOADBENCH_FORWARDER_BIN" "$WORK/forwarder"
+else
+	say "building the forwarder"
+	(cd "$ROOT/examples" && go build -o "$WORK/forwarder" ./forwarder) || fail "build failed"
+fi
 
 # ---- opentracker. Debian builds it in whitelist mode: list every torrent
 # of the benchmark. It drops root (-u nobody) and chroots into its
