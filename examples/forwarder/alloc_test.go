@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,46 @@ func TestParseAnnounceUnescapesIDs(t *testing.T) {
 	}
 	_, err := ParseAnnounce("info_hash=%41%42&peer_id=x&port=1", remote)
 	assert.EqualError(t, err, "invalid info_hash: want 20 bytes, got 2")
+}
+
+// An upstream's reply replaces the previous one's peers in place: with a
+// reply per forwarded peer, a new array each time was most of the garbage
+// the forwarder made under load.
+func TestRecordReplyReusesItsArray(t *testing.T) {
+	s := newSwarms(time.Hour, 100)
+	t0 := time.Unix(1_700_000_000, 0)
+	asker := peerAnnounce(1000, 1, EventNone)
+	reply := func(base int) *Reply {
+		r := &Reply{Complete: int64(base)}
+		for i := range 50 {
+			r.Peers = append(r.Peers, peerAnnounce(base+i, 1, EventNone).Addr)
+		}
+		return r
+	}
+	first, second := reply(0), reply(100)
+	s.recordReply(asker, "up", first, t0, time.Hour)
+	n := testing.AllocsPerRun(100, func() { s.recordReply(asker, "up", second, t0, time.Hour) })
+	assert.Zero(t, n, "allocations per reply")
+	got, complete, _ := s.peers(asker, 200, t0)
+	assert.ElementsMatch(t, second.Peers, addrs(got), "the second reply's peers, only")
+	assert.EqualValues(t, 100, complete)
+	// A longer reply than the array holds still fits whole.
+	third := reply(200)
+	third.Peers = append(third.Peers, reply(300).Peers...)
+	s.recordReply(asker, "up", third, t0, time.Hour)
+	got, _, _ = s.peers(asker, 200, t0)
+	assert.ElementsMatch(t, third.Peers, addrs(got))
+}
+
+// The upstream URL is built with one allocation (its string).
+func TestAnnounceURLAllocs(t *testing.T) {
+	up, err := ParseUpstream("http://127.0.0.1:6969/announce?passkey=abc", http.DefaultClient)
+	require.NoError(t, err)
+	a, err := ParseAnnounce(clientQuery(1, 2, 6881, map[string]string{"key": "k1"}), netip.MustParseAddrPort("127.0.0.2:5000"))
+	require.NoError(t, err)
+	h := up.client.(*httpAnnouncer)
+	assert.Equal(t, h.urlPrefix(), h.prefix)
+	assert.True(t, strings.HasPrefix(h.announceURL(a, EventStarted), "http://127.0.0.1:6969/announce?passkey=abc&info_hash="))
+	n := testing.AllocsPerRun(100, func() { h.announceURL(a, EventStarted) })
+	assert.LessOrEqual(t, n, 1.0)
 }

@@ -287,9 +287,7 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 // recordReply stores an upstream's successful reply about a's torrent:
 // its peers, kept until ttl passes.
 func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Time, ttl time.Duration) {
-	// A copy: the parsed reply's array can be far larger than the peers
-	// kept (a 1 MiB list, or one whose entries were mostly skipped).
-	peers := slices.Clone(r.Peers[:min(len(r.Peers), s.upstreamMax)])
+	peers := r.Peers[:min(len(r.Peers), s.upstreamMax)]
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -297,7 +295,22 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 	if sw.upstream == nil {
 		sw.upstream = make(map[string]*upstreamPeers, 1)
 	}
-	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, downloaded: r.Downloaded, expires: now.Add(ttl)}
+	u := sw.upstream[upstream]
+	if u == nil {
+		u = new(upstreamPeers)
+		sw.upstream[upstream] = u
+	}
+	// A copy: the parsed reply's array can be far larger than the peers
+	// kept (a 1 MiB list, or one whose entries were mostly skipped). Into
+	// the previous reply's array when it fits and is not much larger:
+	// with a reply per forwarded peer, a new array per reply was most of
+	// the forwarder's garbage.
+	if c := cap(u.peers); c >= len(peers) && c <= 2*len(peers)+8 {
+		u.peers = append(u.peers[:0], peers...)
+	} else {
+		u.peers = slices.Clone(peers)
+	}
+	u.complete, u.incomplete, u.downloaded, u.expires = r.Complete, r.Incomplete, r.Downloaded, now.Add(ttl)
 }
 
 // markForwarded records that a's peer was sent to upstreams, which will
