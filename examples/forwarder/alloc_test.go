@@ -93,8 +93,10 @@ func TestAnnounceAllocs(t *testing.T) {
 	f.q.SetNextDue("up", a.PeerKey(), time.Now().Add(time.Hour))
 	again := httptest.NewRequest(http.MethodGet, "/announce?"+q, nil)
 	n := testing.AllocsPerRun(200, func() { f.ServeAnnounce(w, again) })
-	assert.LessOrEqual(t, n, 2.0, "allocations per re-announce")
 	assert.Zero(t, f.q.Stats().Enqueued-40, "the re-announce was forwarded")
+	if !raceEnabled {
+		assert.LessOrEqual(t, n, 2.0, "allocations per re-announce")
+	}
 }
 
 // ParseAnnounce reads info_hash and peer_id without url.QueryUnescape (so
