@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -385,32 +384,6 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	resp := announceResponse{Interval: interval, MinInterval: minInterval, Complete: complete, Incomplete: incomplete}
 	encodePeers(&resp, peers, a.Compact, a.NoPeerID)
 	w.Write(bencode.MustMarshal(resp))
-}
-
-var (
-	hdrTextPlain = []string{"text/plain"}
-	hdrNoCache   = []string{"no-cache"}
-)
-
-// announceScratch is what one announce's answer is built in, pooled: the
-// candidate peers, the set that drops duplicate addresses, the bencoded
-// reply.
-type announceScratch struct {
-	peers []Peer
-	seen  addrSet
-	buf   []byte
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(announceScratch) }}
-
-// release returns sc to the pool, unless an unusually large swarm or
-// reply grew it: such a one is left to the garbage collector rather than
-// kept for every later announce.
-func (sc *announceScratch) release() {
-	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 {
-		return
-	}
-	scratchPool.Put(sc)
 }
 
 // dueKey is what an upstream's interval spaces out for a: its torrent, or

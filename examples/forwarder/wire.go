@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anacrolix/torrent/bencode"
@@ -403,4 +404,30 @@ func isBencodedFailure(body []byte) (string, bool) {
 		return "", false
 	}
 	return r.Failure, true
+}
+
+var (
+	hdrTextPlain = []string{"text/plain"}
+	hdrNoCache   = []string{"no-cache"}
+)
+
+// announceScratch is what one announce's answer is built in, pooled: the
+// candidate peers, the set that drops duplicate addresses, the bencoded
+// reply.
+type announceScratch struct {
+	peers []Peer
+	seen  addrSet
+	buf   []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(announceScratch) }}
+
+// release returns sc to the pool, unless an unusually large swarm or
+// reply grew it: such a one is left to the garbage collector rather than
+// kept for every later announce.
+func (sc *announceScratch) release() {
+	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 {
+		return
+	}
+	scratchPool.Put(sc)
 }
