@@ -170,10 +170,17 @@ func parseParams(raw string, p *params) error {
 		if err != nil {
 			return err
 		}
-		if v, err = unescape(v); err != nil {
+		i := paramIndex(k)
+		if i == pInfoHash || i == pPeerID {
+			// Kept escaped, and unescaped by exactly20 straight into
+			// the Announce: no string for 20 binary bytes.
+			if !validEscapes(v) {
+				return errMalformed
+			}
+		} else if v, err = unescape(v); err != nil {
 			return err
 		}
-		if i := paramIndex(k); i >= 0 {
+		if i >= 0 {
 			if p.count[i] == 0 {
 				p.vals[i] = v
 			}
@@ -291,18 +298,62 @@ func parseAnnounce(rawQuery string, remote netip.AddrPort, trusted []netip.Prefi
 	return a, nil
 }
 
+// exactly20 unescapes parameter i, kept escaped by parseParams (and
+// checked there), into dst.
 func exactly20(q *params, i int, dst *[20]byte) error {
 	name := paramNames[i]
-	switch v := q.get(i); {
+	v := q.get(i)
+	n := len(v) - 2*strings.Count(v, "%")
+	switch {
 	case !q.has(i):
 		return badRequest("missing %s", name)
 	case q.count[i] > 1:
 		return badRequest("more than one %s", name)
-	case len(v) != 20:
-		return badRequest("invalid %s: want 20 bytes, got %d", name, len(v))
+	case n != 20:
+		return badRequest("invalid %s: want 20 bytes, got %d", name, n)
 	}
-	copy(dst[:], q.get(i))
+	for j, k := 0, 0; j < len(v); k++ {
+		switch c := v[j]; c {
+		case '%':
+			dst[k] = unhex(v[j+1])<<4 | unhex(v[j+2])
+			j += 3
+		case '+':
+			dst[k] = ' '
+			j++
+		default:
+			dst[k] = c
+			j++
+		}
+	}
 	return nil
+}
+
+// validEscapes reports whether url.QueryUnescape accepts s: every '%' is
+// followed by two hex digits.
+func validEscapes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' {
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }
 
 func intParam(q *params, i int, required bool, lo, hi int64) (int64, error) {

@@ -329,20 +329,27 @@ func (f *Forwarder) ServeStats(w http.ResponseWriter, r *http.Request) {
 // ServeAnnounce answers one client announce. Trackers answer errors with
 // HTTP 200 and a bencoded failure reason, and so does this one.
 func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain")
-	w.Header().Set("Cache-Control", "no-cache")
+	h := w.Header()
+	// Shared, never-changed values: Header.Set would allocate a slice for
+	// each on every announce.
+	h["Content-Type"], h["Cache-Control"] = hdrTextPlain, hdrNoCache
+	sc := scratchPool.Get().(*announceScratch)
+	defer sc.release()
 	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
 	a, err := parseAnnounce(r.URL.RawQuery, remote, f.opts.TrustIPFrom)
 	if err != nil {
 		f.cBad.Inc()
-		w.Write(encodeFailure(err.Error(), 0))
+		sc.buf = appendFailure(sc.buf[:0], err.Error(), 0)
+		w.Write(sc.buf)
 		return
 	}
 	now := f.opts.Now()
+	interval := int64(f.opts.Interval / time.Second)
 	if a.Event == EventStopped {
 		f.stop(r.Context(), a, now)
 		f.cStopped.Inc()
-		w.Write(bencode.MustMarshal(announceResponse{Interval: int64(f.opts.Interval / time.Second), Peers: ""}))
+		sc.buf = appendCompactAnnounce(sc.buf[:0], interval, 0, 0, 0, nil)
+		w.Write(sc.buf)
 		return
 	}
 	if !f.swarms.known(a, now) {
@@ -354,7 +361,8 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 				retry = 10 * time.Second
 			}
 			f.cLimited.Inc()
-			w.Write(encodeFailure(err.Error(), retry))
+			sc.buf = appendFailure(sc.buf[:0], err.Error(), retry)
+			w.Write(sc.buf)
 			return
 		}
 	}
@@ -364,15 +372,17 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	}
 	f.forward(r.Context(), a, firstCompleted, now)
 
-	peers, complete, incomplete := f.swarms.peers(a, a.NumWant, now)
-	resp := announceResponse{
-		Interval:    int64(f.opts.Interval / time.Second),
-		MinInterval: int64(f.opts.Interval / 2 / time.Second),
-		Complete:    complete,
-		Incomplete:  incomplete,
-	}
-	encodePeers(&resp, peers, a.Compact, a.NoPeerID)
+	peers, complete, incomplete := f.swarms.appendPeers(sc.peers, &sc.seen, a, a.NumWant, now)
+	sc.peers = peers[:0]
+	minInterval := int64(f.opts.Interval / 2 / time.Second)
 	f.cOK.Inc()
+	if a.Compact {
+		sc.buf = appendCompactAnnounce(sc.buf[:0], interval, minInterval, complete, incomplete, peers)
+		w.Write(sc.buf)
+		return
+	}
+	resp := announceResponse{Interval: interval, MinInterval: minInterval, Complete: complete, Incomplete: incomplete}
+	encodePeers(&resp, peers, a.Compact, a.NoPeerID)
 	w.Write(bencode.MustMarshal(resp))
 }
 
@@ -398,7 +408,8 @@ func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted boo
 		hash := a.HashHex()
 		targets = slices.DeleteFunc(targets, func(t string) bool { return !f.q.Due(t, hash) })
 	}
-	keys := jobKeys(a, targets)
+	var keyBuf [4]string // most fan-outs: the slice stays on the stack
+	keys := appendJobKeys(keyBuf[:0], a, targets)
 	for i, t := range targets {
 		// A completed replaces the peer's announce still queued for t:
 		// it is forwarded once, so dropped as a duplicate it would be
@@ -479,12 +490,14 @@ func (f *Forwarder) enqueue(ctx context.Context, a *Announce, ev Event, target, 
 
 // jobKey is a job's pending key: infohash:upstream:peerid, in hex.
 func jobKey(a *Announce, target string) string {
-	return jobKeys(a, []string{target})[0]
+	var buf [1]string
+	return appendJobKeys(buf[:0], a, []string{target})[0]
 }
 
-// jobKeys returns the pending keys of a for each target, cut from one
-// string so that a fan-out costs one allocation for all its keys.
-func jobKeys(a *Announce, targets []string) []string {
+// appendJobKeys appends the pending keys of a for each target to keys,
+// cut from one string so that a fan-out costs one allocation for all its
+// keys.
+func appendJobKeys(keys []string, a *Announce, targets []string) []string {
 	n := 0
 	for _, t := range targets {
 		n += len(a.HashHex()) + len(t) + len(a.PeerHex()) + 2
@@ -499,10 +512,10 @@ func jobKeys(a *Announce, targets []string) []string {
 		b.WriteString(a.PeerHex())
 	}
 	all := b.String()
-	keys := make([]string, len(targets))
-	for i, t := range targets {
+	for _, t := range targets {
 		l := len(a.HashHex()) + len(t) + len(a.PeerHex()) + 2
-		keys[i], all = all[:l], all[l:]
+		keys = append(keys, all[:l])
+		all = all[l:]
 	}
 	return keys
 }

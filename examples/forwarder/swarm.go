@@ -287,9 +287,7 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 // recordReply stores an upstream's successful reply about a's torrent:
 // its peers, kept until ttl passes.
 func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Time, ttl time.Duration) {
-	// A copy: the parsed reply's array can be far larger than the peers
-	// kept (a 1 MiB list, or one whose entries were mostly skipped).
-	peers := slices.Clone(r.Peers[:min(len(r.Peers), s.upstreamMax)])
+	peers := r.Peers[:min(len(r.Peers), s.upstreamMax)]
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -297,7 +295,22 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 	if sw.upstream == nil {
 		sw.upstream = make(map[string]*upstreamPeers, 1)
 	}
-	sw.upstream[upstream] = &upstreamPeers{peers: peers, complete: r.Complete, incomplete: r.Incomplete, downloaded: r.Downloaded, expires: now.Add(ttl)}
+	u := sw.upstream[upstream]
+	if u == nil {
+		u = new(upstreamPeers)
+		sw.upstream[upstream] = u
+	}
+	// A copy: the parsed reply's array can be far larger than the peers
+	// kept (a 1 MiB list, or one whose entries were mostly skipped). Into
+	// the previous reply's array when it fits and is not much larger:
+	// with a reply per forwarded peer, a new array per reply was most of
+	// the forwarder's garbage.
+	if c := cap(u.peers); c >= len(peers) && c <= 2*len(peers)+8 {
+		u.peers = append(u.peers[:0], peers...)
+	} else {
+		u.peers = slices.Clone(peers)
+	}
+	u.complete, u.incomplete, u.downloaded, u.expires = r.Complete, r.Incomplete, r.Downloaded, now.Add(ttl)
 }
 
 // markForwarded records that a's peer was sent to upstreams, which will
@@ -337,6 +350,12 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 // Stopped local peers are neither counted nor served, not even from an
 // upstream's reply.
 func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
+	return s.appendPeers(nil, new(addrSet), a, numwant, now)
+}
+
+// appendPeers is peers appending to dst and using seen (whatever it
+// holds) to drop duplicates, so that a caller can reuse both.
+func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -352,8 +371,8 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 			upC, upI = max(upC, u.complete), max(upI, u.incomplete)
 		}
 	}
-	cand := make([]Peer, 0, n)
-	seen := newAddrSet(n, a.Addr)
+	cand := slices.Grow(dst[:0], n)
+	seen.reset(n, a.Addr)
 	stopped := 0
 	for id, p := range sw.local {
 		if !s.live(p, now) {
@@ -440,24 +459,34 @@ func (s *swarms) size() (peers int64, evicted uint64) {
 
 // addrSet is a set of addresses: a slice while small, a map beyond.
 type addrSet struct {
-	small []netip.AddrPort
-	big   map[netip.AddrPort]struct{}
+	small  []netip.AddrPort
+	big    map[netip.AddrPort]struct{}
+	useMap bool // big is in use, not small
 }
 
-func newAddrSet(n int, first netip.AddrPort) *addrSet {
-	s := &addrSet{}
-	if n > 32 {
-		s.big = make(map[netip.AddrPort]struct{}, n+1)
-	} else {
-		s.small = make([]netip.AddrPort, 0, n+1)
+// reset empties s for about n addresses and adds first, as a local
+// peer's. It keeps s's storage: a slice up to 32 addresses, a map beyond.
+func (s *addrSet) reset(n int, first netip.AddrPort) {
+	s.small = s.small[:0]
+	s.useMap = n > 32
+	if s.useMap {
+		if s.big == nil || len(s.big) > maxPooledSet {
+			s.big = make(map[netip.AddrPort]struct{}, n+1)
+		} else {
+			clear(s.big)
+		}
 	}
 	s.addLocal(first)
-	return s
 }
+
+// maxPooledSet is the most addresses an addrSet's map may have held to be
+// cleared and used again rather than dropped: clearing costs as much as
+// the map ever held.
+const maxPooledSet = 1024
 
 // add adds a and reports whether it was new.
 func (s *addrSet) add(a netip.AddrPort) bool {
-	if s.big != nil {
+	if s.useMap {
 		if _, ok := s.big[a]; ok {
 			return false
 		}

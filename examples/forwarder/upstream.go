@@ -61,7 +61,9 @@ func ParseUpstream(spec string, client *http.Client) (*Upstream, error) {
 	up := &Upstream{Name: name, URL: u}
 	switch u.Scheme {
 	case "http", "https":
-		up.client = &httpAnnouncer{base: u, client: client, host: hostAddr(u.Hostname())}
+		h := &httpAnnouncer{base: u, client: client, host: hostAddr(u.Hostname())}
+		h.prefix = h.urlPrefix()
+		up.client = h
 	case "udp":
 		if u.Port() == "" {
 			return nil, fmt.Errorf("upstream %q: udp needs a port", spec)
@@ -97,6 +99,7 @@ type httpAnnouncer struct {
 	base   *url.URL
 	client *http.Client
 	host   netip.Addr // the upstream's address when its URL names one (see forwardIP)
+	prefix string     // urlPrefix, computed once
 }
 
 func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*Reply, error) {
@@ -138,32 +141,28 @@ func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*R
 // announceURL builds the upstream request: the client's parameters, with
 // the forwarder asking for compact peers.
 func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
-	var b strings.Builder
-	b.Grow(len(h.base.String()) + 256)
-	u := *h.base
-	u.RawQuery = ""
-	b.WriteString(u.String())
-	if h.base.RawQuery != "" {
-		b.WriteByte('?')
-		b.WriteString(h.base.RawQuery)
-		b.WriteByte('&')
-	} else {
-		b.WriteByte('?')
+	prefix := h.prefix
+	if prefix == "" {
+		prefix = h.urlPrefix()
 	}
+	var b strings.Builder
+	b.Grow(len(prefix) + 256)
+	b.WriteString(prefix)
 	b.WriteString("info_hash=")
 	escapeQuery(&b, a.InfoHash[:])
 	b.WriteString("&peer_id=")
 	escapeQuery(&b, a.PeerID[:])
+	var num [20]byte // the numbers, formatted without a string each
 	b.WriteString("&port=")
-	b.WriteString(strconv.Itoa(int(a.Addr.Port())))
+	b.Write(strconv.AppendUint(num[:0], uint64(a.Addr.Port()), 10))
 	b.WriteString("&uploaded=")
-	b.WriteString(strconv.FormatInt(a.Uploaded, 10))
+	b.Write(strconv.AppendInt(num[:0], a.Uploaded, 10))
 	b.WriteString("&downloaded=")
-	b.WriteString(strconv.FormatInt(a.Downloaded, 10))
+	b.Write(strconv.AppendInt(num[:0], a.Downloaded, 10))
 	b.WriteString("&left=")
-	b.WriteString(strconv.FormatInt(a.leftUpstream(), 10))
+	b.Write(strconv.AppendInt(num[:0], a.leftUpstream(), 10))
 	b.WriteString("&compact=1&numwant=")
-	b.WriteString(strconv.Itoa(maxNumWant))
+	b.Write(strconv.AppendInt(num[:0], maxNumWant, 10))
 	if ev != EventNone {
 		b.WriteString("&event=")
 		b.WriteString(ev.String())
@@ -174,9 +173,22 @@ func (h *httpAnnouncer) announceURL(a *Announce, ev Event) string {
 	}
 	if ip := a.Addr.Addr(); forwardIP(ip, h.host) {
 		b.WriteString("&ip=")
-		b.WriteString(ip.String())
+		var ipb [64]byte
+		b.Write(ip.AppendTo(ipb[:0]))
 	}
 	return b.String()
+}
+
+// urlPrefix is the upstream's URL up to where announceURL appends the
+// client's parameters: the URL without its query, '?', and its query and
+// '&' if it has one (a passkey).
+func (h *httpAnnouncer) urlPrefix() string {
+	u := *h.base
+	u.RawQuery = ""
+	if h.base.RawQuery != "" {
+		return u.String() + "?" + h.base.RawQuery + "&"
+	}
+	return u.String() + "?"
 }
 
 // escapeQuery writes s to b percent-encoded for a tracker's query string:

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anacrolix/torrent/bencode"
@@ -48,8 +49,97 @@ type failureResponse struct {
 
 // encodeFailure returns a bencoded failure reason.
 func encodeFailure(reason string, retry time.Duration) []byte {
+	return appendFailure(nil, reason, retry)
+}
+
+// appendFailure appends the bencoding of failureResponse{reason, retry in
+// seconds twice} to b, byte for byte what bencode.Marshal writes, without
+// its reflection and allocations (refusals are answered by the thousand
+// when the forwarder is overloaded).
+func appendFailure(b []byte, reason string, retry time.Duration) []byte {
 	secs := int64(retry / time.Second)
-	return bencode.MustMarshal(failureResponse{Failure: reason, Interval: secs, MinInterval: secs})
+	b = append(b, 'd')
+	b = appendBString(b, "failure reason")
+	b = appendBString(b, reason)
+	if secs != 0 {
+		b = appendBString(b, "interval")
+		b = appendBInt(b, secs)
+		b = appendBString(b, "min interval")
+		b = appendBInt(b, secs)
+	}
+	return append(b, 'e')
+}
+
+// appendCompactAnnounce appends the bencoding of a compact (BEP 23)
+// announceResponse with no warning, as encodePeers and bencode.Marshal
+// would write it, to b: the dictionary's keys in sorted order, min
+// interval and peers6 left out when zero and empty. It allocates nothing
+// once b is large enough, which is why the announce handler uses it.
+func appendCompactAnnounce(b []byte, interval, minInterval, complete, incomplete int64, peers []Peer) []byte {
+	n4, n6 := 0, 0
+	for _, p := range peers {
+		if p.Addr.Addr().Is4() {
+			n4++
+		} else {
+			n6++
+		}
+	}
+	b = append(b, 'd')
+	b = appendBString(b, "complete")
+	b = appendBInt(b, complete)
+	b = appendBString(b, "incomplete")
+	b = appendBInt(b, incomplete)
+	b = appendBString(b, "interval")
+	b = appendBInt(b, interval)
+	if minInterval != 0 {
+		b = appendBString(b, "min interval")
+		b = appendBInt(b, minInterval)
+	}
+	b = appendBString(b, "peers")
+	b = appendCompactPeers(b, peers, n4, true)
+	if n6 > 0 {
+		b = appendBString(b, "peers6")
+		b = appendCompactPeers(b, peers, n6, false)
+	}
+	return append(b, 'e')
+}
+
+// appendCompactPeers appends the n IPv4 (v4) or IPv6 addresses of peers
+// as one bencoded compact string.
+func appendCompactPeers(b []byte, peers []Peer, n int, v4 bool) []byte {
+	size := 6
+	if !v4 {
+		size = 18
+	}
+	b = strconv.AppendInt(b, int64(n*size), 10)
+	b = append(b, ':')
+	for _, p := range peers {
+		a := p.Addr.Addr()
+		if a.Is4() != v4 {
+			continue
+		}
+		if v4 {
+			ip := a.As4()
+			b = append(b, ip[:]...)
+		} else {
+			ip := a.As16()
+			b = append(b, ip[:]...)
+		}
+		b = binary.BigEndian.AppendUint16(b, p.Addr.Port())
+	}
+	return b
+}
+
+func appendBString(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+func appendBInt(b []byte, n int64) []byte {
+	b = append(b, 'i')
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, 'e')
 }
 
 // Peer is a peer known for a torrent: its address and, for local clients,
@@ -314,4 +404,30 @@ func isBencodedFailure(body []byte) (string, bool) {
 		return "", false
 	}
 	return r.Failure, true
+}
+
+var (
+	hdrTextPlain = []string{"text/plain"}
+	hdrNoCache   = []string{"no-cache"}
+)
+
+// announceScratch is what one announce's answer is built in, pooled: the
+// candidate peers, the set that drops duplicate addresses, the bencoded
+// reply.
+type announceScratch struct {
+	peers []Peer
+	seen  addrSet
+	buf   []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(announceScratch) }}
+
+// release returns sc to the pool, unless an unusually large swarm or
+// reply grew it: such a one is left to the garbage collector rather than
+// kept for every later announce.
+func (sc *announceScratch) release() {
+	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 {
+		return
+	}
+	scratchPool.Put(sc)
 }
