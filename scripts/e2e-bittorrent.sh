@@ -23,57 +23,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIMIT=${E2E_TIMEOUT:-120}
 START=$SECONDS
-PIDS=()
-WORK=
-
-say() { printf 'e2e-bittorrent: %s\n' "$*"; }
-
-cleanup() {
-	local rc=$?
-	for pid in "${PIDS[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		# Each was started by this script; wait up to 5 s, then force.
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -9 "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
-	if [ "$rc" -ne 0 ] && [ -n "$WORK" ] && [ -d "$WORK" ]; then
-		for f in "$WORK"/*.log; do
-			[ -f "$f" ] || continue
-			say "---- $(basename "$f") (last 30 lines)"
-			tail -n 30 "$f" | sed 's/^/    /'
-		done
-	fi
-	[ -n "$WORK" ] && rm -rf "$WORK"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-fail() {
-	say "FAIL: $*"
-	exit 1
-}
+NAME=e2e-bittorrent
+# shellcheck source=lib/procs.sh
+. "$(dirname "$0")/lib/procs.sh"
 
 left() { echo $((LIMIT - (SECONDS - START))); }
-
-# wait_for DESCRIPTION SECONDS COMMAND...: run COMMAND every 0.2 s until it
-# succeeds, for at most SECONDS (and never past the overall limit).
-wait_for() {
-	local what=$1 secs=$2
-	shift 2
-	local end=$((SECONDS + secs))
-	[ "$end" -gt $((START + LIMIT)) ] && end=$((START + LIMIT))
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -ge "$end" ] && fail "timed out waiting for $what"
-		sleep 0.2
-	done
-}
 
 # ---- tools
 missing=()
@@ -102,18 +56,6 @@ chmod 755 "$WORK"
 
 # ---- ports: free TCP and UDP ports on 127.0.0.1
 used=$(ss -Htuan 2>/dev/null | awk '{print $5}' | sed 's/.*://' | sort -u)
-pick_port() {
-	local p
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 30000))
-		if ! grep -qx "$p" <<<"$used" && ! grep -qx "$p" <<<"${picked:-}"; then
-			picked="${picked:-}"$'\n'"$p"
-			echo "$p"
-			return
-		fi
-	done
-	fail "no free port"
-}
 picked=
 FWD_PORT=$(pick_port)
 OT1_PORT=$(pick_port)

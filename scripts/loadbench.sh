@@ -29,51 +29,9 @@ THREADS=${LOADBENCH_THREADS:-1}
 CONNS=${LOADBENCH_CONNECTIONS:-50}
 TORRENTS=${LOADBENCH_TORRENTS:-10000}
 PREFIX=6c6f616462656e63682d746f7272656e # "loadbench-torren"
-PIDS=()
-WORK=
-
-say() { printf 'loadbench: %s\n' "$*"; }
-
-cleanup() {
-	local rc=$?
-	for pid in "${PIDS[@]}"; do
-		kill "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -9 "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
-	if [ "$rc" -ne 0 ] && [ -n "$WORK" ] && [ -d "$WORK" ]; then
-		for f in "$WORK"/*.log; do
-			[ -f "$f" ] || continue
-			say "---- $(basename "$f") (last 20 lines)"
-			tail -n 20 "$f" | sed 's/^/    /'
-		done
-	fi
-	[ -n "$WORK" ] && rm -rf "$WORK"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-fail() {
-	say "FAIL: $*"
-	exit 1
-}
-
-# wait_for DESCRIPTION SECONDS COMMAND...
-wait_for() {
-	local what=$1 end=$((SECONDS + $2))
-	shift 2
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -ge "$end" ] && fail "timed out waiting for $what"
-		sleep 0.2
-	done
-}
+NAME=loadbench
+# shellcheck source=lib/procs.sh
+. "$(dirname "$0")/lib/procs.sh"
 
 # ---- tools
 missing=()
@@ -96,18 +54,6 @@ chmod 755 "$WORK"
 # ---- ports: free TCP and UDP ports on 127.0.0.1
 used=$(ss -Htuan 2>/dev/null | awk '{print $5}' | sed 's/.*://' | sort -u)
 picked=
-pick_port() {
-	local p
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 30000))
-		if ! grep -qx "$p" <<<"$used" && ! grep -qx "$p" <<<"$picked"; then
-			picked="$picked"$'\n'"$p"
-			echo "$p"
-			return
-		fi
-	done
-	fail "no free port"
-}
 OT_PORT=$(pick_port)
 FWD_PORT=$(pick_port)
 
