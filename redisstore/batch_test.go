@@ -161,3 +161,35 @@ func (h *rtHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 		return next(ctx, cmds)
 	}
 }
+
+// TestEnqueueManyAfterBlocksLost: when Redis has lost the registration of
+// the ID blocks this process reserved (a restart without persistence), the
+// batch's add calls store nothing and report the jobs stale; EnqueueMany
+// gives them IDs of new blocks and adds each once.
+func TestEnqueueManyAfterBlocksLost(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	s := openStore(t, c, nil, WithPrefix(prefix))
+	ctx := context.Background()
+	jobs := make([]queue.Job[int], 300)
+	for i := range jobs {
+		jobs[i].Payload = i
+	}
+	first, err := s.EnqueueMany(ctx, jobs[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteKeys(c, "{"+prefix+":*}:blocks:*")
+	out, err := s.EnqueueMany(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range out {
+		if a.ID <= first[len(first)-1].ID {
+			t.Fatalf("job %d: ID %d, not above the lost blocks' IDs (last %d)", i, a.ID, first[len(first)-1].ID)
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Ready != 310 {
+		t.Fatalf("Stats = %+v, %v; want 310 ready jobs", st, err)
+	}
+}

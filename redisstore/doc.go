@@ -51,6 +51,18 @@
 // arrive queue up and go together in the next one, so under load a round
 // trip carries many jobs, and a lone call still goes at once.
 //
+// # Batch enqueue
+//
+// Store.EnqueueMany adds many jobs in one round trip: their add script
+// calls (up to 256 jobs each) go in one pipeline, with the IDs taken from
+// blocks reserved beforehand (a batch that needs new blocks reserves all
+// it needs at once, in two more round trips). Each job follows Add's
+// rules in order (dedupe by Key and Group, the schedule, the capacity);
+// it never coalesces. The queue counts and observes the jobs as it does
+// Enqueue's: the store reports them (EventEnqueued, or EventDropped for
+// a job refused for capacity) through the Report function of its
+// StoreConfig.
+//
 // # Claiming and waiting
 //
 // Claim tries the shards in priority order. When nothing is ready it
