@@ -10,7 +10,10 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEnqueueMany: a batch is added with Add's rules, in order (a later
@@ -191,5 +194,56 @@ func TestEnqueueManyAfterBlocksLost(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx); err != nil || st.Ready != 310 {
 		t.Fatalf("Stats = %+v, %v; want 310 ready jobs", st, err)
+	}
+}
+
+// TestEnqueueManyDuringOutage: while Redis is unreachable, a batch goes
+// to the in-memory fallback as Adds do (the call whose reply is lost
+// included), and once Redis answers again every job is written back once.
+func TestEnqueueManyDuringOutage(t *testing.T) {
+	needRedis(t)
+	t.Parallel()
+	p := storetest.NewProxy(t, redisAddr())
+	c := proxiedClient(t, p)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)))
+	ctx := context.Background()
+	batch := func(from, n int) []queue.Job[int] {
+		jobs := make([]queue.Job[int], n)
+		for i := range jobs {
+			jobs[i].Payload = from + i
+		}
+		return jobs
+	}
+	if _, err := s.EnqueueMany(ctx, batch(0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	p.Down()
+	for _, from := range []int{5, 25} { // the first finds the outage, the second a shard known down
+		out, err := s.EnqueueMany(ctx, batch(from, 20))
+		if err != nil {
+			t.Fatalf("EnqueueMany during the outage: %v", err)
+		}
+		for i, a := range out {
+			if a.ID == 0 {
+				t.Fatalf("job %d of the batch from %d not accepted: %+v", i, from, a)
+			}
+		}
+	}
+	p.Up()
+	// The store notices Redis is back by its periodic health check and
+	// writes the fallback's jobs back, with no event for either: polled.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := s.Stats(ctx)
+		require.NoError(c, err)
+		assert.True(c, st.Healthy && st.Detail == "redis: ok" && st.Ready == 45, "after the outage: %+v", st)
+	}, 20*time.Second, pollTick)
+	got := map[int]int{}
+	for range 45 {
+		got[claimWithin(t, s, 5*time.Second).Payload]++
+	}
+	for i := range 45 {
+		if got[i] != 1 {
+			t.Fatalf("job %d claimed %d times; want once (claims %v)", i, got[i], got)
+		}
 	}
 }
