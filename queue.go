@@ -573,13 +573,8 @@ func (e *StuckError) Unwrap() error { return e.Err }
 // storeEvent counts and forwards events a store decided on its own.
 func (q *Queue[T]) storeEvent(ev Event) {
 	switch ev.Kind {
-	case EventEnqueued: // a store's own batch enqueue
-		q.ctr.enqueued.Add(1)
-	case EventCoalesced:
-		q.ctr.enqueued.Add(1)
-		q.ctr.coalesced.Add(1)
-	case EventDropped:
-		q.ctr.dropped.Add(1)
+	case EventEnqueued, EventCoalesced, EventDropped: // a store's own batch enqueue
+		q.countStoreEnqueue(ev.Kind)
 	case EventRequeued:
 		q.ctr.requeued.Add(1)
 	case EventRescued:
