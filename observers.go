@@ -330,3 +330,18 @@ func (o *observers) tick() {
 	}
 	o.limSeen = n
 }
+
+// countStoreEnqueue counts a job a store accepted (EventEnqueued,
+// EventCoalesced) or refused for capacity (EventDropped) outside Enqueue,
+// as Enqueue counts its own.
+func (q *Queue[T]) countStoreEnqueue(kind EventKind) {
+	switch kind {
+	case EventCoalesced:
+		q.ctr.coalesced.Add(1)
+		fallthrough
+	case EventEnqueued:
+		q.ctr.enqueued.Add(1)
+	case EventDropped:
+		q.ctr.dropped.Add(1)
+	}
+}

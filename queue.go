@@ -572,6 +572,8 @@ func (e *StuckError) Unwrap() error { return e.Err }
 // storeEvent counts and forwards events a store decided on its own.
 func (q *Queue[T]) storeEvent(ev Event) {
 	switch ev.Kind {
+	case EventEnqueued, EventCoalesced, EventDropped: // a store's own batch enqueue
+		q.countStoreEnqueue(ev.Kind)
 	case EventRequeued:
 		q.ctr.requeued.Add(1)
 	case EventRescued:

@@ -79,9 +79,12 @@ func procCPU(pid string) time.Duration {
 // no-op job by asynq and by redisstore, with the floor under
 // both: a bare EVALSHA of a trivial script and a PING. Each has a
 // sub-benchmark of its own; "interleaved" runs one op of each in turn and
-// times each, so that all four see the same machine (on a small VM the
+// times each, so that all of them see the same machine (on a small VM the
 // round trip swings by 5x with the other load), and reports redisstore's
-// rate over asynq's as x-asynq.
+// rate over asynq's as x-asynq and over PING's as x-ping. The
+// redisstore-batch contenders enqueue 100 and 1000 jobs per op with
+// redisstore's EnqueueMany (one round trip per batch); their µs/job and
+// batchN-x-asynq (jobs per second over asynq's) compare them per job.
 //
 //	go test -tags redisstore -run '^$' -bench EnqueueOneProducer -count 6 ./bench
 func BenchmarkEnqueueOneProducer(b *testing.B) {
@@ -98,15 +101,22 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 	defer rdb.Close()
 	contenders := []struct {
 		name  string
+		per   int // jobs per op
 		setup func(b *testing.B) (op func() error)
 	}{
-		{"asynq", func(b *testing.B) func() error { return asynqEnqueuer(b, addr, rdb) }},
-		{"redisstore", func(b *testing.B) func() error { return redisstoreEnqueuer(b, addr, rdb) }},
-		{"bare-evalsha", func(b *testing.B) func() error { return bareEvalSha(b, addr) }},
-		{"ping", func(b *testing.B) func() error {
+		{"asynq", 1, func(b *testing.B) func() error { return asynqEnqueuer(b, addr, rdb) }},
+		{"redisstore", 1, func(b *testing.B) func() error { return redisstoreEnqueuer(b, addr, rdb, "qbench1p", 0) }},
+		{"bare-evalsha", 1, func(b *testing.B) func() error { return bareEvalSha(b, addr) }},
+		{"ping", 1, func(b *testing.B) func() error {
 			c := redis.NewClient(&redis.Options{Addr: addr})
 			b.Cleanup(func() { c.Close() })
 			return func() error { return c.Ping(context.Background()).Err() }
+		}},
+		{"redisstore-batch100", 100, func(b *testing.B) func() error {
+			return redisstoreEnqueuer(b, addr, rdb, "qbench1pb100", 100)
+		}},
+		{"redisstore-batch1000", 1000, func(b *testing.B) func() error {
+			return redisstoreEnqueuer(b, addr, rdb, "qbench1pb1000", 1000)
 		}},
 	}
 	for _, c := range contenders {
@@ -114,11 +124,13 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 			op := c.setup(b)
 			b.ReportAllocs()
 			m := meterCPU(b, rdb)
+			start := time.Now()
 			for b.Loop() {
 				if err := op(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(time.Since(start))/1e3/float64(b.N*c.per), "µs/job")
 			m.report()
 		})
 	}
@@ -138,9 +150,12 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 			}
 		}
 		for i, c := range contenders {
-			b.ReportMetric(float64(took[i])/1e3/float64(b.N), c.name+"-µs/op")
+			b.ReportMetric(float64(took[i])/1e3/float64(b.N*c.per), c.name+"-µs/job")
 		}
 		b.ReportMetric(float64(took[0])/float64(took[1]), "x-asynq")
+		b.ReportMetric(float64(took[3])/float64(took[1]), "x-ping")
+		b.ReportMetric(float64(took[0])*100/float64(took[4]), "batch100-x-asynq")
+		b.ReportMetric(float64(took[0])*1000/float64(took[5]), "batch1000-x-asynq")
 	})
 }
 
@@ -170,10 +185,10 @@ func asynqEnqueuer(b *testing.B, addr string, rdb *redis.Client) func() error {
 }
 
 // redisstoreEnqueuer returns an op enqueuing a ready job on a queue backed
-// by redisstore, under a prefix of its own.
-func redisstoreEnqueuer(b *testing.B, addr string, rdb *redis.Client) func() error {
+// by redisstore, under a prefix of its own; with batch > 0, batch jobs in
+// one EnqueueMany.
+func redisstoreEnqueuer(b *testing.B, addr string, rdb *redis.Client, prefix string, batch int) func() error {
 	ctx := context.Background()
-	const prefix = "qbench1p"
 	clean := func() { _ = deleteKeys(ctx, rdb, "{"+prefix+":*") }
 	clean()
 	c := redis.NewClient(&redis.Options{Addr: addr})
@@ -194,7 +209,17 @@ func redisstoreEnqueuer(b *testing.B, addr string, rdb *redis.Client) func() err
 		clean()
 	})
 	op := func() error { return q.Enqueue(ctx, queue.Job[int]{Payload: 1}) }
-	// The first enqueue reserves a block of IDs: untimed.
+	if batch > 0 {
+		jobs := make([]queue.Job[int], batch)
+		for i := range jobs {
+			jobs[i].Payload = 1
+		}
+		op = func() error {
+			_, err := st.EnqueueMany(ctx, jobs)
+			return err
+		}
+	}
+	// The first enqueue reserves IDs: untimed.
 	if err := op(); err != nil {
 		b.Fatal(err)
 	}

@@ -184,8 +184,7 @@ const claimFields = 10
 
 // runClaim claims up to n jobs in one script call.
 func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
-	until := now + s.o.LeaseTTL.Milliseconds()
-	res, err := sh.run(context.Background(), sh.client, scriptClaim, nil, now, until, s.owner,
+	res, err := sh.run(context.Background(), sh.client, scriptClaim, nil, now, s.leaseOffset(), s.owner,
 		promoteBatch, s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds(), n).Slice()
 	if err != nil {
 		return nil, err

@@ -41,9 +41,8 @@
 // Purge. None scans a
 // queue; Stats reads counters and cardinalities. A cancelled ready job is
 // deleted from the records and its ID left in its list as a tombstone that
-// Claim skips, so that no script searches a list. Times are the queue
-// Clock's milliseconds, never Redis's clock, so a fake clock drives
-// schedules and leases in tests. A due time (RunAt, a retry's or a
+// Claim skips, so that no script searches a list. Due times are the
+// queue Clock's milliseconds; leases are Redis's (see Clocks). A due time (RunAt, a retry's or a
 // deferral's time) is rounded up to the millisecond, never down, so that
 // no job runs before its time; Claim returns RunAt so rounded.
 //
@@ -51,6 +50,18 @@
 // shard are combined: while one script call is in flight, the calls that
 // arrive queue up and go together in the next one, so under load a round
 // trip carries many jobs, and a lone call still goes at once.
+//
+// # Batch enqueue
+//
+// Store.EnqueueMany adds many jobs in one round trip: their add script
+// calls (up to 256 jobs each) go in one pipeline, with the IDs taken from
+// blocks reserved beforehand (a batch that needs new blocks reserves all
+// it needs at once, in two more round trips). Each job follows Add's
+// rules in order (dedupe by Key and Group, the schedule, the capacity);
+// it never coalesces. The queue counts and observes the jobs as it does
+// Enqueue's: the store reports them (EventEnqueued, or EventDropped for
+// a job refused for capacity) through the Report function of its
+// StoreConfig.
 //
 // # Claiming and waiting
 //
@@ -71,6 +82,28 @@
 // counts started runs, so a rescued job runs next at attempt + 1. A record whose
 // payload cannot be decoded is dead-lettered with the error by Claim, which
 // goes on to the next job.
+//
+// # Clocks
+//
+// Leases are judged by Redis's clock, not each process's: the claim and
+// heartbeat scripts write TIME plus the lease TTL, and the rescue script
+// compares expiries with TIME (Redis 5 and later replicate a script's
+// effects, so a script may read TIME and then write). A process whose
+// clock is minutes ahead therefore does not rescue another's live lease,
+// and one whose clock is behind (or ahead) does not stamp leases that
+// expire early (or outlive its heartbeats). With WithShard, each shard's
+// server judges the leases it stores. The queue's Clock only measures how
+// much time passes: a fake clock's Advance moves this process's view of
+// lease time forward, so tests expire leases without waiting, while the
+// system clock's reading, right or wrong, does not matter. The leader key
+// expires by Redis's clock too (PX).
+//
+// Due times are the queue's Clock's: a job's RunAt is a time the caller
+// gave, and each process promotes a job when its own clock reaches it. A
+// process whose clock is off by e promotes scheduled jobs e early or late
+// (a retry's or deferral's time is computed from the clock of the process
+// that ran it), so keep the clocks of a queue's processes in step (NTP)
+// when due times must hold to better than their error.
 //
 // # Leader election
 //
@@ -166,10 +199,7 @@
 //     capacity (the in-memory store puts them in the schedule for
 //     RequeueDelay), so Ready can pass Capacity by up to the number of
 //     running jobs.
-//   - Times are milliseconds of each process's queue Clock, not Redis's: a
-//     lease or due time one process sets is compared with another's clock,
-//     so keep the clocks of a queue's processes in step (NTP) to well within
-//     the lease TTL.
+//   - Times are kept in milliseconds.
 //   - Dead jobs stay in the dead set for the retention (WithDeadRetention),
 //     at most WithDeadMax of them.
 //   - During an outage the fallback's dedupe and groups see only the jobs

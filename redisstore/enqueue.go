@@ -147,6 +147,12 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 	if len(items) == 1 {
 		return s.runAddOne(ctx, sh, &items[0])
 	}
+	return sh.addReply(scriptAddReady.runArgv(ctx, sh.client, s.addReadyArgv(sh, items)))
+}
+
+// addReadyArgv returns the command that adds items with scriptAddReady
+// (evalsha and its arguments).
+func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 	// The lists (label indexes) and seen bitmaps (seq/seenBits) the batch
 	// uses, in order of first use; usually one of each.
 	var listBuf [4]int
@@ -201,7 +207,7 @@ func (s *Store[T]) runAddReady(ctx context.Context, sh *shard, items []addItem) 
 		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc, block, it.blk)
 		start = ends[i]
 	}
-	return sh.addReply(scriptAddReady.runArgv(ctx, sh.client, argv))
+	return argv
 }
 
 // runAddOne adds one plain job with scriptAddOne.
@@ -219,6 +225,13 @@ func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]str
 
 // runAddAll adds any jobs with scriptAdd.
 func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, now int64) ([]string, error) {
+	return sh.addReply(scriptAdd.runArgv(ctx, sh.client, s.addAllArgv(sh, items, now, s.cfg.Coalesce)))
+}
+
+// addAllArgv returns the command that adds items with scriptAdd (evalsha
+// and its arguments); coalesce says whether a job whose key runs becomes
+// its rerun.
+func (s *Store[T]) addAllArgv(sh *shard, items []addItem, now int64, coalesce bool) []any {
 	keys := make([]string, len(sh.ks.fixed), len(sh.ks.fixed)+2)
 	copy(keys, sh.ks.fixed)
 	// The seen bitmaps, then the block registration hashes, go after the
@@ -234,9 +247,13 @@ func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, no
 		}
 	}
 	keys = append(append(keys, seenKeys...), blockKeys...)
-	args := make([]any, len(sh.args), len(sh.args)+5+addArgs*len(items))
-	copy(args, sh.args)
-	args = append(args, now, s.cfg.Capacity, boolArg(s.cfg.Coalesce), len(seenKeys), sh.token)
+	args := make([]any, 0, 3+len(keys)+len(sh.args)+5+addArgs*len(items))
+	args = append(args, "evalsha", scriptAdd.hash, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	args = append(args, sh.args...)
+	args = append(args, now, s.cfg.Capacity, boolArg(coalesce), len(seenKeys), sh.token)
 	// The meta prefixes share one buffer, sliced once it is complete.
 	n := 0
 	for i := range items {
@@ -258,7 +275,7 @@ func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, no
 			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk)
 		start = ends[i]
 	}
-	return sh.addReply(scriptAdd.Run(ctx, sh.client, keys, args...))
+	return args
 }
 
 // addReply reads an add script's reply: the ready count, then a status

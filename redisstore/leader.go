@@ -94,7 +94,7 @@ func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 		}
 		for {
 			now := s.now()
-			res, err := sh.run(ctx, sh.client, scriptRescue, nil, now, rescueBatch, s.cfg.MaxAttempts).Slice()
+			res, err := sh.run(ctx, sh.client, scriptRescue, nil, now, rescueBatch, s.cfg.MaxAttempts, s.leaseShift()).Slice()
 			if err != nil {
 				if isOutage(ctx, err) {
 					s.markDown(sh, err)

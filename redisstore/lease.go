@@ -1,6 +1,54 @@
 package redisstore
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// Leases are judged by Redis's clock. The claim and heartbeat scripts
+// write a lease's expiry as the server's TIME plus the lease TTL, and the
+// rescue script compares expiries with TIME: every process of a queue
+// reads one clock, so a process whose clock is minutes ahead does not
+// rescue another's live lease, and one whose clock is behind does not
+// stamp leases that outlive its heartbeats. (A script may read TIME and
+// then write: Redis 5 and later replicate a script's effects, not the
+// script.) With priority sharding each shard's leases are judged by that
+// shard's server, which alone stores them.
+//
+// The queue's clock still measures how much time passes: the lease time
+// a script uses is TIME plus how far the queue's clock has moved beyond
+// real time since Init (leaseShift). With the system clock that is zero,
+// whatever the clock reads (the difference of two time.Now() readings is
+// measured on the monotonic clock, which a wall clock step does not
+// move); a fake clock, which does not move by itself, steps leases
+// forward by each Advance, so that tests still expire leases without
+// waiting. A process's clock error thus does not matter to leases; what
+// remains is its clock's rate error over one lease TTL. (A custom Clock
+// whose readings lack time.Now's monotonic reading lets a wall clock step
+// through: the step shifts that process's leases by its size.)
+//
+// Due times (a job's RunAt, retry and deferral times) and dead-at times
+// remain the queue's clock: they are times the caller gave or reads back,
+// and a process whose clock is off promotes scheduled jobs early or late
+// by its error (see doc.go).
+
+// leaseClock is what leaseShift measures from: the queue's clock and real
+// time, read together at Init.
+type leaseClock struct {
+	clock time.Time // the queue's clock at Init
+	real  time.Time // time.Now() at Init (with its monotonic reading)
+}
+
+// leaseShift returns how far the queue's clock has moved beyond real time
+// since Init, in milliseconds: zero for the system clock, each Advance
+// less the real time passed for a fake one.
+func (s *Store[T]) leaseShift() int64 {
+	return (s.cfg.Clock.Now().Sub(s.lc.clock) - time.Since(s.lc.real)).Milliseconds()
+}
+
+// leaseOffset is the argument of the claim and heartbeat scripts: ms
+// after Redis's TIME until a lease written now expires.
+func (s *Store[T]) leaseOffset() int64 { return s.leaseShift() + s.o.LeaseTTL.Milliseconds() }
 
 // heartbeatBatch bounds the leases one heartbeat script call extends.
 const heartbeatBatch = 500
@@ -51,10 +99,11 @@ type leaseRef struct {
 	lease string
 }
 
-// extendLeases extends the leases refs on sh by the lease TTL, a batch per
-// script call, and returns the IDs whose lease is no longer the caller's.
+// extendLeases extends the leases refs on sh to a lease TTL from now (by
+// Redis's clock; see leaseClock), a batch per script call, and returns the
+// IDs whose lease is no longer the caller's.
 func (s *Store[T]) extendLeases(ctx context.Context, sh *shard, refs []leaseRef) ([]int64, error) {
-	until := s.now() + s.o.LeaseTTL.Milliseconds()
+	until := s.leaseOffset()
 	var lost []int64
 	for len(refs) > 0 {
 		batch := refs[:min(len(refs), heartbeatBatch)]

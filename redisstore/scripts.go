@@ -170,6 +170,18 @@ local function promote(now, batch, cap, requeue)
   end
   return moved, requeued
 end
+-- lease_now returns the lease clock plus off ms: Redis's own clock (TIME,
+-- in ms) shifted by how far the queue's clock moved beyond real time (see
+-- lease.go), so that every process judges leases by one clock. Scripts
+-- call it before they write: TIME is non-deterministic, which Redis 5 and
+-- later allow by replicating a script's effects (replicate_commands turns
+-- that on where a server's configuration turned it off; from Redis 7 it is
+-- a no-op).
+local function lease_now(off)
+  redis.replicate_commands()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + off
+end
 -- check_lease reports whether tok holds id's lease; if not, whether the job
 -- already ended ('gone': a repeated call) or is held or queued elsewhere.
 local function check_lease(id, tok)

@@ -1,11 +1,12 @@
 package redisstore
 
-// Claim: now, lease-until, owner, promote batch, capacity, requeue ms, n.
+// Claim: now, lease offset (ms after the lease clock, lease_now), owner,
+// promote batch, capacity, requeue ms, n.
 // Claims up to n jobs, highest priority first. Returns {ready, requeued,
 // next due (-1 for none), then per job: id, key, group, target, label,
 // runAt, attempt, max, lease, payload}.
 var scriptClaim = newScript("claim", `
-local now, untl, owner = tonumber(arg(1)), tonumber(arg(2)), arg(3)
+local now, untl, owner = tonumber(arg(1)), lease_now(tonumber(arg(2))), arg(3)
 local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
 local want = tonumber(arg(7))
 local out = {0, requeued, -1}
@@ -49,10 +50,11 @@ out[1] = ready_count()
 return out
 `)
 
-// Heartbeat: lease-until, then pairs of id and lease. Returns the IDs whose
+// Heartbeat: lease offset (ms after the lease clock, lease_now), then
+// pairs of id and lease. Returns the IDs whose
 // lease the caller no longer holds.
 var scriptHeartbeat = newScript("heartbeat", `
-local untl = tonumber(arg(1))
+local untl = lease_now(tonumber(arg(1)))
 local lost = {}
 local i = 2
 while arg(i) do

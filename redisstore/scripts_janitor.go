@@ -2,7 +2,8 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// Rescue: now, batch, default max attempts. Jobs whose lease expired go
+// Rescue: now, batch, default max attempts, lease shift (ms; see
+// lease_now). Jobs whose lease expired by the lease clock go
 // back to the head of their ready list (they were claimed before the jobs
 // now in it; the earliest expired goes first), or to the dead set after
 // their last attempt. Every process runs it (Store.rescueLoop): a lease
@@ -11,7 +12,7 @@ import "github.com/redis/go-redis/v9"
 var scriptRescue = newScript("rescue", `
 local now, batch, defmax = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
 local out = {0}
-local ids = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, batch)
+local ids = redis.call('ZRANGEBYSCORE', RUN, '-inf', lease_now(tonumber(arg(4))), 'LIMIT', 0, batch)
 for k = #ids, 1, -1 do
   local id = ids[k]
   redis.call('ZREM', RUN, id)

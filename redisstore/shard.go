@@ -49,9 +49,10 @@ type shard struct {
 	settles combiner[settleOp, string] // concurrent Complete, Retry, Defer, Dead
 
 	idMu      sync.Mutex
-	next, end int64  // reserved sequence numbers [next, end)
-	hwm       int64  // the last block reserved (its last number)
-	token     string // registers this process's blocks; see reserve
+	next, end int64   // reserved sequence numbers [next, end)
+	spare     []int64 // further blocks reserved (their last numbers), in order
+	hwm       int64   // the last block reserved (its last number)
+	token     string  // registers this process's blocks; see reserve
 }
 
 func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool, token string) *shard {
@@ -145,18 +146,34 @@ func (sh *shard) loadScripts(ctx context.Context) error {
 func (sh *shard) newID(ctx context.Context) (id, seq, blk int64, err error) {
 	sh.idMu.Lock()
 	defer sh.idMu.Unlock()
-	if sh.next >= sh.end {
-		if err := sh.reserve(ctx); err != nil {
-			return 0, 0, 0, err
-		}
+	if err := sh.refill(ctx, 1); err != nil {
+		return 0, 0, 0, err
 	}
 	seq = sh.next
 	sh.next++
 	return sh.idOf(seq), seq, sh.end - 1, nil
 }
 
-// reserve reserves the next block of idBlock sequence numbers, with
-// sh.idMu held. A block is named by its last number (blk) and is this
+// refill makes [next, end) non-empty, with sh.idMu held: from a spare
+// block, or by reserving blocks for want IDs (one block for one ID).
+func (sh *shard) refill(ctx context.Context, want int) error {
+	if sh.next < sh.end {
+		return nil
+	}
+	if len(sh.spare) == 0 {
+		if err := sh.reserve(ctx, (want+idBlock-1)/idBlock); err != nil {
+			return err
+		}
+	}
+	end := sh.spare[0]
+	sh.spare = sh.spare[1:]
+	sh.next, sh.end = end-idBlock+1, end+1
+	return nil
+}
+
+// reserve reserves the next k blocks of idBlock sequence numbers each
+// (one round trip for the counter, one for the registrations) into
+// sh.spare, with sh.idMu held. A block is named by its last number (blk) and is this
 // process's only while Redis records it so: the reservation registers it
 // under the process's token, and the add scripts refuse, with 'stale', a
 // job whose block is not registered to the caller. Redis loses the ID
@@ -175,27 +192,33 @@ func (sh *shard) newID(ctx context.Context) (id, seq, blk int64, err error) {
 // The block is registered after the counter moved past it, never before:
 // a snapshot taken in between holds the counter without the registration,
 // which only wastes the block.
-func (sh *shard) reserve(ctx context.Context) error {
-	end, err := scriptReserve.Run(ctx, sh.client, []string{sh.ks.ids()}, idBlock, sh.hwm).Int64()
+func (sh *shard) reserve(ctx context.Context, k int) error {
+	k = max(k, 1)
+	last, err := scriptReserve.Run(ctx, sh.client, []string{sh.ks.ids()}, k*idBlock, sh.hwm).Int64()
 	if err != nil {
 		return err
 	}
-	sh.hwm = max(sh.hwm, end)
-	bk := sh.ks.blocks(end)
+	sh.hwm = max(sh.hwm, last)
 	pipe := sh.client.Pipeline()
-	pipe.HSet(ctx, bk, strconv.FormatInt(end, 10), sh.token)
-	pipe.PExpire(ctx, bk, seenTTL)
-	for _, seq := range []int64{end - idBlock + 1, end} {
-		// Clearing a bit of the new block creates the bitmap without
-		// touching the bits of jobs already added.
-		key, off := sh.ks.seen(seq)
-		pipe.SetBit(ctx, key, off, 0)
-		pipe.PExpire(ctx, key, seenTTL)
+	ends := make([]int64, k)
+	for i := range ends {
+		end := last - int64(k-1-i)*idBlock
+		ends[i] = end
+		bk := sh.ks.blocks(end)
+		pipe.HSet(ctx, bk, strconv.FormatInt(end, 10), sh.token)
+		pipe.PExpire(ctx, bk, seenTTL)
+		for _, seq := range []int64{end - idBlock + 1, end} {
+			// Clearing a bit of the new block creates the bitmap without
+			// touching the bits of jobs already added.
+			key, off := sh.ks.seen(seq)
+			pipe.SetBit(ctx, key, off, 0)
+			pipe.PExpire(ctx, key, seenTTL)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	sh.next, sh.end = end-idBlock+1, end+1
+	sh.spare = ends
 	return nil
 }
 
@@ -206,7 +229,17 @@ func (sh *shard) dropBlock(blk int64) {
 	defer sh.idMu.Unlock()
 	if sh.end-1 == blk {
 		sh.next = sh.end
+		sh.spare = nil // reserved with it: Redis lost them too
 	}
+}
+
+// dropBlocks stops handing out IDs of every block reserved so far, which
+// an add script found not registered to this process (stale): the next
+// newID reserves anew.
+func (sh *shard) dropBlocks() {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	sh.next, sh.spare = sh.end, nil
 }
 
 // seenTTL is how long a seen bitmap, and the registration of an ID block,

@@ -40,10 +40,11 @@ type Store[T any] struct {
 	client redis.UniversalClient
 	o      options
 	cfg    queue.StoreConfig
-	capArg any    // cfg.Capacity, boxed once for the add scripts
-	owner  string // this process's lease and leader identity
-	token  string // registers this process's ID blocks (shard.reserve)
-	down   bool   // New found Redis unreachable and WithConnect allowed it
+	lc     leaseClock // set with cfg, by Init
+	capArg any        // cfg.Capacity, boxed once for the add scripts
+	owner  string     // this process's lease and leader identity
+	token  string     // registers this process's ID blocks (shard.reserve)
+	down   bool       // New found Redis unreachable and WithConnect allowed it
 
 	shards []*shard // ordered by their highest priority
 	byPrio []*shard // indexed like cfg.Priorities
@@ -158,6 +159,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		}
 	}
 	s.cfg = cfg
+	s.lc = leaseClock{clock: cfg.Clock.Now(), real: time.Now()}
 	s.capArg = cfg.Capacity
 	// Group the priorities by client, in priority order.
 	var clients []redis.UniversalClient

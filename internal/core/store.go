@@ -58,7 +58,10 @@ type StoreConfig struct {
 	// Logger receives the store's logs; never nil (it may discard).
 	Logger *slog.Logger
 	// Report receives the events a store decides on its own: EventRequeued,
-	// EventRescued, EventDead (janitor) and EventCancelled (superseded).
+	// EventRescued, EventDead (janitor) and EventCancelled (superseded);
+	// and, for jobs a store accepts or refuses outside the queue's
+	// Enqueue (a batch enqueue of its own), EventEnqueued, EventCoalesced
+	// and EventDropped, which the queue counts and observes as Enqueue's.
 	// Never nil. It must be called without holding store locks.
 	Report func(Event)
 }
