@@ -143,7 +143,9 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 // because its key or group was taken (EnqueueMany never coalesces). Jobs
 // without key or group are written with COPY. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
-// nothing is inserted. The store must have been passed to queue.New.
+// nothing is inserted. Each inserted job is reported to the queue as
+// enqueued (StoreConfig.Report), which counts and observes it as it does
+// Enqueue's. The store must have been passed to queue.NewWithStore.
 //
 // It takes two round trips: one for the IDs (taken from the table's
 // sequence beforehand, so that inserted rows can be matched to the input;
@@ -204,6 +206,9 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 			if !out[i].Scheduled {
 				ready++
 			}
+			j := &jobs[i]
+			s.cfg.Report(queue.Event{Kind: queue.EventEnqueued, Time: now, JobID: out[i].ID, Key: j.Key,
+				Target: j.Target, Priority: j.Priority})
 		}
 	}
 	s.ready.Add(ready)

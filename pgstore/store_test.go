@@ -287,7 +287,7 @@ func TestEnqueueMany(t *testing.T) {
 	e := newEnv(t)
 	s := newStore[P](t, e)
 	clk := queuetest.NewFakeClock(epoch)
-	bind(t, s, "many", clk, func(c *queue.StoreConfig) { c.Capacity = 10000 })
+	log := bind(t, s, "many", clk, func(c *queue.StoreConfig) { c.Capacity = 10000 })
 
 	// No keys: COPY.
 	var plain []queue.Job[P]
@@ -326,6 +326,11 @@ func TestEnqueueMany(t *testing.T) {
 	}
 	if st.Ready != 503 || st.Scheduled != 2 || st.ReadyByPriority["high"] != 166 {
 		t.Fatalf("stats %+v", st)
+	}
+	// Each inserted job is reported as enqueued, for the queue to count
+	// and observe as Enqueue's (501 + 3; the Add above went around it).
+	if n := log.Count(queue.EventEnqueued); n != 504 {
+		t.Fatalf("reported %d enqueued; want 504", n)
 	}
 	// Priority order holds across the batch.
 	if j := claimWithin(t, s, 5*time.Second); j.Priority != "high" || j.Payload.N != 2 {
