@@ -205,6 +205,7 @@ func claimShares(t *testing.T, h *harness, n int) map[string]int {
 // 1000 claims (within 1.5 %: durable stores claim ahead in batches).
 func testWeightedShares(t *testing.T, h *harness) {
 	got := claimShares(t, h, 1000)
+	t.Logf("claims by priority: %v", got)
 	for p, want := range map[string]int{"high": 600, "normal": 300, "low": 100} {
 		if d := got[p] - want; d < -15 || d > 15 {
 			t.Fatalf("claims by priority %v, want about high:600 normal:300 low:100", got)
