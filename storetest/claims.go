@@ -220,3 +220,32 @@ func testStrictStarves(t *testing.T, h *harness) {
 		t.Fatalf("claims by priority %v, want high:300 (strict)", got)
 	}
 }
+
+// A priority that had no ready jobs saves up no claims: after 50 claims
+// of high jobs alone, low jobs that arrive get their share (one claim in
+// ten with 6:3:1), not a burst of every claim until they catch up.
+func testWeightedNoBurst(t *testing.T, h *harness) {
+	for i := range 20 {
+		add(t, h, queue.Job[Payload]{Priority: "high", Payload: Payload{N: i}})
+	}
+	for range 50 {
+		j := claim(t, h)
+		must(t, "Complete", h.Store.Complete(bg, j))
+		add(t, h, queue.Job[Payload]{Priority: "high"})
+	}
+	for range 10 {
+		add(t, h, queue.Job[Payload]{Priority: "low"})
+	}
+	low := 0
+	for range 20 {
+		j := claim(t, h)
+		if j.Priority == "low" {
+			low++
+		}
+		must(t, "Complete", h.Store.Complete(bg, j))
+		add(t, h, queue.Job[Payload]{Priority: j.Priority})
+	}
+	if low < 1 || low > 3 {
+		t.Fatalf("%d of 20 claims went to low after it had been idle, want 2 (its share; 1..3 allowed)", low)
+	}
+}

@@ -107,6 +107,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "PriorityOrder", run: testPriority},
 		{name: "UnknownPriority", run: testUnknownPriority},
 		{name: "WeightedShares", run: testWeightedShares, cfg: []func(*queue.StoreConfig){weighted}},
+		{name: "WeightedNoBurst", run: testWeightedNoBurst, cfg: []func(*queue.StoreConfig){weighted}},
 		{name: "StrictStarves", run: testStrictStarves, cfg: []func(*queue.StoreConfig){roomy}},
 		{name: "Schedule", run: testSchedule},
 		{name: "NeverEarly", run: testNeverEarly},
