@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 )
 
 // Benchmarks for the in-memory engine. Run them with
@@ -546,6 +548,96 @@ func BenchmarkEnqueueDuplicate(b *testing.B) {
 			}
 			if err := q.Shutdown(ctx); err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkEnqueueRunPriorities is EnqueueRun/queue/no-key with the jobs
+// spread over the three default priorities (high, normal, low in turn),
+// under strict and under weighted (6:3:1, the default) dispatch, side by
+// side so that one run compares their cost per job.
+func BenchmarkEnqueueRunPriorities(b *testing.B) {
+	strict := queue.DefaultPriorities()
+	for i := range strict {
+		strict[i].Share = 0
+	}
+	labels := []string{"high", "normal", "low"}
+	for _, c := range []struct {
+		name string
+		opt  queue.Option
+	}{
+		{"strict", queue.WithPriorities("", strict...)},
+		{"weighted", queue.WithPriorities("", queue.DefaultPriorities()...)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cd := newCountdown(b.N)
+			q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { cd.tick(); return nil },
+				queue.WithWorkers(benchWorkers, benchWorkers), c.opt))
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				job := queue.Job[int]{Payload: i, Priority: labels[i%3]}
+				for {
+					err := q.Enqueue(ctx, job)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, queue.ErrQueueFull) {
+						b.Fatal(err)
+					}
+					runtime.Gosched()
+				}
+			}
+			<-cd.done
+			b.StopTimer()
+			reportJobs(b)
+			if err := q.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkStoreClaimPriorities is the in-memory store's add, claim and
+// complete of one job from one goroutine, each claimed job replaced by one
+// of its priority so that all three default priorities stay ready, strict and weighted side by side: the claim path's
+// own cost, without the workers' scheduling noise of EnqueueRunPriorities.
+func BenchmarkStoreClaimPriorities(b *testing.B) {
+	labels := []string{"high", "normal", "low"}
+	for _, c := range []struct {
+		name   string
+		shares []int
+	}{{"strict", []int{0, 0, 0}}, {"weighted", []int{6, 3, 1}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := memstore.New[int]()
+			cfg := storetest.Config("bench", 1000, queuetest.NewFakeClock(time.Unix(1e9, 0)), func(queue.Event) {})
+			for i := range cfg.Priorities {
+				cfg.Priorities[i].Share = c.shares[i]
+			}
+			if err := s.Init(cfg); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 300 { // every priority has ready jobs throughout
+				if _, err := s.Add(ctx, queue.Job[int]{Priority: labels[i%3]}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				j, err := s.Claim(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Complete(ctx, j); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Add(ctx, queue.Job[int]{Priority: j.Priority, Payload: i}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

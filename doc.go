@@ -70,6 +70,22 @@
 // queue is full as a job comes due, the job is rescheduled
 // WithRequeueDelay later (default 10 s), never dropped.
 //
+// # Priorities
+//
+// Each job has a priority (WithPriorities; by default high, normal and
+// low, weighted 6:3:1). Dispatch is weighted by default: while several
+// priorities have ready jobs, each gets at least its share of the claims
+// (six in ten for high, three for normal, one for low), in a fixed
+// interleaving, so a steady stream of high-priority jobs delays a
+// low-priority one by a bounded number of claims instead of starving it.
+// Levels whose Shares are all 0 are strict instead: a level runs only when
+// every higher one is empty. Weighted is the default because starvation
+// is silent (nothing fails; low-priority work just never runs), while the
+// cost of weighting, high-priority jobs yielding one claim in ten to work
+// that is waiting anyway, is visible and bounded. Jobs of one priority run
+// in FIFO order either way. Durable stores weigh per process (each keeps
+// its own counter), so across a fleet the shares hold per process.
+//
 // # Deduplication
 //
 // A job's Key is its pending key: while it is queued or scheduled, another

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/queuekit/queue/internal/core"
 )
 
 // Option configures a Queue. Options are applied in order by New, which
@@ -51,12 +53,16 @@ const (
 const minInterval = time.Millisecond
 
 // DefaultPriorities returns the priority levels used unless WithPriorities
-// is given: high (weight 0), normal (5) and low (10); "normal" is the
-// default label. Each call returns a new slice, so a caller may change it
+// is given: high (weight 0), normal (5) and low (10), weighted 6:3:1 (their
+// Shares); "normal" is the default label. While all three have ready jobs,
+// six claims in ten go to high, three to normal and one to low, so a
+// steady stream of high-priority jobs delays a low-priority one by at most
+// ten claims instead of starving it. For strict priorities set every
+// Share to 0. Each call returns a new slice, so a caller may change it
 // (to pass to WithPriorities or a store's StoreConfig) without changing
 // the defaults of any later New.
 func DefaultPriorities() []Priority {
-	return []Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}}
+	return []Priority{{Name: "high", Weight: 0, Share: 6}, {Name: "normal", Weight: 5, Share: 3}, {Name: "low", Weight: 10, Share: 1}}
 }
 
 type config struct {
@@ -271,13 +277,27 @@ func WithRequeueDelay(d time.Duration) Option {
 }
 
 // WithPriorities replaces the priority levels (default high=0, normal=5,
-// low=10, as DefaultPriorities returns, with "normal" the default label)
-// and names def, the label of jobs whose Priority is "". Lower weights run
-// first; names and weights must be unique and names non-empty; at most 32
-// levels. def must be one of the levels; "" keeps today's rule: "normal"
-// (New fails naming WithPriorities when no level has that name), or the
-// only level when there is one. To keep the default levels and change
-// only the default label, pass DefaultPriorities()...
+// low=10 weighted 6:3:1, as DefaultPriorities returns, with "normal" the
+// default label) and names def, the label of jobs whose Priority is "".
+// Names and weights must be unique and names non-empty; at most 32 levels.
+// def must be one of the levels; "" keeps today's rule: "normal" (New
+// fails naming WithPriorities when no level has that name), or the only
+// level when there is one. To keep the default levels and change only the
+// default label, pass DefaultPriorities()...
+//
+// Dispatch is weighted when every level has a Share (1..1000): while
+// several levels have ready jobs, each gets at least its Share of the
+// claims (its Share over the sum of all Shares), in a fixed interleaving
+// (6:3:1 claims high, normal, high, low, ...), so a low level waits a
+// bounded number of claims however busy the higher ones are. Within a
+// level jobs run in FIFO order. Dispatch is strict when every Share is 0:
+// a level runs only when no level of lower Weight has a ready job, which
+// lets a steady stream of high-priority jobs keep the others waiting
+// indefinitely; choose it when lower levels are truly optional work.
+// Mixing zero and non-zero Shares is refused. The default is weighted
+// because a queue that silently starves work is the worse surprise.
+// Durable stores keep the interleaving per process, so across a fleet the
+// proportions hold per process rather than exactly overall.
 func WithPriorities(def string, levels ...Priority) Option {
 	return func(c *config) error {
 		if len(levels) == 0 {
@@ -290,6 +310,12 @@ func WithPriorities(def string, levels ...Priority) Option {
 		for _, p := range levels {
 			if p.Name == "" {
 				return optErr("WithPriorities", p, "level name must not be empty")
+			}
+			if p.Share < 0 || p.Share > core.MaxShare {
+				return optErr("WithPriorities", p, "share must be in 0..%d", core.MaxShare)
+			}
+			if (p.Share == 0) != (levels[0].Share == 0) {
+				return optErr("WithPriorities", p, "shares must be all 0 (strict) or all positive (weighted)")
 			}
 			for _, q := range sorted {
 				if q.Name == p.Name || q.Weight == p.Weight {

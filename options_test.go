@@ -233,7 +233,7 @@ func TestDefaults(t *testing.T) {
 func TestDefaultPrioritiesIsACopy(t *testing.T) {
 	p := queue.DefaultPriorities()
 	p[1].Name, p[2].Weight = "changed", 0
-	assert.Equal(t, []queue.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}},
+	assert.Equal(t, []queue.Priority{{Name: "high", Weight: 0, Share: 6}, {Name: "normal", Weight: 5, Share: 3}, {Name: "low", Weight: 10, Share: 1}},
 		queue.DefaultPriorities())
 	q, err := queue.New(nop)
 	require.NoError(t, err, "a caller's change to the defaults must not reach a later New")

@@ -305,20 +305,38 @@ func TestStartContextCancelShutsDown(t *testing.T) {
 }
 
 func TestPriorities(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var rec recorder[string]
-		q := newQueue(t, rec.handler(nil), queue.WithWorkers(1, 1))
-		for _, p := range []string{"low/1", "normal/1", "high/1", "low/2", "/3", "high/2", "normal/2", "high/3"} {
-			prio, _, _ := strings.Cut(p, "/")
-			require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p, Priority: prio}))
-		}
-		st := q.Stats()
-		assert.Equal(t, map[string]int{"high": 3, "normal": 3, "low": 2}, st.Store.ReadyByPriority)
-		require.NoError(t, q.Start(bg))
-		require.NoError(t, q.Stop(bg))
-		assert.Equal(t, []string{"high/1", "high/2", "high/3", "normal/1", "/3", "normal/2", "low/1", "low/2"}, rec.payloads(),
-			"strict order between priorities, FIFO within one; \"\" is normal")
-	})
+	strict := make([]queue.Priority, 0, 3)
+	for _, p := range queue.DefaultPriorities() {
+		p.Share = 0
+		strict = append(strict, p)
+	}
+	for _, c := range []struct {
+		name string
+		opts []queue.Option
+		want []string
+	}{
+		// The default shares 6:3:1 interleave high, normal, high, high,
+		// normal, high, low, ...; a level without ready jobs gives its turn
+		// to the highest level that has some.
+		{"weighted", nil, []string{"high/1", "normal/1", "high/2", "high/3", "/3", "normal/2", "low/1", "low/2"}},
+		{"strict", []queue.Option{queue.WithPriorities("", strict...)}, []string{"high/1", "high/2", "high/3", "normal/1", "/3", "normal/2", "low/1", "low/2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var rec recorder[string]
+				q := newQueue(t, rec.handler(nil), append([]queue.Option{queue.WithWorkers(1, 1)}, c.opts...)...)
+				for _, p := range []string{"low/1", "normal/1", "high/1", "low/2", "/3", "high/2", "normal/2", "high/3"} {
+					prio, _, _ := strings.Cut(p, "/")
+					require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: p, Priority: prio}))
+				}
+				st := q.Stats()
+				assert.Equal(t, map[string]int{"high": 3, "normal": 3, "low": 2}, st.Store.ReadyByPriority)
+				require.NoError(t, q.Start(bg))
+				require.NoError(t, q.Stop(bg))
+				assert.Equal(t, c.want, rec.payloads(), "FIFO within a priority; \"\" is normal")
+			})
+		})
+	}
 }
 
 func TestCustomPriorities(t *testing.T) {

@@ -171,8 +171,9 @@ var ErrLeaseLost = errors.New("queue: lease lost")
 // or Coalesced.
 type Added = core.Added
 
-// Priority is one named priority level: a Name used in Job.Priority and a
-// unique Weight, lower running first.
+// Priority is one named priority level: a Name used in Job.Priority, a
+// unique Weight ranking it (lower first) and its Share of the claims under
+// weighted dispatch (0 on every level: strict). See WithPriorities.
 type Priority = core.Priority
 
 // StoreConfig is what a Store learns from its queue in Init: the queue's

@@ -240,7 +240,8 @@ func backoff(n int, limit time.Duration) time.Duration {
 // unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	now := s.cfg.Clock.Now()
-	rows, err := s.pool.Query(ctx, s.q.claim, s.cfg.Name, now, n, s.owner, s.leaseUntil())
+	sql, args := s.claimSQL(now, n)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		s.unreserve(n)
 		s.noteErr(err)
@@ -256,6 +257,16 @@ func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	}
 	s.handOutClaimed(got, n, 0)
 	return len(got), nil
+}
+
+// claimSQL returns the claim statement for up to n jobs due by now and
+// its arguments: strict, or weighted by this process's passes.
+func (s *Store[T]) claimSQL(now time.Time, n int) (string, []any) {
+	if s.passes == nil {
+		return s.q.claim, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil()}
+	}
+	weights, pass, stride := s.passes.args()
+	return s.q.claimWeighted, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride}
 }
 
 // claimed is one row returned by the claim statement.
@@ -283,6 +294,13 @@ func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
 		c = claimed[T]{}
 		return nil
 	})
+	if s.passes != nil && len(got) > 0 {
+		weights := make([]int, len(got))
+		for i := range got {
+			weights[i] = got[i].weight
+		}
+		s.passes.advance(weights)
+	}
 	return got, err
 }
 

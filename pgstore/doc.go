@@ -53,7 +53,9 @@
 // # Claims, leases and outcomes
 //
 // Jobs are claimed with FOR UPDATE SKIP LOCKED in priority, run_at, id
-// order, setting the lease owner and expiry in the same statement. No
+// order (strict priorities) or, under weighted priorities, by stride
+// scheduling over the priorities' shares with this process's counters
+// (run_at, id order within a priority), setting the lease owner and expiry in the same statement. No
 // transaction stays open while a job runs. A claimed job not yet handed
 // out is extended with the running ones and given back by Close.
 //

@@ -11,3 +11,6 @@ func HotSQL[T any](s *Store[T]) (claim, promote, rescue string) {
 func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
 	return s.q.complete, s.q.heartbeat
 }
+
+// WeightedClaimSQL returns the claim statement under weighted dispatch.
+func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }

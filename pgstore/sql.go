@@ -28,10 +28,10 @@ type queries struct {
 	jobs, leaders string // quoted, possibly schema-qualified table names
 	jobsIdent     pgx.Identifier
 
-	add, claim, promote, nextDue, countReady, heartbeat string
-	complete, dead, lockRows, retry, releaseReruns      string
-	cancel, cancelIDs, waitingKeys, purge, stats, sched string
-	rescue, prune, elect, resign, insertMany, release   string
+	add, claim, claimWeighted, promote, nextDue, countReady, heartbeat string
+	complete, dead, lockRows, retry, releaseReruns                     string
+	cancel, cancelIDs, waitingKeys, purge, stats, sched                string
+	rescue, prune, elect, resign, insertMany, release                  string
 }
 
 func newQueries(schema string) *queries {
@@ -49,7 +49,7 @@ func newQueries(schema string) *queries {
 		dst *string
 		src string
 	}{
-		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue}, {&q.countReady, sqlCountReady},
+		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.claimWeighted, sqlClaimWeighted}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue}, {&q.countReady, sqlCountReady},
 		{&q.heartbeat, sqlHeartbeat}, {&q.complete, sqlComplete}, {&q.dead, sqlDead},
 		{&q.lockRows, sqlLockRows}, {&q.retry, sqlRetry}, {&q.releaseReruns, sqlReleaseReruns},
 		{&q.cancel, sqlCancel}, {&q.cancelIDs, sqlCancelIDs}, {&q.waitingKeys, sqlWaitingKeys},

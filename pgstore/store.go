@@ -77,9 +77,11 @@ type Store[T any] struct {
 	owner   string // this process's name in lease and leader rows
 	channel string // NOTIFY channel, shared by the queues of one schema
 
-	cfg   queue.StoreConfig
-	lc    leaseClock // set with cfg, by Init
-	bound atomic.Bool
+	cfg queue.StoreConfig
+	// passes is the weighted dispatch state; nil for strict priorities.
+	passes *passes
+	lc     leaseClock // set with cfg, by Init
+	bound  atomic.Bool
 
 	mu       sync.Mutex // guards started, closed, stop, and Init
 	started  bool
@@ -185,6 +187,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		return fmt.Errorf("pgstore: the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	s.cfg = cfg
+	s.passes = newPasses(&cfg)
 	s.lc = leaseClock{clock: cfg.Clock.Now(), real: time.Now()}
 	s.bound.Store(true)
 	return nil

@@ -429,7 +429,8 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	var got []claimed[T]
 	refill, rest := s.refill(ended)
 	if refill > 0 {
-		b.Queue(s.q.claim, s.cfg.Name, now, refill, s.owner, s.leaseUntil()).Query(func(rows pgx.Rows) error {
+		sql, args := s.claimSQL(now, refill)
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var err error
 			got, err = s.scanClaimed(rows)
 			return err

@@ -10,6 +10,10 @@ import (
 )
 
 // Claim waits for the next ready job in priority order; see queue.Store.
+// Under weighted dispatch the claim script takes, for each claim, the
+// priority whose turn it is in this process's weighted order (falling
+// back to priority order when it has no ready job), and with sharded
+// priorities Claim starts from that priority's shard.
 // It tries each reachable shard in priority order, and before each the
 // fallback's jobs of higher priorities than the shard's, then the rest of
 // the fallback. Waiting costs no polling: Claim sleeps until a wake-up token
@@ -44,7 +48,15 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 			return zero, queue.ErrDrained
 		}
 		next := int64(math.MaxInt64)
-		for _, sh := range s.shards {
+		first := 0 // strict: shards in priority order
+		if c := s.cycle; c != nil {
+			// Weighted across shards: start from the shard of the
+			// priority whose turn it is (each shard's script then
+			// weighs its own priorities).
+			first = s.byPrio[c[(s.tick.Add(1)-1)%uint64(len(c))]].index
+		}
+		for k := range s.shards {
+			sh := s.shards[(first+k)%len(s.shards)]
 			// The fallback's jobs of higher priorities come first, not
 			// all of them: with priority sharding it holds the jobs of
 			// a shard that is down, which must not delay the higher
@@ -184,8 +196,19 @@ const claimFields = 10
 
 // runClaim claims up to n jobs in one script call.
 func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
+	prefs := ""
+	if c := sh.cycle; c != nil {
+		// The priority each of the n claims tries first, in the
+		// shard's weighted order.
+		b := make([]byte, n)
+		t := sh.tick.Add(uint64(n)) - uint64(n)
+		for i := range b {
+			b[i] = c[(t+uint64(i))%uint64(len(c))]
+		}
+		prefs = string(b)
+	}
 	res, err := sh.run(context.Background(), sh.client, scriptClaim, nil, now, s.leaseOffset(), s.owner,
-		promoteBatch, s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds(), n).Slice()
+		promoteBatch, s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds(), n, prefs).Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,10 @@
 //
 // # Claiming and waiting
 //
-// Claim tries the shards in priority order. When nothing is ready it
+// Claim tries the shards in priority order (weighted priorities: from the
+// shard of the priority whose turn it is in this process's weighted
+// order, and within a shard the claim script takes each claim's turn the
+// same way). When nothing is ready it
 // sleeps, without polling, until a wake-up token arrives (each script that
 // makes a job ready pushes one onto the shard's wake list, which one
 // listener per process and shard waits on with BLPOP while some Claim

@@ -1,21 +1,29 @@
 package redisstore
 
 // Claim: now, lease offset (ms after the lease clock, lease_now), owner,
-// promote batch, capacity, requeue ms, n.
-// Claims up to n jobs, highest priority first. Returns {ready, requeued,
-// next due (-1 for none), then per job: id, key, group, target, label,
-// runAt, attempt, max, lease, payload}.
+// promote batch, capacity, requeue ms, n, prefs. Claims up to n jobs,
+// highest priority first; under weighted dispatch byte i of prefs is the
+// (1-based) ready list claim i tries first, "" for strict priorities.
+// Returns {ready, requeued, next due (-1 for none), then per job: id, key,
+// group, target, label, runAt, attempt, max, lease, payload}.
 var scriptClaim = newScript("claim", `
 local now, untl, owner = tonumber(arg(1)), lease_now(tonumber(arg(2))), arg(3)
 local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
 local want = tonumber(arg(7))
+local prefs = arg(8) or ''
 local out = {0, requeued, -1}
 local got, skipped = 0, 0
-for i = 1, NL do
+local empty = {}
+-- take claims list i's first live job; false when the list has none.
+local function take(i)
+  if empty[i] then return false end
   local list = LIST[LABELS[i]]
-  while got < want and skipped < 100 do
+  while skipped < 100 do
     local id = redis.call('LPOP', list)
-    if not id then break end
+    if not id then
+      empty[i] = true
+      return false
+    end
     local m = load(id)
     if m and m.s == 'q' then
       unready(m)
@@ -29,10 +37,24 @@ for i = 1, NL do
         table.insert(out, v)
       end
       got = got + 1
-    else
-      skipped = skipped + 1
+      return true
+    end
+    skipped = skipped + 1
+  end
+  return false
+end
+while got < want and skipped < 100 do
+  local p = string.byte(prefs, got + 1)
+  local ok = p ~= nil and p <= NL and take(p)
+  if not ok then
+    for i = 1, NL do
+      if take(i) then
+        ok = true
+        break
+      end
     end
   end
+  if not ok then break end
 end
 if got == 0 and skipped < 100 then
   -- Nothing live: the counters must say so for every empty list (they can

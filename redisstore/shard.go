@@ -32,6 +32,12 @@ type shard struct {
 	labels  []string
 	fields  []any // the ready counters' fields ("r:" + label), like labels
 	sharded bool
+	// cycle is the weighted dispatch order over the shard's priorities
+	// (core.ShareCycle, 1-based list indices as the claim script takes
+	// them); nil for strict priorities. tick counts the claims made by
+	// this process, so the order is per process.
+	cycle []byte
+	tick  atomic.Uint64
 
 	// Boxed once for the add-ready script: meta, data, count and wake
 	// keys; the ready lists' keys, like labels; the last seen bitmap used.

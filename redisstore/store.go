@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
@@ -48,6 +49,8 @@ type Store[T any] struct {
 
 	shards []*shard // ordered by their highest priority
 	byPrio []*shard // indexed like cfg.Priorities
+	cycle  []uint8  // weighted dispatch order over the queue's priorities (core.ShareCycle); nil: strict
+	tick   atomic.Uint64
 
 	claimMu sync.Mutex
 	claims  map[int64]*claimRec[T]
@@ -183,6 +186,9 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		groups[at] = append(groups[at], i)
 	}
 	s.byPrio = make([]*shard, len(cfg.Priorities))
+	if len(clients) > 1 {
+		s.cycle = core.ShareCycle(cfg.Shares())
+	}
 	s.shards = nil
 	for j, c := range clients {
 		var labels []string
@@ -201,6 +207,15 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 		s.shards = append(s.shards, sh)
 		for _, i := range groups[j] {
 			s.byPrio[i] = sh
+		}
+		if cfg.Weighted() {
+			shares := make([]int, len(groups[j]))
+			for k, i := range groups[j] {
+				shares[k] = cfg.Priorities[i].Share
+			}
+			for _, k := range core.ShareCycle(shares) {
+				sh.cycle = append(sh.cycle, k+1)
+			}
 		}
 		if c != s.client {
 			ctx, cancel := context.WithTimeout(context.Background(), s.o.connectTimeout)

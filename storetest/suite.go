@@ -43,7 +43,8 @@ type harness struct {
 
 // Config returns the configuration the suite binds stores to, for a
 // store's own tests to bind the same way: queue name name, priorities
-// high, normal (the default) and low, the given ready capacity, a 10 s
+// high, normal (the default) and low, strict (no shares; the suite's
+// WeightedShares subtest gives them shares 6:3:1), the given ready capacity, a 10 s
 // requeue delay, coalescing on, 3 attempts, the given clock, a logger that
 // discards, and report as StoreConfig.Report (nil is allowed where the
 // store accepts it).
@@ -105,6 +106,9 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "InitTwiceRefused", run: testInitTwice},
 		{name: "PriorityOrder", run: testPriority},
 		{name: "UnknownPriority", run: testUnknownPriority},
+		{name: "WeightedShares", run: testWeightedShares, cfg: []func(*queue.StoreConfig){weighted}},
+		{name: "WeightedNoBurst", run: testWeightedNoBurst, cfg: []func(*queue.StoreConfig){weighted}},
+		{name: "StrictStarves", run: testStrictStarves, cfg: []func(*queue.StoreConfig){roomy}},
 		{name: "Schedule", run: testSchedule},
 		{name: "NeverEarly", run: testNeverEarly},
 		{name: "DuplicateKey", run: testDuplicate},

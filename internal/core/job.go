@@ -27,8 +27,9 @@ type Job[T any] struct {
 	Target string
 
 	// Priority is a label from [github.com/queuekit/queue.WithPriorities]; "" means the default
-	// priority. Higher priorities always run first; jobs of one priority
-	// run in FIFO order.
+	// priority. Higher priorities run first, strictly or by their shares
+	// (see [github.com/queuekit/queue.WithPriorities]); jobs of one
+	// priority run in FIFO order.
 	Priority string
 
 	// RunAt is when the job becomes due. The zero time or a time in the

@@ -25,8 +25,17 @@ type Added struct {
 // Priority is one named priority level.
 type Priority struct {
 	Name   string // label used in Job.Priority
-	Weight int    // lower runs first; must be unique
+	Weight int    // rank: lower runs first (strict) or breaks ties (weighted); must be unique
+	// Share is the level's share of claims under weighted dispatch: while
+	// several levels have ready jobs, each level with ready jobs gets at
+	// least Share/(sum of all Shares) of the claims, so none starves. 0 on
+	// every level means strict priorities: a level runs only when every
+	// lower Weight has no ready job. Shares are all 0 or all in 1..1000.
+	Share int
 }
+
+// MaxShare bounds Priority.Share.
+const MaxShare = 1000
 
 // StoreConfig is what a Store learns from its queue in Init.
 type StoreConfig struct {
@@ -64,6 +73,17 @@ type StoreConfig struct {
 	// and EventDropped, which the queue counts and observes as Enqueue's.
 	// Never nil. It must be called without holding store locks.
 	Report func(Event)
+}
+
+// Weighted reports whether the priorities are weighted (every level has a
+// Share) rather than strict.
+func (c *StoreConfig) Weighted() bool {
+	for _, p := range c.Priorities {
+		if p.Share <= 0 {
+			return false
+		}
+	}
+	return len(c.Priorities) > 0
 }
 
 // PriorityIndex returns the index of label in Priorities ("" is the

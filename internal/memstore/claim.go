@@ -110,8 +110,15 @@ func (s *Store[T]) publishing() bool {
 }
 
 // poll takes the oldest item of the highest non-empty priority into *it,
-// if there is one.
+// if there is one. Under weighted dispatch it first tries the level the
+// cycle names for this claim.
 func (s *Store[T]) poll(it *item[T]) bool {
+	if c := s.cycle; c != nil {
+		p := c[(s.tick.Add(1)-1)%uint64(len(c))]
+		if r := s.rings[p].Load(); r != nil && r.pop(it) {
+			return true
+		}
+	}
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil && r.pop(it) {
 			return true

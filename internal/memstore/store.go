@@ -25,6 +25,7 @@ type Store[T any] struct {
 	ringMu sync.Mutex                // serialises making and closing rings
 	closed bool                      // Drain closed the rings to new jobs; ringMu
 	tombs  []atomic.Int64            // by priority: cancelled items still in a ring
+	cycle  []uint8                   // weighted dispatch order (core.ShareCycle); nil: strict
 	keys   *keySet[T]
 	sched  *schedule[T]
 	wake   chan struct{}
@@ -35,6 +36,9 @@ type Store[T any] struct {
 	_   [64]byte
 	ids atomic.Int64
 	_   [56]byte
+	// tick counts weighted claims: claim n prefers level cycle[n mod len].
+	tick atomic.Uint64
+	_    [56]byte
 	// Idle workers park on wake after announcing themselves in sleepers;
 	// a push that sees a sleeper leaves a token. Busy workers never touch
 	// either.
@@ -165,6 +169,7 @@ func (s *Store[T]) Init(cfg core.StoreConfig) error {
 	s.epoch = cfg.Clock.Now().Add(-24 * time.Hour)
 	s.rings = make([]atomic.Pointer[ring[T]], len(cfg.Priorities))
 	s.tombs = make([]atomic.Int64, len(cfg.Priorities))
+	s.cycle = core.ShareCycle(cfg.Shares())
 	s.ring(uint8(cfg.PriorityIndex("")))
 	return nil
 }

@@ -1,0 +1,116 @@
+package pgstore
+
+import (
+	"sync"
+
+	"github.com/queuekit/queue"
+)
+
+// sqlClaimWeighted is sqlClaim under weighted dispatch (every priority has
+// a Share). Each priority offers its first $3 due available jobs in
+// run_at, id order; its k-th job gets the virtual time pass + k × stride
+// ($6 the priorities' weights, $7 their passes, $8 their strides: stride
+// is inversely proportional to the share) and the $3 earliest virtual
+// times win, ties to the higher priority. This is stride scheduling: with
+// every priority ready the claims follow the shares, and a priority with
+// ready jobs waits at most a few claims whatever the others hold. Each
+// priority's scan uses the claim index, as the strict claim does; rows an
+// offer locked but did not win stay locked, unclaimed, until the
+// statement's transaction ends.
+var sqlClaimWeighted = `
+UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
+    lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
+WHERE j.id = ANY (ARRAY(
+    SELECT c.id FROM unnest($6::int[], $7::bigint[], $8::bigint[]) AS p(prio, pass, stride)
+    CROSS JOIN LATERAL (
+        SELECT x.id, row_number() OVER (ORDER BY x.run_at, x.id) AS k FROM (
+            SELECT id, run_at FROM {jobs}
+            WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz AND priority = p.prio
+            ORDER BY run_at, id
+            LIMIT $3::bigint
+            FOR UPDATE SKIP LOCKED) x) c
+    ORDER BY p.pass + c.k * p.stride, p.prio
+    LIMIT $3::bigint))
+RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload`
+
+// passes is this process's stride-scheduling state for weighted dispatch:
+// per priority, the virtual time its next claim starts from. Each process
+// keeps its own, so the shares hold per process; across a fleet they hold
+// as long as each process claims from every ready priority.
+type passes struct {
+	mu      sync.Mutex
+	weights []int32 // the priorities' weight column values
+	stride  []int64 // inversely proportional to the shares
+	pass    []int64
+}
+
+// maxStride bounds the strides: the shares' common multiple when it is
+// smaller, else this divided by each share (the proportions then hold to
+// within one part in maxStride/1000).
+const maxStride = 1 << 24
+
+// newPasses returns the state for priorities ps, nil for strict ones.
+func newPasses(cfg *queue.StoreConfig) *passes {
+	if !cfg.Weighted() {
+		return nil
+	}
+	l := int64(1)
+	for _, p := range cfg.Priorities {
+		l = lcm(l, int64(p.Share))
+		if l > maxStride {
+			l = maxStride
+			break
+		}
+	}
+	w := &passes{}
+	for _, p := range cfg.Priorities {
+		w.weights = append(w.weights, int32(p.Weight))
+		w.stride = append(w.stride, l/int64(p.Share))
+		w.pass = append(w.pass, 0)
+	}
+	return w
+}
+
+// args returns the weighted claim's $6, $7 and $8.
+func (w *passes) args() (weights []int32, pass, stride []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.weights, append([]int64(nil), w.pass...), w.stride
+}
+
+// advance moves the passes past the jobs a claim returned (their weight
+// column values). A priority that offered fewer jobs than it could have
+// won (none ready) restarts from the virtual time the claim reached, so
+// that it cannot save up claims while idle and then starve the others.
+func (w *passes) advance(weights []int) {
+	if len(weights) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	reached := int64(-1 << 62)
+	for _, wt := range weights {
+		for i := range w.weights {
+			if int(w.weights[i]) == wt {
+				w.pass[i] += w.stride[i]
+				reached = max(reached, w.pass[i])
+			}
+		}
+	}
+	low := reached
+	for i := range w.pass {
+		w.pass[i] = max(w.pass[i], reached-w.stride[i])
+		low = min(low, w.pass[i])
+	}
+	for i := range w.pass {
+		w.pass[i] -= low // keep them small
+	}
+}
+
+func lcm(a, b int64) int64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}
