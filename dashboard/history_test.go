@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 // fakeSource is a Source whose Stats the test sets.
@@ -40,12 +41,12 @@ func TestHistorySamplesAtMostOncePerInterval(t *testing.T) {
 		assert.Zero(t, s.History[0].Throughput, "the first sample has nothing to compare with")
 
 		// Polls within the interval share the sample.
-		time.Sleep(500 * time.Millisecond)
+		queuetest.Advance(500 * time.Millisecond)
 		s, _ = getState(t, h)
 		require.Len(t, s.History, 1)
 
 		// 30 jobs done in 2 s, 10 ms and 50 ms each (mean 30 ms).
-		time.Sleep(1500 * time.Millisecond)
+		queuetest.Advance(1500 * time.Millisecond)
 		src.set(func(st *queue.Stats) { st.Done = 30; st.Failed = 4; st.Depth = 12 })
 		for i := range 30 {
 			d := 10 * time.Millisecond
@@ -67,7 +68,7 @@ func TestHistorySamplesAtMostOncePerInterval(t *testing.T) {
 		assert.False(t, p.Gap)
 
 		// Nothing ran: no mean, and the longest is reset.
-		time.Sleep(time.Second)
+		queuetest.Advance(time.Second)
 		s, _ = getState(t, h)
 		p = s.History[2]
 		assert.Nil(t, p.LatencyMs)
@@ -75,12 +76,12 @@ func TestHistorySamplesAtMostOncePerInterval(t *testing.T) {
 		assert.Zero(t, p.Throughput)
 
 		// Nobody watched for a minute: a gap.
-		time.Sleep(time.Minute)
+		queuetest.Advance(time.Minute)
 		s, _ = getState(t, h)
 		assert.True(t, s.History[3].Gap)
 
 		// The ring is bounded: the oldest sample goes.
-		time.Sleep(time.Second)
+		queuetest.Advance(time.Second)
 		first := s.History[0].T
 		s, _ = getState(t, h)
 		require.Len(t, s.History, 4)
@@ -95,7 +96,7 @@ func TestWithoutRecorderNoLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHandler(t, &fakeSource{})
 		getState(t, h)
-		time.Sleep(time.Second)
+		queuetest.Advance(time.Second)
 		s, _ := getState(t, h)
 		assert.False(t, s.Latency)
 		require.Len(t, s.History, 2)
