@@ -2,9 +2,7 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/queuekit/queue"
@@ -27,16 +25,7 @@ func BenchmarkEnqueueRunTarget(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				job := queue.Job[int]{Payload: i, Target: names[i%n]}
-				for {
-					err := q.Enqueue(ctx, job)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, queue.ErrQueueFull) {
-						b.Fatal(err)
-					}
-					runtime.Gosched()
-				}
+				enqueueRetrying(b, q, ctx, job)
 			}
 			<-cd.done
 			b.StopTimer()

@@ -126,22 +126,28 @@ func benchQueue(b *testing.B, keys []string) {
 		if keys != nil {
 			job.Key = keys[i]
 		}
-		for {
-			err := q.Enqueue(ctx, job)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, queue.ErrQueueFull) {
-				b.Fatal(err)
-			}
-			runtime.Gosched()
-		}
+		enqueueRetrying(b, q, ctx, job)
 	}
 	<-cd.done
 	b.StopTimer()
 	reportJobs(b)
 	if err := q.Stop(ctx); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// enqueueRetrying enqueues job, yielding to the workers while the ready
+// queue is full, as a producer that must not drop jobs would.
+func enqueueRetrying[T any](b *testing.B, q *queue.Queue[T], ctx context.Context, job queue.Job[T]) {
+	for {
+		err := q.Enqueue(ctx, job)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, queue.ErrQueueFull) {
+			b.Fatal(err)
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -579,16 +585,7 @@ func BenchmarkEnqueueRunPriorities(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				job := queue.Job[int]{Payload: i, Priority: labels[i%3]}
-				for {
-					err := q.Enqueue(ctx, job)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, queue.ErrQueueFull) {
-						b.Fatal(err)
-					}
-					runtime.Gosched()
-				}
+				enqueueRetrying(b, q, ctx, job)
 			}
 			<-cd.done
 			b.StopTimer()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +40,11 @@ func TestLowPriorityNotStarved(t *testing.T) {
 				stream.Store(true)
 				lowRan := make(chan time.Time, 1)
 				h := func(ctx context.Context, j queue.Job[string]) error {
-					time.Sleep(time.Second) // the job's work, in the bubble's fake time
+					select { // the job's work: a second of the bubble's fake time
+					case <-time.After(time.Second):
+					case <-ctx.Done():
+						return ctx.Err()
+					}
 					if j.Payload == "low" {
 						lowRan <- time.Now()
 						return nil
@@ -60,7 +65,7 @@ func TestLowPriorityNotStarved(t *testing.T) {
 					require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "high", Priority: "high"}))
 				}
 				require.NoError(t, q.Start(bg))
-				time.Sleep(30 * time.Second) // let the stream saturate the queue
+				queuetest.Advance(30 * time.Second) // let the stream saturate the queue
 				require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "low", Priority: "low"}))
 				start := time.Now()
 				select {
