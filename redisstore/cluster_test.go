@@ -145,6 +145,7 @@ func owner(t *testing.T, c *redis.ClusterClient, key string) string {
 // hash tag, so a key outside the tag would fail with CROSSSLOT; two queues
 // whose tags hash to slots of different masters each run their jobs there.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	cl := startOwnCluster(t)
 	c := cl.client(t)
 
