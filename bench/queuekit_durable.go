@@ -57,7 +57,9 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 		out = append(out, durableResult(name, "insert", fmt.Sprintf(insertWord, g), cfg.InsertN, el))
 	}
 
-	if engine == "postgres" {
+	// Both stores have EnqueueMany: pgstore's one INSERT per batch,
+	// redisstore's one pipeline of add scripts.
+	if engine == "postgres" || engine == "redis" {
 		setting := "EnqueueMany"
 		el, err := withStoreQueue(ctx, open, env, 1, cfg.BatchN, nil, func(q *queue.Queue[int], st queue.Store[int]) (time.Duration, error) {
 			ba, ok := st.(BatchAdder)

@@ -16,6 +16,7 @@ import (
 // Benchmarks against the test Redis (QUEUE_REDIS_ADDR):
 //
 //	go test -run '^$' -bench Enqueue -benchtime 20000x ./redisstore
+//	scripts/redisbench.sh (BenchmarkEnqueueOne beside redis-benchmark -c 1 PING)
 //	QUEUE_BENCH_JOBS=100000 QUEUE_BENCH_WORKERS=100 go test -run '^$' -bench BurnDown -benchtime 1x ./redisstore
 
 func envInt(name string, def int) int {
@@ -129,4 +130,88 @@ func BenchmarkBurnDown(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(jobs*b.N)/total.Seconds(), "jobs/s")
+}
+
+// BenchmarkEnqueueOne measures one producer enqueuing ready jobs one at a
+// time, each waiting for its reply: through a Queue (queue: what a user
+// calls), the store's Add alone (store), and, for the floor under both, a
+// go-redis PING on a client of the same options (ping). many is
+// EnqueueMany of QUEUE_BENCH_BATCH (default 100) jobs per op. Every
+// sub-benchmark reports jobs/s (ping: PINGs/s) and the median latency of
+// an op (p50-µs/op); scripts/redisbench.sh sets them beside
+// redis-benchmark -c 1 PING in the same run.
+func BenchmarkEnqueueOne(b *testing.B) {
+	batch := envInt("QUEUE_BENCH_BATCH", 100)
+	ctx := context.Background()
+	setup := func(b *testing.B) (*Store[int], *queue.Queue[int]) {
+		c := needRedis(b)
+		s, err := New[int](c, WithPrefix(testPrefix(b, c)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		q, err := queue.NewWithStore(s, func(context.Context, queue.Job[int]) error { return nil },
+			queue.WithName("bench"), queue.WithCapacity(1<<30, 0), queue.WithLogger(quietLogger()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = q.Stop(sctx)
+			_ = s.Close(sctx)
+		})
+		// The first enqueue reserves IDs and loads the scripts: untimed.
+		if err := q.Enqueue(ctx, queue.Job[int]{Payload: 1}); err != nil {
+			b.Fatal(err)
+		}
+		return s, q
+	}
+	run := func(b *testing.B, per int, op func() error) {
+		// Each op's latency in 1 µs buckets, for the median: on a loaded
+		// machine the mean rate swings with the scheduler, the median
+		// much less.
+		var hist [10001]uint32
+		b.ReportAllocs()
+		for b.Loop() {
+			start := time.Now()
+			if err := op(); err != nil {
+				b.Fatal(err)
+			}
+			hist[min(time.Since(start).Microseconds(), int64(len(hist)-1))]++
+		}
+		b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "jobs/s")
+		var seen uint32
+		for us, k := range hist {
+			if seen += k; seen*2 >= uint32(b.N) {
+				b.ReportMetric(float64(us), "p50-µs/op")
+				break
+			}
+		}
+	}
+	b.Run("queue", func(b *testing.B) {
+		_, q := setup(b)
+		run(b, 1, func() error { return q.Enqueue(ctx, queue.Job[int]{Payload: 1}) })
+	})
+	b.Run("store", func(b *testing.B) {
+		s, _ := setup(b)
+		run(b, 1, func() error {
+			_, err := s.Add(ctx, queue.Job[int]{Payload: 1})
+			return err
+		})
+	})
+	b.Run("many", func(b *testing.B) {
+		s, _ := setup(b)
+		jobs := make([]queue.Job[int], batch)
+		for i := range jobs {
+			jobs[i].Payload = 1
+		}
+		run(b, batch, func() error {
+			_, err := s.EnqueueMany(ctx, jobs)
+			return err
+		})
+	})
+	b.Run("ping", func(b *testing.B) {
+		c := needRedis(b)
+		run(b, 1, func() error { return c.Ping(ctx).Err() })
+	})
 }

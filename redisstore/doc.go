@@ -24,7 +24,10 @@
 // Every key of a queue starts with the hash tag "{prefix:name}" (WithPrefix,
 // queue.WithName), so a queue lives in one Cluster slot and every script is
 // Cluster-safe; each script declares every key it touches in KEYS, which a
-// test checks under MONITOR. The keys are: a ready list per priority; the
+// test checks under MONITOR, and TestCluster runs the conformance suite
+// and whole queues on a real three-master Redis Cluster. On a Cluster,
+// queues spread over the masters by name (each tag hashes to its own
+// slot); one queue's load stays on one master. The keys are: a ready list per priority; the
 // scheduled jobs in a sorted set scored by due time; the running jobs in a
 // sorted set scored by lease expiry, with the lease holders in a hash; the
 // job records as fields of two hashes (meta, a small JSON object, and data,

@@ -74,8 +74,17 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	return p
 }
 
+// deleteKeys deletes the keys matching match; on a Cluster, on every
+// master (a SCAN sees one node's keys).
 func deleteKeys(c redis.UniversalClient, match string) {
 	ctx := context.Background()
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error {
+			deleteKeys(n, match)
+			return nil
+		})
+		return
+	}
 	var cursor uint64
 	for {
 		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()

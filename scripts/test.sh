@@ -12,7 +12,15 @@ export QUEUE_PG_URL="${QUEUE_PG_URL:-postgres://postgres@127.0.0.1:5432/test?ssl
 export QUEUE_REDIS_ADDR="${QUEUE_REDIS_ADDR:-127.0.0.1:6379}"
 
 # Under CI, start the local servers if they are installed but down.
+# redisstore's tests also start servers of their own (a killed Redis, a
+# three-master Redis Cluster joined with redis-cli --cluster create), so
+# Debian's redis-server (which brings redis-cli) is installed when missing.
 if [ "${CI:-}" = "true" ]; then
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    echo "test.sh: installing redis-server"
+    { apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; } ||
+      echo "test.sh: could not install redis-server (the redisstore tests will fail)"
+  fi
   if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
     echo "test.sh: starting PostgreSQL"
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true

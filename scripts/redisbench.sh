@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One producer's enqueue rate on Redis beside the physical limit, in one
+# run: `redis-benchmark -c 1 PING` (one connection, one request at a time:
+# a round trip and nothing else) interleaved with redisstore's
+# BenchmarkEnqueueOne (queue: Queue.Enqueue of one ready job; store: the
+# store's Add alone; many: EnqueueMany of BATCH jobs per call; ping: a
+# go-redis PING) and, when the bench module builds, asynq's
+# Client.Enqueue from bench's BenchmarkEnqueueOneProducer/asynq. Each
+# round runs PING, queue, store, PING, many, asynq, PING; the PING rate
+# of a round is the mean of its three runs, and the ratios are taken
+# within the round. Median latencies (redis-benchmark's p50, the Go
+# benchmarks' p50-µs/op) are printed too: on a loaded machine the rates
+# swing with the scheduler, the medians much less. Targets (docs/benchmarks.md): queue ≥ 0.9× PING;
+# many ≥ 5× asynq.
+#
+#   scripts/redisbench.sh                 # 3 rounds of 20000 ops each
+#   ROUNDS=5 N=50000 BATCH=100 scripts/redisbench.sh
+#
+# Redis: QUEUE_REDIS_ADDR (default 127.0.0.1:6379); the benchmarks work
+# under key prefixes of their own and delete them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+addr="${QUEUE_REDIS_ADDR:-127.0.0.1:6379}"
+host="${addr%:*}"
+port="${addr##*:}"
+rounds="${ROUNDS:-3}"
+n="${N:-20000}"
+batch="${BATCH:-100}"
+export QUEUE_REDIS_ADDR="$addr" QUEUE_BENCH_BATCH="$batch"
+
+for bin in redis-benchmark redis-cli go; do
+  command -v "$bin" >/dev/null || { echo "redisbench: $bin not found (apt-get install redis-server)" >&2; exit 1; }
+done
+redis-cli -h "$host" -p "$port" ping >/dev/null || { echo "redisbench: no Redis at $addr" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd redisstore && go test -c -o "$tmp/redisstore.test" .)
+have_asynq=0
+if (cd bench && go test -tags redisstore -c -o "$tmp/bench.test" .) 2>/dev/null; then
+  have_asynq=1
+fi
+
+# ping prints redis-benchmark's PING requests per second and its median
+# latency in µs.
+ping() {
+  redis-benchmark -h "$host" -p "$port" -c 1 -n "$n" -q PING 2>/dev/null | tr '\r' '\n' |
+    awk '/requests per second/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "requests") v = $i; if ($i ~ /^p50=/) { sub(/^p50=/, "", $i); p = $i * 1000 } } }
+      END { printf "%s %.0f\n", v, p }'
+}
+
+# gobench BIN PATTERN ITERATIONS prints the jobs/s and the p50-µs/op the
+# benchmark reports.
+gobench() {
+  "$1" -test.run '^$' -test.bench "$2" -test.benchtime "$3x" -test.count 1 2>/dev/null |
+    awk '{ for (i = 2; i <= NF; i++) { if ($i == "jobs/s") v = $(i-1); if ($i == "p50-µs/op") p = $(i-1) } } END { printf "%s %.0f\n", v, p }'
+}
+
+# asynqrate prints asynq's enqueues per second (from its µs/job).
+asynqrate() {
+  [ "$have_asynq" = 1 ] || { echo "-"; return; }
+  "$tmp/bench.test" -test.run '^$' -test.bench 'EnqueueOneProducer/asynq$' -test.benchtime "$1x" -test.count 1 2>/dev/null |
+    awk '{ for (i = 2; i <= NF; i++) if ($i == "µs/job") v = $(i-1) } END { if (v > 0) printf "%.0f\n", 1e6 / v }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+
+echo "redisbench: $(redis-server --version | awk '{print $3}') at $addr, $rounds rounds, $n ops per run, batch $batch; load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
+  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq"
+for r in $(seq 1 "$rounds"); do
+  read -r p1 l1 < <(ping)
+  read -r q lq < <(gobench "$tmp/redisstore.test" 'EnqueueOne/queue$' "$n")
+  read -r s _ < <(gobench "$tmp/redisstore.test" 'EnqueueOne/store$' "$n")
+  read -r p2 l2 < <(ping)
+  read -r m _ < <(gobench "$tmp/redisstore.test" 'EnqueueOne/many$' $(((n + batch - 1) / batch)))
+  a=$(asynqrate "$n")
+  read -r g lg < <(gobench "$tmp/redisstore.test" 'EnqueueOne/ping$' "$n")
+  read -r p3 l3 < <(ping)
+  p=$(awk -v a="$p1" -v b="$p2" -v c="$p3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
+  l=$(awk -v a="$l1" -v b="$l2" -v c="$l3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
+  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
+    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")"
+done
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
