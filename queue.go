@@ -28,6 +28,7 @@ type Queue[T any] struct {
 	admit   *admission
 	targets *targets[T]
 	obs     *observers
+	per     *periodic[T] // the periodic jobs (Periodic)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
@@ -119,6 +120,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 		stopping: make(chan struct{}),
 	}
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
+	q.per = newPeriodic(q)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -200,6 +202,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 		q.pool.add()
 	}
 	go q.scaler(bg)
+	q.per.start()
 	if q.leaser != nil {
 		go q.heartbeats(bg)
 	}
@@ -528,6 +531,7 @@ func (q *Queue[T]) begin(cancel bool) {
 }
 
 func (q *Queue[T]) finishStop() {
+	q.per.wait() // its loop returns when the stop begins
 	q.mu.Lock()
 	if q.bgStop != nil {
 		q.bgStop()
