@@ -149,6 +149,9 @@ func TestHelperProcess(t *testing.T) {
 			}
 			<-ctx.Done() // never finishes: the process is killed mid-job
 			return ctx.Err()
+		case "periodic":
+			_, err := pool.Exec(ctx, "INSERT INTO "+schema+".periodic_runs (key, attempt, worker) VALUES ($1, $2, $3)", j.Key, j.Attempt, id)
+			return err
 		default:
 			_, err := pool.Exec(ctx, "INSERT INTO "+schema+".completions (job_id, worker) VALUES ($1, $2)", j.ID, id)
 			var pgErr *pgconn.PgError
@@ -167,6 +170,11 @@ func TestHelperProcess(t *testing.T) {
 	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mode == "periodic" {
+		if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
