@@ -228,9 +228,12 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // or group) when job.Key is already pending (see WithCoalesce for running
 // keys) or job.Group has a scheduled job, an error wrapping
 // ErrUnknownPriority for an unknown label, an error wrapping
-// ErrInvalidJob for a negative MaxAttempts or a caller-set ID or Attempt,
-// and ErrClosed once Stop or Shutdown has begun. On error nothing was
-// stored.
+// ErrInvalidJob for a negative MaxAttempts, a caller-set ID or Attempt, or
+// a negative UniqueFor or one without a Key, and ErrClosed once Stop or
+// Shutdown has begun. On error nothing was stored. A job with a UniqueFor
+// window is also refused with a *DuplicateError while an earlier job's
+// window on its Key is open, whether that job is pending, running or
+// ended: see the package documentation's Dedupe section.
 //
 // ID and Attempt belong to the queue: a handler that enqueues the Job it
 // received as a new job clears them first. (A caller-set ID is refused
@@ -276,8 +279,8 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		q.emit(EventDropped, job, nil, 0)
 		return ErrQueueFull
 	}
-	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 {
-		return invalidJob(job.ID, job.Attempt, job.MaxAttempts)
+	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) {
+		return invalidJob(job)
 	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
