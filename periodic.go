@@ -184,7 +184,7 @@ func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts Peri
 	case job.UniqueFor != 0:
 		return owned("UniqueFor", job.UniqueFor)
 	}
-	if err := invalidJob(job.ID, job.Attempt, job.MaxAttempts); err != nil {
+	if err := invalidJob(job); err != nil {
 		return fmt.Errorf("queue: Periodic(%q): %w", name, err)
 	}
 	if job.Priority != "" && !q.knownPriority(job.Priority) {
