@@ -70,6 +70,11 @@
 // queue is full as a job comes due, the job is rescheduled
 // WithRequeueDelay later (default 10 s), never dropped.
 //
+// [Queue.Periodic] runs a job on a [Schedule] ([Every], or a parsed cron
+// expression): each period's run is an ordinary job keyed by the name and
+// the period, with a unique window, so every process of a fleet can run
+// the schedule and each period still runs once.
+//
 // # Priorities
 //
 // Each job has a priority (WithPriorities; by default high, normal and

@@ -67,7 +67,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		defer cancel()
 	}
 	w.cur.Store(job.ID)
-	periodic := q.per.starting(job)
+	periodic := q.per.on.Load() && q.per.starting(job) // one load when there are none
 	start, timed := q.startRun(job)
 	err := q.call(ctx, job)
 	w.cur.Store(0)

@@ -156,11 +156,8 @@ func (p *periodic[T]) fire(f *periodicFire[T]) {
 }
 
 // starting records that a worker starts a periodic job's run; it reports
-// whether job is one. Cheap when no periodic job is registered.
+// whether job is one. The worker calls it only while p.on is set.
 func (p *periodic[T]) starting(job *Job[T]) bool {
-	if !p.on.Load() {
-		return false
-	}
 	name, ok := periodicName(job.Key)
 	if !ok {
 		return false
