@@ -19,7 +19,7 @@ import (
 const window = time.Hour
 
 func testUniqueWindow(t *testing.T, h *harness) {
-	if b := stats(t, h).Backend; b == "postgres" || b == "redis" {
+	if b := stats(t, h).Backend; b == "redis" {
 		t.Skip("unique windows land on " + b + " in a later commit of this branch")
 	}
 	type job = queue.Job[Payload]
@@ -71,7 +71,10 @@ func testUniqueWindow(t *testing.T, h *harness) {
 	// its window, by the usual rule; and a running one takes a rerun.
 	add(t, h, job{Key: "short", UniqueFor: time.Minute})
 	add(t, h, job{Key: "rerun", UniqueFor: time.Minute})
-	h.Clock.Advance(time.Minute)
+	// A second past the window: a durable store's time is its server's,
+	// which the fake clock shifts, and the shift is measured a round trip
+	// away from the statement.
+	h.Clock.Advance(time.Minute + time.Second)
 	addErr(t, h, job{Key: "short"}, queue.ErrDuplicate)
 	j1 := claim(t, h)
 	j2 := claim(t, h)
