@@ -17,6 +17,9 @@ import (
 // one-second schedule on one queue; one is SIGKILLed and replaced. Every
 // period from the first run to the last runs, and none is enqueued twice
 // (a rescued run of a killed process comes back with the next attempt).
+// The processes catch up (PeriodicOptions.CatchUp), so that a loop woken
+// late on a loaded machine still runs its period, and a restart's catch-up
+// meets the unique window of a period already run.
 func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -51,6 +54,11 @@ func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
 	checkPeriodicRuns(t, len(got), func(i int) (string, int, string) { return got[i].Key, got[i].Attempt, got[i].Worker })
+	if t.Failed() {
+		rows, _ := e.pool.Query(bg, "SELECT key || ' ' || state || ' attempt ' || attempt FROM "+jobsTable(e)+" ORDER BY id")
+		jobs, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+		t.Logf("jobs:\n%s", strings.Join(jobs, "\n"))
+	}
 }
 
 // checkPeriodicRuns checks n recorded runs (key, attempt, worker) of a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -167,12 +168,16 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "block" {
 		workers = 4
 	}
-	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
+	logger := quietLogger()
+	if mode == "periodic" { // its warnings (a missed period) show when the test fails
+		logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mode == "periodic" {
-		if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{}); err != nil {
+		if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{CatchUp: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,6 +17,9 @@ import (
 // one-second schedule on one queue; one is SIGKILLed and replaced. Every
 // period from the first run to the last runs, and none is enqueued twice
 // (a rescued run of a killed process comes back with the next attempt).
+// The processes catch up (PeriodicOptions.CatchUp), so that a loop woken
+// late on a loaded machine still runs its period, and a restart's catch-up
+// meets the unique window of a period already run.
 func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()

@@ -103,7 +103,7 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(2)
 		}
 		if mode == "periodic" {
-			if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{}); err != nil {
+			if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{CatchUp: true}); err != nil {
 				fmt.Println("error", err)
 				os.Exit(2)
 			}

@@ -63,27 +63,11 @@ func run(storeURL string, runFor time.Duration) error {
 		return err
 	}
 
-	// Every two seconds, in cron's six-field form (seconds first).
-	everyTwo, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).
-		Parse("*/2 * * * * *")
+	jobs, err := schedules()
 	if err != nil {
 		return err
 	}
-	// At 03:00 every day (standard five fields); it does not fire during
-	// the demo, but Stats shows when it will.
-	nightly, err := cron.ParseStandard("0 3 * * *")
-	if err != nil {
-		return err
-	}
-	for _, p := range []struct {
-		name string
-		s    queue.Schedule
-		opts queue.PeriodicOptions
-	}{
-		{"tick", everyTwo, queue.PeriodicOptions{}},
-		{"flaky", queue.Every(3 * time.Second), queue.PeriodicOptions{Jitter: 500 * time.Millisecond}},
-		{"nightly", nightly, queue.PeriodicOptions{}},
-	} {
+	for _, p := range jobs {
 		if err := q.Periodic(p.name, p.s, queue.Job[task]{Payload: task{p.name}}, p.opts); err != nil {
 			return err
 		}
@@ -105,4 +89,33 @@ func run(storeURL string, runFor time.Duration) error {
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return q.Stop(stopCtx)
+}
+
+// periodicJob is one schedule the example registers.
+type periodicJob struct {
+	name string
+	s    queue.Schedule
+	opts queue.PeriodicOptions
+}
+
+// schedules returns the example's periodic jobs: two robfig/cron
+// expressions and a queue.Every.
+func schedules() ([]periodicJob, error) {
+	// Every two seconds, in cron's six-field form (seconds first).
+	everyTwo, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).
+		Parse("*/2 * * * * *")
+	if err != nil {
+		return nil, err
+	}
+	// At 03:00 every day (standard five fields); it does not fire during
+	// the demo, but Stats shows when it will.
+	nightly, err := cron.ParseStandard("0 3 * * *")
+	if err != nil {
+		return nil, err
+	}
+	return []periodicJob{
+		{"tick", everyTwo, queue.PeriodicOptions{}},
+		{"flaky", queue.Every(3 * time.Second), queue.PeriodicOptions{Jitter: 500 * time.Millisecond}},
+		{"nightly", nightly, queue.PeriodicOptions{}},
+	}, nil
 }
