@@ -19,9 +19,6 @@ import (
 const window = time.Hour
 
 func testUniqueWindow(t *testing.T, h *harness) {
-	if b := stats(t, h).Backend; b == "redis" {
-		t.Skip("unique windows land on " + b + " in a later commit of this branch")
-	}
 	type job = queue.Job[Payload]
 	refused := func(key string) {
 		t.Helper()
