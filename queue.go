@@ -560,22 +560,6 @@ func (q *Queue[T]) wait(ctx context.Context) error {
 	}
 }
 
-// StuckError is returned by Shutdown and Stop when their context ends
-// while handlers are still running.
-type StuckError struct {
-	JobIDs []int64 // the jobs whose handlers had not returned
-	Err    error   // the context's error
-}
-
-// Error returns how many jobs were still running and the context's
-// error, e.g. "queue: 2 job(s) still running: context deadline exceeded".
-func (e *StuckError) Error() string {
-	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
-}
-
-// Unwrap returns the context's error.
-func (e *StuckError) Unwrap() error { return e.Err }
-
 // storeEvent counts and forwards events a store decided on its own.
 func (q *Queue[T]) storeEvent(ev Event) {
 	switch ev.Kind {
