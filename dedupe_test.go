@@ -282,3 +282,39 @@ func TestConcurrentDedupe(t *testing.T) {
 		assert.Equal(t, 50, n)
 	})
 }
+
+// TestUniqueWindow: a key enqueued with UniqueFor refuses other jobs for
+// the window, whether its job waits, runs or has ended, and is not
+// coalesced while it runs; the refusal is counted as no enqueue; after the
+// window the key is free again. Time is the bubble's.
+func TestUniqueWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var rec recorder[int]
+		q := startQueue(t, rec.handler(func(ctx context.Context, j queue.Job[int]) error {
+			if j.Payload == 1 {
+				<-release
+			}
+			return nil
+		}), queue.WithWorkers(1, 1))
+		job := queue.Job[int]{Key: "k", UniqueFor: time.Hour, Payload: 1}
+		require.NoError(t, q.Enqueue(bg, job))
+		synctest.Wait() // running
+		err := q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 2})
+		var dup *queue.DuplicateError
+		require.ErrorAs(t, err, &dup, "running, in its window: refused, not coalesced")
+		assert.Equal(t, "k", dup.Key)
+		assert.Contains(t, err.Error(), "unique window")
+		close(release)
+		synctest.Wait()
+		assert.ErrorIs(t, q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 3}), queue.ErrDuplicate, "done, in its window")
+		assert.ErrorIs(t, q.EnqueueIn(bg, queue.Job[int]{Key: "k", Payload: 4}, time.Minute), queue.ErrDuplicate, "scheduled, in its window")
+		advance(time.Hour)
+		require.NoError(t, q.Enqueue(bg, queue.Job[int]{Key: "k", Payload: 5}), "after the window")
+		synctest.Wait()
+		assert.Equal(t, []int{1, 5}, rec.payloads())
+		st := q.Stats()
+		assert.Equal(t, uint64(2), st.Enqueued)
+		assert.Zero(t, st.Coalesced)
+	})
+}

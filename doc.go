@@ -70,6 +70,11 @@
 // queue is full as a job comes due, the job is rescheduled
 // WithRequeueDelay later (default 10 s), never dropped.
 //
+// [Queue.Periodic] runs a job on a [Schedule] ([Every], or a parsed cron
+// expression): each period's run is an ordinary job keyed by the name and
+// the period, with a unique window, so every process of a fleet can run
+// the schedule and each period still runs once.
+//
 // # Priorities
 //
 // Each job has a priority (WithPriorities; by default high, normal and
@@ -94,6 +99,19 @@
 // Retries keep the key. Group is a coarser key for scheduled jobs: one
 // scheduled job per group. Cancel and CancelMatch cancel pending jobs by
 // key so that they never run.
+//
+// A job with a UniqueFor window holds its key for that long after it is
+// accepted, whatever becomes of it: "at most one job with this key per
+// hour". Within the window every other job with the key is refused with a
+// *DuplicateError, whether the first is queued, scheduled, running (it is
+// not coalesced) or has ended done, dead or cancelled; after it, the
+// rules above apply again. Cancel, CancelMatch and Purge end jobs, not
+// windows: a cancelled job was accepted, and its window stands. Windows
+// are judged by the store's time: the queue's Clock in memory (so
+// synctest and fake clocks end them), the database's or Redis's clock on
+// a durable store; expired windows are dropped, so they cost memory only
+// while open. During a redisstore outage, windows opened meanwhile are
+// held in the process's fallback only (see redisstore).
 //
 // # Outcomes and retries
 //

@@ -24,14 +24,16 @@ var (
 
 	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
 	// that Enqueue returns when a job with the same Key is already
-	// queued, scheduled or running (see WithCoalesce), or a scheduled job
-	// of the same Group is waiting.
+	// queued, scheduled or running (see WithCoalesce), or was accepted
+	// within its unique window (Job.UniqueFor), or a scheduled job of the
+	// same Group is waiting.
 	ErrDuplicate = core.ErrDuplicate
 
 	// ErrInvalidJob is wrapped by the error Enqueue returns for a job it
-	// refuses as malformed: a negative MaxAttempts, or an ID or Attempt
-	// set by the caller (the queue assigns IDs and counts attempts). The
-	// error names the field and its value.
+	// refuses as malformed: a negative MaxAttempts, an ID or Attempt set
+	// by the caller (the queue assigns IDs and counts attempts), or a
+	// negative UniqueFor or one without a Key. The error names the field
+	// and its value.
 	ErrInvalidJob = errors.New("queue: invalid job")
 
 	// ErrClosed: the queue is stopping or stopped.
@@ -56,7 +58,9 @@ var (
 )
 
 // DuplicateError is the error Enqueue returns for a duplicate job. It
-// names what the job collided on (Key, Group) and matches ErrDuplicate.
+// names what the job collided on (Key, Group) and matches ErrDuplicate;
+// its message tells a key held by a unique window (Job.UniqueFor) from
+// one held by a pending or running job.
 // The in-memory store returns the same *DuplicateError for repeated
 // duplicates of one key, so that refusing them allocates nothing: treat it
 // as read-only.
@@ -64,14 +68,18 @@ type DuplicateError = core.DuplicateError
 
 // invalidJob returns the error for a job Enqueue refuses as malformed, or
 // nil.
-func invalidJob(id int64, attempt, maxAttempts int) error {
+func invalidJob[T any](job *Job[T]) error {
 	switch {
-	case maxAttempts < 0:
-		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithRetry maxAttempts)", ErrInvalidJob, maxAttempts)
-	case id != 0:
-		return fmt.Errorf("%w: ID is %d; the queue assigns IDs, leave it zero (use Key to deduplicate)", ErrInvalidJob, id)
-	case attempt != 0:
-		return fmt.Errorf("%w: Attempt is %d; the queue counts attempts, leave it zero (use MaxAttempts to limit them)", ErrInvalidJob, attempt)
+	case job.MaxAttempts < 0:
+		return fmt.Errorf("%w: MaxAttempts is %d; it must be >= 0 (0 means the queue's WithRetry maxAttempts)", ErrInvalidJob, job.MaxAttempts)
+	case job.ID != 0:
+		return fmt.Errorf("%w: ID is %d; the queue assigns IDs, leave it zero (use Key to deduplicate)", ErrInvalidJob, job.ID)
+	case job.Attempt != 0:
+		return fmt.Errorf("%w: Attempt is %d; the queue counts attempts, leave it zero (use MaxAttempts to limit them)", ErrInvalidJob, job.Attempt)
+	case job.UniqueFor < 0:
+		return fmt.Errorf("%w: UniqueFor is %v; it must be >= 0 (0 means no unique window)", ErrInvalidJob, job.UniqueFor)
+	case job.UniqueFor > 0 && job.Key == "":
+		return fmt.Errorf("%w: UniqueFor is %v but Key is empty; a unique window holds a Key: set one, or leave UniqueFor zero", ErrInvalidJob, job.UniqueFor)
 	}
 	return nil
 }
@@ -118,3 +126,19 @@ func newRateLimitError(retryAfter time.Duration, reason string) *rateLimitError 
 
 func (e *rateLimitError) Error() string        { return e.msg }
 func (e *rateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// StuckError is returned by Shutdown and Stop when their context ends
+// while handlers are still running.
+type StuckError struct {
+	JobIDs []int64 // the jobs whose handlers had not returned
+	Err    error   // the context's error
+}
+
+// Error returns how many jobs were still running and the context's
+// error, e.g. "queue: 2 job(s) still running: context deadline exceeded".
+func (e *StuckError) Error() string {
+	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *StuckError) Unwrap() error { return e.Err }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
 )
 
 // A key is pending while its job waits: a second Enqueue is a duplicate.
@@ -79,4 +81,39 @@ func ExampleQueue_CancelMatch() {
 	// cancelled: 1
 	// run: h1:a:p2
 	// counted: 3
+}
+
+// A UniqueFor window holds a key for that long after its job is accepted,
+// whether the job still waits, runs or has ended: at most one report per
+// hour, however often it is asked for. The fake clock stands in for the
+// hour passing.
+func ExampleJob_uniqueFor() {
+	ctx := context.Background()
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	ran := make(chan struct{})
+	q, err := queue.New(func(_ context.Context, job queue.Job[string]) error {
+		fmt.Println("run:", job.Payload)
+		ran <- struct{}{}
+		return nil
+	}, queue.WithWorkers(1, 1), queue.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	_ = q.Start(ctx)
+	defer func() { _ = q.Stop(ctx) }()
+	report := func(payload string) error {
+		return q.Enqueue(ctx, queue.Job[string]{Key: "daily-report", UniqueFor: time.Hour, Payload: payload})
+	}
+	fmt.Println("first:", report("first"))
+	<-ran
+	fmt.Println("again:", report("again"))
+	clk.Advance(time.Hour)
+	fmt.Println("an hour later:", report("later"))
+	<-ran
+	// Output:
+	// first: <nil>
+	// run: first
+	// again: queue: duplicate job: key "daily-report" is held by a unique window (Job.UniqueFor) that has not ended
+	// an hour later: <nil>
+	// run: later
 }

@@ -67,6 +67,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		defer cancel()
 	}
 	w.cur.Store(job.ID)
+	periodic := q.per.on.Load() && q.per.starting(job) // one load when there are none
 	start, timed := q.startRun(job)
 	err := q.call(ctx, job)
 	w.cur.Store(0)
@@ -77,7 +78,11 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	if timed {
 		took = max(q.clock.Now().Sub(start), 1)
 	}
-	q.finishRun(w, job, err, took)
+	if periodic {
+		q.per.finishRun(w, job, err, took)
+	} else {
+		q.finishRun(w, job, err, took)
+	}
 	return false
 }
 

@@ -1,6 +1,10 @@
 package queue
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // defaultMetricsSampling is how many jobs share one duration sample in
 // the wait and run histograms (see WithMetrics).
@@ -46,6 +50,7 @@ func WithMetrics(reg prometheus.Registerer, sampleEvery int) Option {
 // are updated as jobs run.
 type collector struct {
 	stats      func() Stats
+	periodic   func() []periodicSnapshot
 	waitTime   prometheus.Histogram
 	runTime    *prometheus.HistogramVec
 	runDone    prometheus.Observer
@@ -62,7 +67,8 @@ var targetStates = [...]string{"suspended", "disabled", "breaker_open", "breaker
 
 func newCollector[T any](q *Queue[T]) *collector {
 	c := &collector{
-		stats: q.Stats,
+		stats:    q.Stats,
+		periodic: q.per.snapshot,
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "queue_job_wait_seconds", Help: "Time from a job becoming due to its handler starting (sampled, see WithMetrics).",
 			Buckets: durationBuckets}),
@@ -104,6 +110,11 @@ func newCollector[T any](q *Queue[T]) *collector {
 	d("queue_jobs_requeued_total", "Due jobs rescheduled because the ready queue was full.")
 	d("queue_jobs_deferred_total", "Claimed jobs put back without using an attempt (target suspended or busy, shutdown).")
 	d("queue_jobs_rescued_total", "Jobs returned to the queue after their lease expired (durable stores).")
+	d("queue_periodic_next_run_timestamp_seconds", "The next period of each periodic job, in seconds since the epoch (0: never); at most 100 names.", "name")
+	d("queue_periodic_last_run_timestamp_seconds", "The latest period of each periodic job that came, in seconds since the epoch (0: none yet).", "name")
+	d("queue_periodic_enqueued_total", "Periods whose run this process enqueued, by periodic job.", "name")
+	d("queue_periodic_skipped_total", "Missed periods not run (PeriodicOptions.CatchUp), by periodic job.", "name")
+	d("queue_periodic_runs_total", "Runs of periodic jobs in this process, by periodic job and outcome: done, retried, dead or cancelled.", "name", "outcome")
 	d("queue_rate_limited_total", "Requests refused by Admit.")
 	d("queue_throttled_targets_total", "Targets left out of a Fanout by throttling.")
 	return c
@@ -164,6 +175,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g("queue_targets", float64(counts[i]), s)
 	}
 
+	c.collectPeriodic(g, n)
+
 	n("queue_jobs_enqueued_total", st.Enqueued)
 	n("queue_jobs_coalesced_total", st.Coalesced)
 	n("queue_jobs_dropped_total", st.DroppedFull, "full")
@@ -181,6 +194,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n("queue_throttled_targets_total", st.Throttled)
 	c.waitTime.Collect(ch)
 	c.runTime.Collect(ch)
+}
+
+// collectPeriodic sends the periodic jobs' series, for at most
+// maxTargetSeries names.
+func (c *collector) collectPeriodic(g func(string, float64, ...string), n func(string, uint64, ...string)) {
+	ts := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixNano()) / 1e9
+	}
+	snap := c.periodic()
+	for i, p := range snap {
+		if i == maxTargetSeries {
+			break
+		}
+		g("queue_periodic_next_run_timestamp_seconds", ts(p.Next), p.Name)
+		g("queue_periodic_last_run_timestamp_seconds", ts(p.Last), p.Name)
+		n("queue_periodic_enqueued_total", uint64(p.Runs), p.Name)
+		n("queue_periodic_skipped_total", p.skipped, p.Name)
+		for j, o := range periodicOutcomes {
+			n("queue_periodic_runs_total", p.ended[j], p.Name, o)
+		}
+	}
 }
 
 func b2f(b bool) float64 {

@@ -662,6 +662,8 @@ func TestMisuseBadJobFieldsRefused(t *testing.T) {
 		{"negative max attempts", queue.Job[int]{MaxAttempts: -1}, []string{"MaxAttempts", "-1"}},
 		{"caller-set ID", queue.Job[int]{ID: 42}, []string{"ID", "42", "Key"}},
 		{"caller-set attempt", queue.Job[int]{Attempt: 3}, []string{"Attempt", "3", "MaxAttempts"}},
+		{"negative unique window", queue.Job[int]{Key: "k", UniqueFor: -time.Second}, []string{"UniqueFor", "-1s"}},
+		{"unique window without key", queue.Job[int]{UniqueFor: time.Hour}, []string{"UniqueFor", "1h0m0s", "Key"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ type Queue[T any] struct {
 	admit   *admission
 	targets *targets[T]
 	obs     *observers
+	per     *periodic[T] // the periodic jobs (Periodic)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
@@ -119,6 +120,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 		stopping: make(chan struct{}),
 	}
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
+	q.per = newPeriodic(q)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -200,6 +202,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 		q.pool.add()
 	}
 	go q.scaler(bg)
+	q.per.start()
 	if q.leaser != nil {
 		go q.heartbeats(bg)
 	}
@@ -225,9 +228,12 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // or group) when job.Key is already pending (see WithCoalesce for running
 // keys) or job.Group has a scheduled job, an error wrapping
 // ErrUnknownPriority for an unknown label, an error wrapping
-// ErrInvalidJob for a negative MaxAttempts or a caller-set ID or Attempt,
-// and ErrClosed once Stop or Shutdown has begun. On error nothing was
-// stored.
+// ErrInvalidJob for a negative MaxAttempts, a caller-set ID or Attempt, or
+// a negative UniqueFor or one without a Key, and ErrClosed once Stop or
+// Shutdown has begun. On error nothing was stored. A job with a UniqueFor
+// window is also refused with a *DuplicateError while an earlier job's
+// window on its Key is open, whether that job is pending, running or
+// ended: see the package documentation's Dedupe section.
 //
 // ID and Attempt belong to the queue: a handler that enqueues the Job it
 // received as a new job clears them first. (A caller-set ID is refused
@@ -273,8 +279,8 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		q.emit(EventDropped, job, nil, 0)
 		return ErrQueueFull
 	}
-	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 {
-		return invalidJob(job.ID, job.Attempt, job.MaxAttempts)
+	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) {
+		return invalidJob(job)
 	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
@@ -528,6 +534,7 @@ func (q *Queue[T]) begin(cancel bool) {
 }
 
 func (q *Queue[T]) finishStop() {
+	q.per.wait() // its loop returns when the stop begins
 	q.mu.Lock()
 	if q.bgStop != nil {
 		q.bgStop()
@@ -552,22 +559,6 @@ func (q *Queue[T]) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// StuckError is returned by Shutdown and Stop when their context ends
-// while handlers are still running.
-type StuckError struct {
-	JobIDs []int64 // the jobs whose handlers had not returned
-	Err    error   // the context's error
-}
-
-// Error returns how many jobs were still running and the context's
-// error, e.g. "queue: 2 job(s) still running: context deadline exceeded".
-func (e *StuckError) Error() string {
-	return fmt.Sprintf("queue: %d job(s) still running: %v", len(e.JobIDs), e.Err)
-}
-
-// Unwrap returns the context's error.
-func (e *StuckError) Unwrap() error { return e.Err }
 
 // storeEvent counts and forwards events a store decided on its own.
 func (q *Queue[T]) storeEvent(ev Event) {

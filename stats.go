@@ -81,6 +81,9 @@ type Stats struct {
 	Targets []TargetStatus `json:"targets,omitempty"`
 	// RecentErrors holds the latest job errors, newest first.
 	RecentErrors []ErrorRecord `json:"recent_errors,omitempty"`
+	// Periodic lists the periodic jobs (Queue.Periodic) by name, as this
+	// process sees them: next and last period, the last run's outcome.
+	Periodic []PeriodicStatus `json:"periodic,omitempty"`
 	// Store is the store's own snapshot: its ready jobs per priority,
 	// scheduled and waiting jobs, pending keys and dead jobs, and the
 	// backend, leadership and health. Its Ready and Running count jobs
@@ -127,6 +130,7 @@ func (q *Queue[T]) Stats() Stats {
 	}
 	st.Targets = q.targets.statuses(q.clock.Now())
 	st.RecentErrors = q.obs.recentErrors()
+	st.Periodic = q.per.statuses()
 	return st
 }
 

@@ -73,7 +73,15 @@ func statsUTC(st Stats) Stats {
 		e.Time = utc(e.Time)
 		errs[i] = e
 	}
-	st.NextScheduled, st.Targets, st.RecentErrors = next, targets, errs
+	var periodic []PeriodicStatus
+	if st.Periodic != nil {
+		periodic = make([]PeriodicStatus, len(st.Periodic))
+		for i, p := range st.Periodic {
+			p.Next, p.Last = utc(p.Next), utc(p.Last)
+			periodic[i] = p
+		}
+	}
+	st.NextScheduled, st.Targets, st.RecentErrors, st.Periodic = next, targets, errs, periodic
 	return st
 }
 
@@ -125,6 +133,25 @@ func writeStats(w io.Writer, st Stats, now time.Time) {
 				state = "breaker " + t.Breaker
 			}
 			p("  %-20s %s (consecutive failures %d)", t.Name, state, t.Failures)
+		}
+	}
+	if len(st.Periodic) > 0 {
+		p("periodic:")
+		or := func(t time.Time, none string) string {
+			if t.IsZero() {
+				return none
+			}
+			return ts(t)
+		}
+		for _, j := range st.Periodic {
+			outcome := j.LastOutcome
+			if outcome == "" {
+				outcome = "-"
+			}
+			if j.LastError != "" {
+				outcome += ": " + oneLine(j.LastError)
+			}
+			p("  %-20s next %s  last %s %s  runs %d", j.Name, or(j.Next, "never"), or(j.Last, "none"), outcome, j.Runs)
 		}
 	}
 	if len(st.RecentErrors) > 0 {

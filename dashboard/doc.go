@@ -1,7 +1,8 @@
 // Package dashboard serves a queue's dashboard in the browser: one page
 // with live depth, throughput and run time over the last minutes, the
 // workers, the ready jobs per priority, the targets with their health and
-// actions, the next scheduled jobs and the recent errors. The page, its
+// actions, the next scheduled jobs, the periodic jobs (next and last
+// period, the last run's outcome) and the recent errors. The page, its
 // script and its style are embedded; it loads nothing from elsewhere and
 // needs no build step.
 //

@@ -14,30 +14,31 @@ import (
 // encoder escapes <, > and & in every string, and the page renders every
 // string as text.
 type state struct {
-	Name            string              `json:"name"`
-	State           string              `json:"state"`
-	Store           storeView           `json:"store"`
-	Depth           int                 `json:"depth"`
-	Capacity        int                 `json:"capacity"`
-	FillPct         float64             `json:"fill_pct"`
-	Scheduled       int                 `json:"scheduled"`
-	Waiting         int                 `json:"waiting"`
-	Running         int                 `json:"running"`
-	Workers         int                 `json:"workers"`
-	BaseWorkers     int                 `json:"base_workers"`
-	MaxWorkers      int                 `json:"max_workers"`
-	ReadyByPriority []priorityView      `json:"ready_by_priority"`
-	Counts          queue.Counts        `json:"counts"`
-	Targets         []targetView        `json:"targets"`
-	NextScheduled   []scheduledView     `json:"next_scheduled"`
-	RecentErrors    []queue.ErrorRecord `json:"recent_errors"`
-	History         []point             `json:"history"`
-	IntervalMs      int64               `json:"interval_ms"`
-	Latency         bool                `json:"latency"` // a Recorder times runs
-	Actions         bool                `json:"actions"`
-	Jobs            bool                `json:"jobs"`           // WithJobs plugged in the job lists
-	CSRF            string              `json:"csrf,omitempty"` // the token actions carry; only when they are enabled
-	Now             time.Time           `json:"now"`
+	Name            string                 `json:"name"`
+	State           string                 `json:"state"`
+	Store           storeView              `json:"store"`
+	Depth           int                    `json:"depth"`
+	Capacity        int                    `json:"capacity"`
+	FillPct         float64                `json:"fill_pct"`
+	Scheduled       int                    `json:"scheduled"`
+	Waiting         int                    `json:"waiting"`
+	Running         int                    `json:"running"`
+	Workers         int                    `json:"workers"`
+	BaseWorkers     int                    `json:"base_workers"`
+	MaxWorkers      int                    `json:"max_workers"`
+	ReadyByPriority []priorityView         `json:"ready_by_priority"`
+	Counts          queue.Counts           `json:"counts"`
+	Targets         []targetView           `json:"targets"`
+	NextScheduled   []scheduledView        `json:"next_scheduled"`
+	RecentErrors    []queue.ErrorRecord    `json:"recent_errors"`
+	Periodic        []queue.PeriodicStatus `json:"periodic"` // the periodic jobs, by name
+	History         []point                `json:"history"`
+	IntervalMs      int64                  `json:"interval_ms"`
+	Latency         bool                   `json:"latency"` // a Recorder times runs
+	Actions         bool                   `json:"actions"`
+	Jobs            bool                   `json:"jobs"`           // WithJobs plugged in the job lists
+	CSRF            string                 `json:"csrf,omitempty"` // the token actions carry; only when they are enabled
+	Now             time.Time              `json:"now"`
 }
 
 type storeView struct {
@@ -119,6 +120,10 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.RecentErrors == nil {
 		out.RecentErrors = []queue.ErrorRecord{}
+	}
+	out.Periodic = st.Periodic
+	if out.Periodic == nil {
+		out.Periodic = []queue.PeriodicStatus{}
 	}
 	for _, j := range st.NextScheduled {
 		out.NextScheduled = append(out.NextScheduled, scheduledView{ID: j.ID, Key: j.Key, Target: j.Target,

@@ -17,8 +17,9 @@
 // Migrate applies the versioned SQL files embedded from migrations/ (also
 // readable as plain .sql for other migration tools; see Migrations). One
 // table, queuekit_jobs, holds the jobs of every named queue; queuekit_leaders
-// holds one leadership row per queue. WithSchema puts both in a schema of
-// their own.
+// holds one leadership row per queue; queuekit_unique (migration 002)
+// holds the unique-window marks (Job.UniqueFor). WithSchema puts them in a
+// schema of their own.
 //
 // Start (called by the queue's Start) refuses a schema that Migrate has
 // not brought up to date: its error, a *NotMigratedError matching
@@ -49,6 +50,24 @@
 // completion, which must wait for the lock, releases the rerun in a later
 // statement of its transaction and so always sees it. A rerun is never
 // stranded.
+//
+// # Unique windows
+//
+// A job with a UniqueFor window takes its key's mark, a row of
+// queuekit_unique holding the window's end, in the statement that inserts
+// it: an upsert that takes over only a mark whose window has ended, so
+// that of two processes adding the key at once one takes it and the other
+// is refused. The window is judged by the database's clock
+// (statement_timestamp(), shifted by a fake clock's advances as leases
+// are; see Clocks), so every process of the queue agrees on it. The
+// statement runs in a transaction of its own (a savepoint inside
+// EnqueueTx's), rolled back when the job is refused for another reason (a
+// pending key, a full queue), which so takes no mark; EnqueueMany takes
+// the marks of its windowed jobs, inserts, and gives back those of the
+// jobs it skipped, in one transaction. Every Add, windowed or not, is
+// refused while its key's window is open, whatever the state of the job
+// that opened it, kept, pruned, cancelled or purged. Expired marks are
+// deleted by the leader's janitor with the final jobs (Prune).
 //
 // # Claims, leases and outcomes
 //

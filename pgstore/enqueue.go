@@ -8,11 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 )
 
-// querier is what Add needs of a pool or a transaction.
+// querier is what Add needs of a pool or a transaction: a statement, and
+// a (sub)transaction for a job with a unique window.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // row is one job ready to insert.
@@ -29,6 +32,9 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
 		return row{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
+	}
+	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
+		return row{}, err
 	}
 	payload, err := s.o.Encode(job.Payload)
 	if err != nil {
@@ -93,7 +99,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 // EnqueueTx adds job inside the caller's transaction: the job exists only if
 // tx commits, and other processes are notified at commit. It dedupes and
 // coalesces like Add but does not check capacity, and it never aborts tx on
-// a duplicate: it returns queue.ErrDuplicate and tx stays usable. The store
+// a duplicate: it returns queue.ErrDuplicate and tx stays usable. A job
+// with a UniqueFor window takes its mark in a savepoint of tx; the window
+// opens only if tx commits. The store
 // must have been passed to queue.New.
 func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (queue.Added, error) {
 	if !s.bound.Load() {
@@ -114,14 +122,27 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 		sched = &r.runAt
 	}
 	var (
-		ok, dup bool
-		id      *int64
-		state   string
-		notes   int
+		ok, dup, held bool
+		id            *int64
+		state         string
+		notes         int
 	)
-	err = db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
-		job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
-	).Scan(&ok, &id, &state, &dup, &notes)
+	insert := func(db querier) error {
+		return db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
+			job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
+			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(),
+		).Scan(&ok, &id, &state, &dup, &notes, &held)
+	}
+	if job.UniqueFor > 0 {
+		// The statement takes the window's mark before it knows whether
+		// the job goes in: a job refused must give the mark back.
+		err = s.inTx(ctx, db, func(tx pgx.Tx) (bool, error) {
+			err := insert(tx)
+			return err == nil && id != nil, err
+		})
+	} else {
+		err = insert(db)
+	}
 	if nm := s.notMigrated(err); nm != nil {
 		return queue.Added{}, nm
 	}
@@ -129,6 +150,8 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
 	}
 	switch {
+	case held:
+		return queue.Added{}, durable.WindowDuplicate(job.Key)
 	case id != nil:
 		return queue.Added{ID: *id, Scheduled: state == stScheduled, Coalesced: state == stPending}, nil
 	case dup || ok:
@@ -138,9 +161,28 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	}
 }
 
+// inTx runs fn in a transaction of db's (a subtransaction, a savepoint,
+// when db is one), committing it when fn reports true and rolling it back
+// otherwise.
+func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (bool, error)) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
+	keep, err := fn(tx)
+	if err != nil || !keep {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 // EnqueueMany inserts jobs in one statement and returns, for each job in
 // order, what became of it: an Added with ID 0 means the job was skipped
-// because its key or group was taken (EnqueueMany never coalesces). Jobs
+// because its key or group was taken, or its key is in a unique window
+// (EnqueueMany never coalesces). A batch with windowed jobs (UniqueFor)
+// runs in a transaction that takes their keys' marks first (see the
+// package documentation). Jobs
 // without key or group are written with COPY. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
 // nothing is inserted. Each inserted job is reported to the queue as
@@ -161,7 +203,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 	}
 	now := s.cfg.Clock.Now()
 	rows := make([]row, len(jobs))
-	keyed := false
+	keyed, windowed := false, false
 	for i := range jobs {
 		r, err := s.prepare(&jobs[i], now)
 		if err != nil {
@@ -169,6 +211,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		}
 		rows[i] = r
 		keyed = keyed || jobs[i].Key != "" || jobs[i].Group != ""
+		windowed = windowed || jobs[i].UniqueFor > 0
 	}
 	out := make([]queue.Added, len(jobs))
 	err := func() error {
@@ -177,8 +220,12 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 			return err
 		}
 		inserted := make(map[int64]bool, len(jobs))
-		if keyed {
-			err = s.insertUnnest(ctx, jobs, rows, ids, now, inserted)
+		if windowed {
+			err = s.inTx(ctx, s.pool, func(tx pgx.Tx) (bool, error) {
+				return true, s.insertWindowed(ctx, tx, jobs, rows, ids, now, inserted)
+			})
+		} else if keyed {
+			err = s.insertUnnest(ctx, s.pool, jobs, rows, ids, nil, now, inserted)
 		} else {
 			err = s.insertCopy(ctx, jobs, rows, ids, now, inserted)
 		}
@@ -233,7 +280,57 @@ SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`, s.q.jobs, n)
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-func (s *Store[T]) insertUnnest(ctx context.Context, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+// insertWindowed is insertUnnest for a batch with unique windows, in tx:
+// it takes the marks of the windowed jobs (the first job of each key),
+// inserts the jobs, and gives back the marks of those it did not insert.
+func (s *Store[T]) insertWindowed(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+	first := make(map[string]int64) // key → the ID of its first windowed job
+	var mids, wins []int64
+	var mkeys []string
+	for i := range jobs {
+		j := &jobs[i]
+		if _, ok := first[j.Key]; j.UniqueFor <= 0 || ok {
+			continue
+		}
+		first[j.Key] = ids[i]
+		mids, mkeys, wins = append(mids, ids[i]), append(mkeys, j.Key), append(wins, j.UniqueFor.Microseconds())
+	}
+	shift := s.leaseShift().Microseconds()
+	res, err := tx.Query(ctx, s.q.markMany, s.cfg.Name, mids, mkeys, wins, shift)
+	if err != nil {
+		return err
+	}
+	taken, err := pgx.CollectRows(res, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	winners := make([]int64, 0, len(taken))
+	for _, k := range taken {
+		winners = append(winners, first[k])
+	}
+	if err := s.insertUnnest(ctx, tx, jobs, rows, ids, winners, now, inserted); err != nil {
+		return err
+	}
+	var back []string
+	for _, k := range taken {
+		if !inserted[first[k]] {
+			back = append(back, k)
+		}
+	}
+	if len(back) > 0 {
+		_, err = tx.Exec(ctx, s.q.unmark, s.cfg.Name, back)
+	}
+	return err
+}
+
+// rowQuerier is a pool or a transaction, for insertUnnest.
+type rowQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// insertUnnest inserts keyed jobs with sqlInsertMany; winners are the IDs
+// of the jobs that took their key's unique-window mark.
+func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue.Job[T], rows []row, ids, winners []int64, now time.Time, inserted map[int64]bool) error {
 	n := len(jobs)
 	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]bool, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
@@ -242,8 +339,11 @@ func (s *Store[T]) insertUnnest(ctx context.Context, jobs []queue.Job[T], rows [
 		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.scheduled, r.payload
 		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
 	}
-	res, err := s.pool.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
-		keys, groups, targets, payloads, now)
+	if winners == nil {
+		winners = []int64{}
+	}
+	res, err := db.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
+		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds())
 	if err != nil {
 		return err
 	}

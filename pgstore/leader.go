@@ -197,8 +197,9 @@ const (
 )
 
 // Prune deletes the queue's completed, cancelled and dead jobs older than
-// their retention (see WithCompletedRetention and WithDeadRetention), in
-// bounded batches, and reports how many it deleted. The leader runs it
+// their retention (see WithCompletedRetention and WithDeadRetention), and
+// the unique-window marks (Job.UniqueFor) whose windows ended, in bounded
+// batches, and reports how many jobs it deleted. The leader runs it
 // every 60 janitor intervals, and at the next interval again while a pass
 // leaves old jobs behind.
 func (s *Store[T]) Prune(ctx context.Context) (int, error) {
@@ -207,8 +208,13 @@ func (s *Store[T]) Prune(ctx context.Context) (int, error) {
 }
 
 // prune runs one pruning pass; more reports that it stopped at its bound
-// with old jobs perhaps left.
+// with old jobs (or expired unique-window marks) perhaps left. The marks
+// are not counted in total, which counts jobs.
 func (s *Store[T]) prune(ctx context.Context) (total int, more bool, err error) {
+	more, err = s.pruneMarks(ctx)
+	if err != nil {
+		return 0, false, err
+	}
 	now := s.cfg.Clock.Now()
 	for range pruneBatches {
 		tag, err := s.pool.Exec(ctx, s.q.prune, s.cfg.Name, now.Add(-s.o.keepCompleted), pruneBatch, now.Add(-s.o.DeadRetention))
@@ -219,8 +225,25 @@ func (s *Store[T]) prune(ctx context.Context) (total int, more bool, err error) 
 		n := int(tag.RowsAffected())
 		total += n
 		if n < pruneBatch {
-			return total, false, nil
+			return total, more, nil
 		}
 	}
 	return total, true, nil
+}
+
+// pruneMarks deletes the queue's unique-window marks whose windows ended
+// (judged by the database's clock, as the add statement judges them), in
+// bounded batches; more reports that it stopped at its bound.
+func (s *Store[T]) pruneMarks(ctx context.Context) (more bool, err error) {
+	for range pruneBatches {
+		tag, err := s.pool.Exec(ctx, s.q.pruneMarks, s.cfg.Name, pruneBatch, s.leaseShift().Microseconds())
+		s.noteErr(err)
+		if err != nil {
+			return false, fmt.Errorf("pgstore: prune unique marks: %w", err)
+		}
+		if tag.RowsAffected() < pruneBatch {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -130,6 +130,19 @@ func TestStartRefusesUnmigratedSchema(t *testing.T) {
 		}
 	})
 
+	t.Run("another tool, without 002_unique", func(t *testing.T) {
+		schema := bareSchema(t, pool)
+		err := pgx.BeginFunc(bg, pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(bg, "CREATE SCHEMA "+schema+"; SET LOCAL search_path TO "+schema+"; "+pgstore.Migrations()[0].SQL)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = startQueue(t, pool, schema, nil)
+		wantNotMigrated(t, err, schema, "queuekit_unique", "missing")
+	})
+
 	t.Run("other migration tool", func(t *testing.T) {
 		schema := bareSchema(t, pool)
 		// The files applied as another tool would: search_path set to the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -149,6 +150,9 @@ func TestHelperProcess(t *testing.T) {
 			}
 			<-ctx.Done() // never finishes: the process is killed mid-job
 			return ctx.Err()
+		case "periodic":
+			_, err := pool.Exec(ctx, "INSERT INTO "+schema+".periodic_runs (key, attempt, worker) VALUES ($1, $2, $3)", j.Key, j.Attempt, id)
+			return err
 		default:
 			_, err := pool.Exec(ctx, "INSERT INTO "+schema+".completions (job_id, worker) VALUES ($1, $2)", j.ID, id)
 			var pgErr *pgconn.PgError
@@ -164,9 +168,18 @@ func TestHelperProcess(t *testing.T) {
 	if mode == "block" {
 		workers = 4
 	}
-	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()))
+	logger := quietLogger()
+	if mode == "periodic" { // its warnings (a missed period) show when the test fails
+		logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	q, err := queue.NewWithStore(s, handler, queue.WithName("proc"), queue.WithWorkers(workers, workers), queue.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mode == "periodic" {
+		if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{CatchUp: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -25,13 +25,14 @@ const (
 // queries holds the store's SQL with its table names filled in. Names come
 // from validated identifiers and are quoted; every value is a parameter.
 type queries struct {
-	jobs, leaders string // quoted, possibly schema-qualified table names
-	jobsIdent     pgx.Identifier
+	jobs, leaders, marks string // quoted, possibly schema-qualified table names
+	jobsIdent            pgx.Identifier
 
 	add, claim, claimWeighted, promote, nextDue, countReady, heartbeat string
 	complete, dead, lockRows, retry, releaseReruns                     string
 	cancel, cancelIDs, waitingKeys, purge, stats, sched                string
 	rescue, prune, elect, resign, insertMany, release                  string
+	markMany, unmark, pruneMarks                                       string
 }
 
 func newQueries(schema string) *queries {
@@ -39,12 +40,14 @@ func newQueries(schema string) *queries {
 	if schema != "" {
 		q.jobsIdent = pgx.Identifier{schema, "queuekit_jobs"}
 		q.leaders = pgx.Identifier{schema, "queuekit_leaders"}.Sanitize()
+		q.marks = pgx.Identifier{schema, "queuekit_unique"}.Sanitize()
 	} else {
 		q.jobsIdent = pgx.Identifier{"queuekit_jobs"}
 		q.leaders = pgx.Identifier{"queuekit_leaders"}.Sanitize()
+		q.marks = pgx.Identifier{"queuekit_unique"}.Sanitize()
 	}
 	q.jobs = q.jobsIdent.Sanitize()
-	r := strings.NewReplacer("{jobs}", q.jobs, "{leaders}", q.leaders, "{live}", liveStates, "{waiting}", waitingStates)
+	r := strings.NewReplacer("{jobs}", q.jobs, "{leaders}", q.leaders, "{marks}", q.marks, "{live}", liveStates, "{waiting}", waitingStates)
 	for _, s := range []struct {
 		dst *string
 		src string
@@ -56,6 +59,7 @@ func newQueries(schema string) *queries {
 		{&q.purge, sqlPurge}, {&q.stats, sqlStats}, {&q.sched, sqlScheduled}, {&q.rescue, sqlRescue},
 		{&q.prune, sqlPrune}, {&q.elect, sqlElect}, {&q.resign, sqlResign},
 		{&q.insertMany, sqlInsertMany}, {&q.release, sqlRelease},
+		{&q.markMany, sqlMarkMany}, {&q.unmark, sqlUnmark}, {&q.pruneMarks, sqlPruneMarks},
 	} {
 		*s.dst = r.Replace(s.src)
 	}
@@ -68,23 +72,49 @@ const roomSQL = `($CAP::bigint <= 0 OR (SELECT count(*) FROM (SELECT 1 FROM {job
 
 func room(param string) string { return strings.ReplaceAll(roomSQL, "$CAP", param) }
 
-// sqlAdd inserts one job unless its key or group is taken or the queue is
-// full; it never raises on a duplicate, so it is safe inside a caller's
-// transaction. A running job with the same key is share-locked, so that
-// the job's completion (which must then wait) sees the rerun inserted here.
+// sqlAdd inserts one job unless its key is in a unique window, its key or
+// group is taken or the queue is full; it never raises on a duplicate, so
+// it is safe inside a caller's transaction. A running job with the same
+// key is share-locked, so that the job's completion (which must then
+// wait) sees the rerun inserted here.
+//
+// A job with a window ($15 > 0) takes its key's mark before it is
+// inserted: the upsert
+// locks the mark's row and judges the latest version of it, so of two
+// concurrent adds of a key one takes the mark and the other, refused,
+// waits for the first to commit. If the job is then not inserted (a
+// duplicate, a full queue), the statement still took the mark, so the
+// caller runs it in a (sub)transaction and rolls back (see Store.add). A
+// job without a window is refused while its key's mark is open.
 //
 // $1 queue, $2 state, $3 priority, $4 run_at, $5 scheduled_at, $6
 // max_attempts, $7 key, $8 group, $9 target, $10 payload, $11 now, $12
-// coalesce, $13 capacity (0: no check), $14 channel (empty: no NOTIFY).
+// coalesce, $13 capacity (0: no check), $14 channel (empty: no NOTIFY),
+// $15 the window in microseconds (0: none), $16 the database-time shift in
+// microseconds (see lease.go).
 //
 // The explicit non-empty key test lets the planner use the partial key indexes
 // (their predicate must be implied by the query's, and key = $7 proves
-// nothing about a generic plan's parameter).
+// nothing about a generic plan's parameter). The jobs table comes first, so
+// that on a schema not migrated at all it is the one the error names.
 var sqlAdd = `
 WITH run AS (
     SELECT id FROM {jobs}
     WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND key <> '' AND state = 'running'
     FOR SHARE
+),
+mk AS (
+    INSERT INTO {marks} AS m (queue, key, until)
+    SELECT $1::text, $7::text, ` + dbTime("($16::bigint + $15::bigint)") + `
+    WHERE $15::bigint > 0 AND $7::text <> ''
+    ON CONFLICT (queue, key) DO UPDATE SET until = excluded.until
+    WHERE m.until <= ` + dbTime("$16") + `
+    RETURNING 1
+),
+held AS (
+    SELECT CASE WHEN $15::bigint > 0 THEN NOT EXISTS (SELECT 1 FROM mk)
+        ELSE $7::text <> '' AND EXISTS (SELECT 1 FROM {marks}
+            WHERE queue = $1::text AND key = $7::text AND until > ` + dbTime("$16") + `) END AS held
 ),
 room AS (
     SELECT ($2::text <> 'available' OR EXISTS (SELECT 1 FROM run) OR ` + room("$13") + `) AS ok
@@ -93,7 +123,7 @@ ins AS (
     INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
     SELECT $1::text, CASE WHEN EXISTS (SELECT 1 FROM run) THEN 'pending' ELSE $2::text END,
         $3::integer, $4::timestamptz, $5::timestamptz, $6::integer, $7::text, $8::text, $9::text, $10::bytea, $11::timestamptz
-    WHERE (SELECT ok FROM room) AND (NOT EXISTS (SELECT 1 FROM run) OR $12::boolean)
+    WHERE (SELECT ok FROM room) AND (NOT EXISTS (SELECT 1 FROM run) OR $12::boolean) AND NOT (SELECT held FROM held)
     ON CONFLICT DO NOTHING
     RETURNING id, state
 )
@@ -102,7 +132,8 @@ SELECT (SELECT ok FROM room),
     coalesce((SELECT state FROM ins), ''),
     EXISTS (SELECT 1 FROM {jobs} WHERE $7::text <> '' AND queue = $1::text AND key = $7::text AND key <> ''
         AND state IN ('scheduled', 'available', 'running', 'retryable', 'pending')),
-    (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending' AND $14::text <> '') n)`
+    (SELECT count(*) FROM (SELECT pg_notify($14::text, $1::text) FROM ins WHERE state <> 'pending' AND $14::text <> '') n),
+    (SELECT held FROM held)`
 
 // sqlClaim takes up to $3 due available jobs of queue $1 in priority,
 // run_at, id order, leasing them to $4 for $5 microseconds of database
@@ -361,21 +392,54 @@ RETURNING leader_id`
 const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = $2::text`
 
 // sqlInsertMany inserts jobs with preallocated IDs, skipping those whose
-// key or group is taken. $1 queue, $2 IDs, $3 states, $4 priorities, $5
-// run_at, $6 scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10
-// targets, $11 payloads, $12 now.
-const sqlInsertMany = `
+// key or group is taken, and those whose key has an open unique window
+// unless the job took the window's mark (sqlMarkMany, earlier in the same
+// transaction). $1 queue, $2 IDs, $3 states, $4 priorities, $5 run_at, $6
+// scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10 targets, $11
+// payloads, $12 now, $13 the IDs of the jobs that took their key's mark,
+// $14 the database-time shift in microseconds (see lease.go).
+var sqlInsertMany = `
 WITH ins AS (
     INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
     SELECT u.id, $1::text, u.state, u.priority, u.run_at, CASE WHEN u.sched THEN u.run_at END,
         u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz
     FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::boolean[], $7::integer[],
         $8::text[], $9::text[], $10::text[], $11::bytea[]) AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload)
+    WHERE u.key = '' OR u.id = ANY ($13::bigint[]) OR NOT EXISTS (SELECT 1 FROM {marks} m
+        WHERE m.queue = $1::text AND m.key = u.key AND m.until > ` + dbTime("$14") + `)
     ORDER BY u.id
     ON CONFLICT DO NOTHING
     RETURNING id
 )
 SELECT id FROM ins`
+
+// sqlMarkMany takes the marks of a batch's jobs with unique windows, one
+// job per key (the first), where the key's window is not open; it returns
+// the IDs of the jobs whose marks it took. $1 queue, $2 IDs, $3 keys, $4
+// windows in microseconds, $5 the database-time shift in microseconds.
+var sqlMarkMany = `
+INSERT INTO {marks} AS m (queue, key, until)
+SELECT DISTINCT ON (u.key) $1::text, u.key, ` + dbTime("($5::bigint + u.win)") + `
+FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS u(id, key, win)
+WHERE u.win > 0 AND u.key <> ''
+ORDER BY u.key, u.id
+ON CONFLICT (queue, key) DO UPDATE SET until = excluded.until
+WHERE m.until <= ` + dbTime("$5") + `
+RETURNING m.key`
+
+// sqlUnmark gives back the marks a batch took for jobs it did not insert
+// ($2 keys), in the transaction that took them: a mark is only ever
+// taken over once expired, and an expired mark is as good as none. $1
+// queue.
+const sqlUnmark = `DELETE FROM {marks} WHERE queue = $1::text AND key = ANY ($2::text[])`
+
+// sqlPruneMarks deletes up to $2 of queue $1's marks whose windows ended
+// ($3: the database-time shift in microseconds, see lease.go).
+var sqlPruneMarks = `
+DELETE FROM {marks} WHERE (queue, key) IN (
+    SELECT queue, key FROM {marks}
+    WHERE queue = $1::text AND until <= ` + dbTime("$3") + `
+    LIMIT $2::bigint)`
 
 // sqlRelease gives back jobs $1 that $2 claimed but never handed out: they
 // are available again with the attempt undone, and queue $4's processes

@@ -283,12 +283,12 @@ func (s *Store[T]) startableLocked() error {
 // has; another error when it could not tell.
 func (s *Store[T]) checkSchema(ctx context.Context) error {
 	var (
-		schema                 *string
-		jobs, leaders, applied bool
+		schema                        *string
+		jobs, leaders, marks, applied bool
 	)
 	migrations := migrationsTable(s.o.schema)
 	err := s.pool.QueryRow(ctx, `SELECT current_schema(), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL,
-		to_regclass($3) IS NOT NULL`, s.q.jobs, s.q.leaders, migrations).Scan(&schema, &jobs, &leaders, &applied)
+		to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL`, s.q.jobs, s.q.leaders, migrations, s.q.marks).Scan(&schema, &jobs, &leaders, &applied, &marks)
 	if err != nil {
 		return fmt.Errorf("pgstore: checking the schema: %w", err)
 	}
@@ -302,6 +302,9 @@ func (s *Store[T]) checkSchema(ctx context.Context) error {
 		return &NotMigratedError{Schema: name, Missing: s.q.jobs}
 	case !leaders:
 		return &NotMigratedError{Schema: name, Missing: s.q.leaders}
+	case !marks && !applied:
+		// Migrated with another tool, without 002_unique.sql.
+		return &NotMigratedError{Schema: name, Missing: s.q.marks}
 	case !applied:
 		return nil // migrated with another tool: no versions to compare
 	}
@@ -327,8 +330,11 @@ func (s *Store[T]) notMigrated(err error) *NotMigratedError {
 		name = *p
 	}
 	missing := s.q.jobs
-	if strings.Contains(pgErr.Message, "queuekit_leaders") {
+	switch {
+	case strings.Contains(pgErr.Message, "queuekit_leaders"):
 		missing = s.q.leaders
+	case strings.Contains(pgErr.Message, "queuekit_unique"):
+		missing = s.q.marks
 	}
 	return &NotMigratedError{Schema: name, Missing: missing, Err: err}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,7 +19,9 @@ const batchChunk = 256
 // batch needs new ID blocks) and returns, for each job in order, what
 // became of it. An Added with ID 0 means the job was not added: its key
 // or group was taken (EnqueueMany never coalesces: a job whose key is
-// running is skipped too), or the ready jobs were at capacity. Scheduled
+// running is skipped too), its key is in a unique window (Job.UniqueFor;
+// a job of the batch opens its window for the later ones), or the ready
+// jobs were at capacity. Scheduled
 // jobs (RunAt in the future) go to the schedule, as with Add. Each job's
 // dedupe and capacity checks are Add's, made in order, so a later job of
 // the batch sees an earlier one's key or group.
@@ -56,6 +59,9 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		pi := s.cfg.PriorityIndex(jobs[i].Priority)
 		if pi < 0 {
 			return nil, fmt.Errorf("redisstore: job %d: %w %q", i, queue.ErrUnknownPriority, jobs[i].Priority)
+		}
+		if err := durable.CheckUniqueFor(jobs[i].UniqueFor, jobs[i].Key); err != nil {
+			return nil, fmt.Errorf("redisstore: job %d: %w", i, err)
 		}
 		enc, err := s.o.Encode(jobs[i].Payload)
 		if err != nil {

@@ -132,8 +132,27 @@
 // outage of the low-priority Redis never delays high-priority work on
 // another. Each shard has its own keys, IDs (unique across shards: the
 // shard is in the ID's low bits), health and fallback state.
-// Dedupe by Key and Group and the Capacity bound hold per shard, so jobs
-// sharing a Key should use priorities served by one shard.
+// Dedupe by Key and Group, unique windows and the Capacity bound hold per
+// shard, so jobs sharing a Key should use priorities served by one shard.
+//
+// # Unique windows
+//
+// A job with a UniqueFor window sets its key's mark, a member of the
+// queue's "unique" sorted set scored by the end of the window, in the add
+// script that accepts it; while the mark stands the add script refuses
+// every job with the key (a *queue.DuplicateError) before its other
+// checks, so a running key in its window is not coalesced. Windows are
+// judged by Redis's TIME, shifted by a fake clock's advances as leases
+// are (see Clocks), so every process agrees on them; EnqueueMany's jobs
+// go through the same script, an earlier job of a batch opening its
+// window for the later ones. Cancel and Purge leave marks; the leader's
+// janitor drops expired ones with the dead jobs it trims.
+//
+// During an outage a window is only local: the fallback (below) keeps
+// the windows of the jobs it accepts in this process, and cannot see the
+// marks in Redis, so while a shard is down a key in a window in Redis can
+// be accepted by the fallback, and a window opened in the fallback does
+// not reach Redis with its job when the job is written back.
 //
 // # Outage fallback
 //

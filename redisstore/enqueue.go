@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,6 +25,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	pi := s.cfg.PriorityIndex(job.Priority)
 	if pi < 0 {
 		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
+	}
+	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
+		return queue.Added{}, err
 	}
 	enc, err := s.o.Encode(job.Payload)
 	if err != nil {
@@ -74,6 +79,8 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	switch status {
 	case "dup":
 		return queue.Added{}, queue.ErrDuplicate
+	case "window":
+		return queue.Added{}, durable.WindowDuplicate(job.Key)
 	case "full":
 		return queue.Added{}, queue.ErrQueueFull
 	case "sched":
@@ -101,6 +108,7 @@ type addItem struct {
 	key, group, target         string
 	label, lastErr             string
 	max                        int
+	window                     int64 // unique window, ms; 0: none
 	enc                        []byte
 	restore                    bool
 }
@@ -109,7 +117,13 @@ func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
 	j := &fj.job
 	return addItem{id: j.ID, seq: fj.seq, blk: fj.blk, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
 		group: j.Group, target: j.Target, label: s.cfg.Priorities[fj.prio].Name, lastErr: fj.lastErr,
-		max: j.MaxAttempts, enc: fj.enc, restore: restore}
+		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore}
+}
+
+// windowMs is a unique window in whole milliseconds, rounded up: a window
+// is never shorter than asked.
+func windowMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // addOne adds fj through sh's combiner: concurrent Adds share one script
@@ -134,7 +148,8 @@ func (s *Store[T]) runAdd(ctx context.Context, sh *shard, items []addItem) ([]st
 	return s.runAddReady(ctx, sh, items)
 }
 
-// plain reports whether it can go to the add-ready script.
+// plain reports whether it can go to the add-ready script. A job with a
+// key never can: it may be in a unique window.
 func (sh *shard) plain(it *addItem, now int64) bool {
 	return it.key == "" && it.group == "" && !it.restore && it.due <= now && sh.labelIndex(it.label) >= 0
 }
@@ -253,7 +268,7 @@ func (s *Store[T]) addAllArgv(sh *shard, items []addItem, now int64, coalesce bo
 		args = append(args, k)
 	}
 	args = append(args, sh.args...)
-	args = append(args, now, s.cfg.Capacity, boolArg(coalesce), len(seenKeys), sh.token)
+	args = append(args, now, s.cfg.Capacity, boolArg(coalesce), len(seenKeys), sh.token, s.leaseShift())
 	// The meta prefixes share one buffer, sliced once it is complete.
 	n := 0
 	for i := range items {
@@ -272,7 +287,7 @@ func (s *Store[T]) addAllArgv(sh *shard, items []addItem, now int64, coalesce bo
 		idx := slices.Index(seenKeys, key) + 1
 		bidx := slices.Index(blockKeys, sh.ks.blocks(it.blk)) + 1
 		args = append(args, it.id, it.key, it.group, it.label, it.due, boolArg(it.restore), idx, off,
-			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk)
+			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk, it.window)
 		start = ends[i]
 	}
 	return args
@@ -297,7 +312,7 @@ func (sh *shard) addReply(cmd *redis.Cmd) ([]string, error) {
 const addReadyArgs = 8
 
 // addArgs is the number of add script arguments per job.
-const addArgs = 12
+const addArgs = 13
 
 // blockBucket is the index of the registration hash of block blk.
 func blockBucket(blk int64) int64 { return blk / (blocksPerKey * idBlock) }

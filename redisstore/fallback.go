@@ -161,7 +161,7 @@ func (f *fallback[T]) localID() int64 {
 // memJob is j as the in-memory store takes it, j riding as the payload.
 func memJob[T any](j *fbJob[T]) queue.Job[*fbJob[T]] {
 	m := queue.Job[*fbJob[T]]{ID: j.job.ID, Key: j.job.Key, Group: j.job.Group, Target: j.job.Target,
-		Priority: j.job.Priority, MaxAttempts: j.job.MaxAttempts, Attempt: j.job.Attempt, Payload: j}
+		Priority: j.job.Priority, MaxAttempts: j.job.MaxAttempts, Attempt: j.job.Attempt, UniqueFor: j.job.UniqueFor, Payload: j}
 	if j.due != 0 {
 		m.RunAt = time.UnixMilli(j.due)
 	}

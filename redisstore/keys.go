@@ -20,6 +20,7 @@ const (
 	kCount
 	kWake
 	kSeen
+	kUnique
 	nFixedKeys
 )
 
@@ -40,7 +41,7 @@ func newKeyspace(prefix, name string, labels []string) keyspace {
 	names := [nFixedKeys]string{
 		kMeta: "meta", kData: "data", kLease: "lease", kRun: "running", kSched: "scheduled",
 		kKeys: "keys", kReruns: "reruns", kGroups: "groups", kDead: "dead", kCount: "count",
-		kWake: "wake", kSeen: "seen:0",
+		kWake: "wake", kSeen: "seen:0", kUnique: "unique",
 	}
 	ks := keyspace{tag: tag, leader: tag + ":leader"}
 	for _, n := range names {

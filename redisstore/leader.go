@@ -128,11 +128,12 @@ func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 
 var errLeaseExpired = errors.New("redisstore: lease expired after the last attempt")
 
-// trimDead deletes dead jobs past the retention, a batch per call.
+// trimDead deletes dead jobs past the retention, and unique-window marks
+// whose windows ended, a batch of each per call.
 func (s *Store[T]) trimDead(ctx context.Context, sh *shard) error {
 	cutoff := s.now() - s.o.DeadRetention.Milliseconds()
 	for {
-		n, err := sh.run(ctx, sh.client, scriptTrim, nil, cutoff, s.o.deadMax, 200).Int()
+		n, err := sh.run(ctx, sh.client, scriptTrim, nil, cutoff, s.o.deadMax, 200, s.leaseShift()).Int()
 		if err != nil || n < 200 {
 			return err
 		}

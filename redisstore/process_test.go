@@ -30,6 +30,8 @@ const helperEnv = "REDISSTORE_HELPER"
 //	        (the time the run began), then take REDISSTORE_WORK (a
 //	        duration, default none) and succeed
 //	hang    claim jobs: RPUSH the payload to the claimed list, never return
+//	periodic run the periodic job "tick" every second: RPUSH
+//	        "attempt pid key" to the periodic list
 //	leader  run no jobs (a store without a queue), only take part in
 //	        leader election and the janitor
 //
@@ -74,6 +76,8 @@ func TestHelperProcess(t *testing.T) {
 				}
 			}
 			return nil
+		case "periodic":
+			return c.RPush(ctx, tag+":test:periodic", fmt.Sprintf("%d %d %s", j.Attempt, pid, j.Key)).Err()
 		case "hang":
 			c.RPush(context.Background(), tag+":test:claimed", j.Payload)
 			select {}
@@ -97,6 +101,12 @@ func TestHelperProcess(t *testing.T) {
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
+		}
+		if mode == "periodic" {
+			if err := q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{CatchUp: true}); err != nil {
+				fmt.Println("error", err)
+				os.Exit(2)
+			}
 		}
 		if err := q.Start(ctx); err != nil {
 			fmt.Println("error", err)

@@ -11,10 +11,12 @@ import (
 // key a script touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
-//	KEYS[1..12]  meta, data, lease, run, sched, keys, reruns, groups, dead,
+//	KEYS[1..13]  meta, data, lease, run, sched, keys, reruns, groups, dead,
 //	             count, wake, seen (a placeholder, kept so that the
-//	             layout stays fixed)
-//	KEYS[13..]   the shard's ready lists, highest priority first, then
+//	             layout stays fixed), unique (the unique-window marks: a
+//	             sorted set of keys by the end of their window, in lease
+//	             time; see lease_now)
+//	KEYS[14..]   the shard's ready lists, highest priority first, then
 //	             (add only) the seen bitmaps of the jobs being added
 //	ARGV[1]      number of ready lists n
 //	ARGV[2]      the label used for a job whose label is not on the shard
@@ -30,16 +32,28 @@ import (
 // attempts (0 = queue default), s state (q ready, s scheduled, x running,
 // w coalesced rerun, d dead), e last error, d dead-at (ms).
 const luaBase = `
-local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local NL = tonumber(ARGV[1])
 local DEFLABEL = ARGV[2]
 local LABELS, LIST = {}, {}
 for i = 1, NL do
   LABELS[i] = ARGV[2 + i]
-  LIST[ARGV[2 + i]] = KEYS[12 + i]
+  LIST[ARGV[2 + i]] = KEYS[13 + i]
 end
 local function arg(i) return ARGV[2 + NL + i] end
+-- lease_now returns the lease clock plus off ms: Redis's own clock (TIME,
+-- in ms) shifted by how far the queue's clock moved beyond real time (see
+-- lease.go), so that every process judges leases by one clock. Scripts
+-- call it before they write: TIME is non-deterministic, which Redis 5 and
+-- later allow by replicating a script's effects (replicate_commands turns
+-- that on where a server's configuration turned it off; from Redis 7 it is
+-- a no-op).
+local function lease_now(off)
+  redis.replicate_commands()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + off
+end
 
 local function load(id)
   local raw = redis.call('HGET', META, id)
@@ -169,18 +183,6 @@ local function promote(now, batch, cap, requeue)
     end
   end
   return moved, requeued
-end
--- lease_now returns the lease clock plus off ms: Redis's own clock (TIME,
--- in ms) shifted by how far the queue's clock moved beyond real time (see
--- lease.go), so that every process judges leases by one clock. Scripts
--- call it before they write: TIME is non-deterministic, which Redis 5 and
--- later allow by replicating a script's effects (replicate_commands turns
--- that on where a server's configuration turned it off; from Redis 7 it is
--- a no-op).
-local function lease_now(off)
-  redis.replicate_commands()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + off
 end
 -- check_lease reports whether tok holds id's lease; if not, whether the job
 -- already ended ('gone': a repeated call) or is held or queued elsewhere.

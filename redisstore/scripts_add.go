@@ -1,17 +1,28 @@
 package redisstore
 
 // Add: now, capacity, coalesce (1/0), number of seen bitmaps ns, the
-// caller's block token, then per job: id, key, group, label, runAt,
+// caller's block token, the lease shift (ms; see lease_now), then per job:
+// id, key, group, label, runAt,
 // restore (1 ignores capacity and the group, for jobs written back from
 // the fallback), index of its seen bitmap among the keys after the ready
 // lists, seen offset, meta prefix, payload, index of its block
-// registration hash among the keys after the seen bitmaps, its block. The meta
+// registration hash among the keys after the seen bitmaps, its block, its
+// unique window (ms, 0 for none). The meta
 // prefix is the job's meta record as the client encodes it (metaPrefix),
 // up to the value of s, which the script appends with the closing quote
 // and brace: Add needs no cjson.encode. Jobs are added in order. Returns
-// {ready, then per job 'ready', 'sched', 'rerun', 'dup', 'full', 'seen'
-// (added before) or 'stale' (its ID block is not registered to the
-// caller: see shard.reserve; nothing was done)}.
+// {ready, then per job 'ready', 'sched', 'rerun', 'dup', 'window' (its
+// key is in a unique window), 'full', 'seen' (added before) or 'stale'
+// (its ID block is not registered to the caller: see shard.reserve;
+// nothing was done)}.
+//
+// Unique windows: a job with a key is refused while the key's mark in
+// UNIQUE (a sorted set of keys by the end of their window, in lease time:
+// Redis's TIME, so every process agrees) has not expired, before any other
+// check, so a running key in its window is not coalesced; a job accepted
+// with a window sets its key's mark. A job written back from the fallback
+// (restore) was accepted already: it neither checks nor sets a mark.
+// Expired marks are dropped by the rescue script's janitor pass.
 //
 // The seen bit (set first, cleared again when the job is refused) makes
 // Add idempotent per ID: a call repeated after a lost reply, or a
@@ -24,8 +35,14 @@ package redisstore
 // 6n; the records written so far are looked up in NEW, so a later job of
 // the same call sees an earlier one's key or group.
 var scriptAdd = newRawScript("add", luaBase+`
-local now, cap, coalesce, NS, TOK = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1', tonumber(arg(4)), arg(5)
+local now, cap, coalesce, NS, TOK, SHIFT = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1', tonumber(arg(4)), arg(5), tonumber(arg(6))
 ready_count()
+-- unow is the lease clock, read once and only by a call that needs it.
+local UNOW = nil
+local function unow()
+  if not UNOW then UNOW = lease_now(SHIFT) end
+  return UNOW
+end
 local NEW, METAS, DATAS, PUSH, BLK = {}, {}, {}, {}, {}
 -- owned reports whether block blk is registered to the caller.
 local function owned(bkey, blk)
@@ -41,11 +58,18 @@ local function loadm(id)
   if not raw then return load(id) end
   return cjson.decode(raw)
 end
-local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bkey, blk)
+local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bkey, blk, win)
   if not owned(bkey, blk) then return 'stale' end
   if redis.call('SETBIT', seen, off, 1) == 1 then return 'seen' end
   local state = 'q'
   if tonumber(at) > now then state = 's' end
+  if key ~= '' and not restore then
+    local u = redis.call('ZSCORE', UNIQUE, key)
+    if u and tonumber(u) > unow() then
+      redis.call('SETBIT', seen, off, 0)
+      return 'window'
+    end
+  end
   if key ~= '' then
     local h = redis.call('HGET', KEYIDX, key)
     if h then
@@ -105,6 +129,7 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bk
       RC = RC + 1
     end
   end
+  if win > 0 and not restore then redis.call('ZADD', UNIQUE, unow() + win, key) end
   NEW[id] = meta
   METAS[#METAS + 1] = id
   METAS[#METAS + 1] = meta
@@ -113,14 +138,14 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bk
   return status
 end
 local out = {0}
-local A, i = ARGV, 2 + NL + 6
+local A, i = ARGV, 2 + NL + 7
 while A[i] do
   -- Arguments that go back to Redis stay strings: Redis would format a
   -- number back.
   out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
-    KEYS[12 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
-    KEYS[12 + NL + NS + tonumber(A[i + 10])], A[i + 11])
-  i = i + 12
+    KEYS[13 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
+    KEYS[13 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]))
+  i = i + 13
 end
 if #METAS > 0 then
   redis.call('HSET', META, unpack(METAS))

@@ -36,10 +36,14 @@ out[1] = ready_count()
 return out
 `)
 
-// Trim: cutoff (ms), max dead kept, batch. Deletes dead jobs older than
-// cutoff or beyond max, oldest first. Returns how many it deleted.
+// Trim: cutoff (ms), max dead kept, batch, lease shift (ms; see
+// lease_now). Deletes dead jobs older than cutoff or beyond max, oldest
+// first, and unique-window marks whose windows ended by the lease clock,
+// up to batch of each. Returns the larger of the two counts.
 var scriptTrim = newScript("trim", `
 local cutoff, max, batch = tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3))
+local marks = redis.call('ZRANGEBYSCORE', UNIQUE, '-inf', lease_now(tonumber(arg(4))), 'LIMIT', 0, batch)
+if #marks > 0 then redis.call('ZREM', UNIQUE, unpack(marks)) end
 local ids = redis.call('ZRANGEBYSCORE', DEAD, '-inf', cutoff, 'LIMIT', 0, batch)
 local over = redis.call('ZCARD', DEAD) - max
 if #ids < batch and over > #ids then
@@ -49,7 +53,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', DEAD, id)
   forget(id)
 end
-return #ids
+return math.max(#ids, #marks)
 `)
 
 // Leader election: acquisition is a plain SET NX PX; these two

@@ -4,6 +4,7 @@
 //
 // Run checks the contract, one subtest per behaviour: priority order,
 // schedules that are never early, keys, coalesced reruns and groups,
+// unique windows,
 // retries, deferrals, cancellation, capacity, Drain, concurrent claimers
 // and, for a store that implements queue.Leaser, lease rescue. The
 // in-memory store, pgstore and redisstore all pass it. A store declares

@@ -115,6 +115,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "Coalesce", run: testCoalesce},
 		{name: "CoalesceOff", run: testCoalesceOff, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Coalesce = false }}},
 		{name: "GroupDedupe", run: testGroup},
+		{name: "UniqueWindow", run: testUniqueWindow},
 		{name: "Retry", run: testRetry},
 		{name: "RetrySuperseded", run: testSuperseded},
 		{name: "Defer", run: testDefer},

@@ -187,6 +187,17 @@
     fillBody($("scheduled"), rows, 6, "nothing scheduled");
   }
 
+  function renderPeriodic(s) {
+    var now = new Date(s.now).getTime();
+    var zero = function (iso) { return !iso || iso.indexOf("0001-01-01") === 0; };
+    var rows = s.periodic.map(function (p) {
+      var next = zero(p.next) ? "never" : fmtIn((new Date(p.next).getTime() - now) / 1000);
+      return el("tr", null, td(p.name), td(next), td(zero(p.last) ? "–" : fmtTime(p.last)),
+        td(p.last_outcome || "–"), td(p.runs, "num"), td(p.last_error));
+    });
+    fillBody($("periodic"), rows, 6, "no periodic jobs");
+  }
+
   function renderErrors(s) {
     var rows = s.recent_errors.map(function (e) {
       return el("tr", null, td(fmtTime(e.time)), td(e.job_id, "num"), td(e.key), td(e.target),
@@ -345,6 +356,7 @@
     renderWorkers(s);
     renderTargets(s);
     renderScheduled(s);
+    renderPeriodic(s);
     renderErrors(s);
     loadDead(s);
     document.body.dataset.ready = "true";

@@ -21,8 +21,9 @@ var (
 
 	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
 	// that Enqueue returns when a job with the same Key is already
-	// queued, scheduled or running (see WithCoalesce), or a scheduled job
-	// of the same Group is waiting.
+	// queued, scheduled or running (see WithCoalesce), or was accepted
+	// within its unique window (Job.UniqueFor), or a scheduled job of the
+	// same Group is waiting.
 	ErrDuplicate = errors.New("queue: duplicate job")
 
 	// ErrClosed: the queue is stopping or stopped.
@@ -57,12 +58,22 @@ type DuplicateError struct {
 	// Group is the job's Group when a scheduled job of the group is
 	// waiting; "" when the collision was on Key alone.
 	Group string
+
+	window bool // the key is held by a unique window (Job.UniqueFor)
+}
+
+// WindowDuplicate returns the error for a job refused because key is held
+// by a unique window (Job.UniqueFor) that has not ended.
+func WindowDuplicate(key string) *DuplicateError {
+	return &DuplicateError{Key: key, window: true}
 }
 
 // Error names the key or group; e.g. `queue: duplicate job: key "k" is
 // held by a queued, scheduled or running job`.
 func (e *DuplicateError) Error() string {
 	switch {
+	case e.window:
+		return fmt.Sprintf("queue: duplicate job: key %q is held by a unique window (Job.UniqueFor) that has not ended", e.Key)
 	case e.Group == "":
 		return fmt.Sprintf("queue: duplicate job: key %q is held by a queued, scheduled or running job", e.Key)
 	case e.Key == "":

@@ -47,6 +47,14 @@ type Job[T any] struct {
 	// queue's default. Enqueue refuses a negative one (ErrInvalidJob).
 	MaxAttempts int
 
+	// UniqueFor makes Key unique for a window: for UniqueFor after the job
+	// is accepted, another job with the same Key is refused with
+	// ErrDuplicate whether the first is still pending, running, or has
+	// already ended (done, dead or cancelled). After the window the usual
+	// pending-key rules apply. 0 means no window; a negative window, or a
+	// window without a Key, is refused (ErrInvalidJob).
+	UniqueFor time.Duration
+
 	// Payload is the job's data. The queue never inspects, logs or
 	// displays it.
 	Payload T

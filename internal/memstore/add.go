@@ -45,10 +45,22 @@ func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (
 	if job.Key == "" {
 		return s.place(&it, scheduled)
 	}
+	if job.UniqueFor > 0 {
+		s.sweepMarks(false)
+	}
 	h := s.keys.hash(job.Key)
 	sh := s.keys.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	var now int64
+	if job.UniqueFor > 0 || sh.hasMarks() {
+		// A window, open or to be opened, outranks the key's other rules:
+		// even a running key's rerun is refused while it is open.
+		now = s.now()
+		if err := s.windowErr(sh, job.Key, now); err != nil {
+			return core.Added{}, err
+		}
+	}
 	e := sh.find(job.Key, h)
 	if e != nil && !e.gone() {
 		id, st := e.load()
@@ -60,6 +72,9 @@ func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (
 		sh.setRerun(e, &rerun)
 		s.keys.waiting.Add(1)
 		if e.move(id, keyRunning, keyRerun) {
+			if job.UniqueFor > 0 {
+				s.setMark(sh, job.Key, after(now, job.UniqueFor))
+			}
 			return core.Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free, and its gone
@@ -85,6 +100,9 @@ func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (
 	}
 	if added.Scheduled != scheduled {
 		e.sched = true // crowded out of its ring: waits in the schedule
+	}
+	if job.UniqueFor > 0 {
+		s.setMark(sh, job.Key, after(now, job.UniqueFor))
 	}
 	return added, nil
 }

@@ -53,17 +53,26 @@ const (
 // keyShard is one shard of the set. Every field is guarded by mu.
 type keyShard[T any] struct {
 	mu     sync.Mutex
-	index  []uint64    // tag<<32 | entry number+1 per slot, 0 if empty; linear probing, no tombstones
-	count  int         // entries in index
-	chunks []*keyChunk // entries by number>>chunkBits; nil where a chunk was dropped
-	free   []uint64    // by chunk: bit i set if the chunk's entry i is free (not indexed)
-	cur    int         // the chunk new entries come from
-	sweep  int         // the chunk the next refill sweeps
-	live   int         // entries held in the chunks swept so far this round
-	reruns map[*keyEntry]*item[T]
-	num    uint8  // this shard's number
-	budget uint8  // chunks the next refill may sweep, 1..maxSweeps
-	peak   uint32 // keys held at the last trims, decaying
+	index  []uint64      // tag<<32 | entry number+1 per slot, 0 if empty; linear probing, no tombstones
+	count  int           // entries in index
+	chunks []*keyChunk   // entries by number>>chunkBits; nil where a chunk was dropped
+	free   []uint64      // by chunk: bit i set if the chunk's entry i is free (not indexed)
+	cur    int           // the chunk new entries come from
+	sweep  int           // the chunk the next refill sweeps
+	live   int           // entries held in the chunks swept so far this round
+	side   *shardSide[T] // what few shards hold; nil until needed
+	num    uint8         // this shard's number
+	budget uint8         // chunks the next refill may sweep, 1..maxSweeps
+	peak   uint32        // keys held at the last trims, decaying
+}
+
+// shardSide is what a shard holds that most shards never need, kept
+// apart so that a shard fills two cache lines exactly; its shard's lock
+// guards it.
+type shardSide[T any] struct {
+	reruns map[*keyEntry]*item[T] // coalesced reruns by their key's entry
+	marks  map[string]*mark       // open unique windows by key (see unique.go); nil when none
+	expiry markHeap               // marks by expiry
 }
 
 // maxSweeps bounds the chunks one refill sweeps before it makes a new
@@ -167,17 +176,23 @@ func (ks *keySet[T]) shardOf(e *keyEntry) *keyShard[T] { return &ks.shards[e.sha
 // setRerun records r as the coalesced rerun of e's running job; sh is e's
 // shard, and its lock is held.
 func (sh *keyShard[T]) setRerun(e *keyEntry, r *item[T]) {
-	if sh.reruns == nil {
-		sh.reruns = make(map[*keyEntry]*item[T])
+	if sh.side == nil {
+		sh.side = new(shardSide[T])
 	}
-	sh.reruns[e] = r
+	if sh.side.reruns == nil {
+		sh.side.reruns = make(map[*keyEntry]*item[T])
+	}
+	sh.side.reruns[e] = r
 }
 
 // takeRerun removes and returns e's rerun, nil if it has none; sh is e's
 // shard, and its lock is held.
 func (sh *keyShard[T]) takeRerun(e *keyEntry) *item[T] {
-	r := sh.reruns[e]
-	delete(sh.reruns, e)
+	if sh.side == nil {
+		return nil
+	}
+	r := sh.side.reruns[e]
+	delete(sh.side.reruns, e)
 	return r
 }
 

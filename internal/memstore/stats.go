@@ -8,6 +8,9 @@ import (
 
 // Stats implements Store.
 func (s *Store[T]) Stats(context.Context) (core.StoreStats, error) {
+	if s.marks.Load() > 0 {
+		s.sweepMarks(true) // a scrape drops expired windows no Add has visited
+	}
 	keys, reruns := s.keys.counts() // reruns: exact, under the shards' locks
 	st := core.StoreStats{
 		Ready:           s.Len(),

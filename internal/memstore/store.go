@@ -45,6 +45,9 @@ type Store[T any] struct {
 	sleepers atomic.Int32
 	_        [60]byte
 
+	marks     atomic.Int64 // unique-window marks held in every shard
+	markSweep atomic.Int64 // marks at which an Add sweeps every shard (see unique.go)
+
 	drained   atomic.Bool
 	drainAt   atomic.Int64 // the instant Drain was called: the drain runs what was due by then
 	drainOnce sync.Once
@@ -143,8 +146,10 @@ const MaxCapacity = 1 << 23
 // other store is given; tests and stores that fall back to memory (and wrap
 // it) call New themselves.
 func New[T any]() *Store[T] {
-	return &Store[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
+	s := &Store[T]{keys: newKeySet[T](), sched: newSchedule[T](), drainCh: make(chan struct{}),
 		wake: make(chan struct{}, 1)}
+	s.markSweep.Store(minMarkSweep)
+	return s
 }
 
 // Init implements Store. It refuses a second call, with an *OptionError
