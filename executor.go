@@ -135,6 +135,15 @@ func (q *Queue[T]) call(ctx context.Context, job *Job[T]) (err error) {
 // finish records the outcome of one run.
 func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Duration) {
 	bg := q.bgCtx
+	if err != nil && w.stop.CompareAndSwap(job.ID, 0) {
+		// An operator cancelled the run (through a durable store): it
+		// ends cancelled, not as a failure of the job or its target.
+		if q.endClaimed(job, errRunCancelled) {
+			w.ctr.cancelled.Add(1)
+			q.emit(EventCancelled, job, errRunCancelled, took)
+		}
+		return
+	}
 	if err == nil {
 		q.targets.success(job.Target)
 		q.complete(w, bg, job, took)

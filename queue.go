@@ -593,5 +593,6 @@ func (q *Queue[T]) storeEvent(ev Event) {
 
 var (
 	errTargetDisabled = errors.New("queue: target disabled")
+	errRunCancelled   = errors.New("queue: cancelled by an operator")
 	errCancelled      = errors.New("queue: cancelled")
 )

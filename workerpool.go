@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/memstore"
 )
 
@@ -27,10 +28,14 @@ type worker[T any] struct {
 	retire context.CancelFunc
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
-	ctr    counters // this worker's outcome counts, summed by Stats
-	mc     memstore.WorkerClaim
-	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
-	_      [63]byte // 256 bytes in all: workers on other cores share no cache line
+	// stop is the ID of a running job whose cancellation an operator
+	// asked for through a durable store (admin Cancel; see
+	// core.RunCanceller); its run then ends cancelled.
+	stop  atomic.Int64
+	ctr   counters // this worker's outcome counts, summed by Stats
+	mc    memstore.WorkerClaim
+	probe bool     // the job with a target it runs, or holds, is a half-open breaker's probe
+	_     [55]byte // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -189,13 +194,22 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 			continue
 		}
 		lostSet := make(map[int64]bool, len(lost))
+		rc, _ := q.store.(core.RunCanceller)
 		for _, id := range lost {
 			lostSet[id] = true
 			if w := byID[id]; w != nil && w.cur.Load() == id {
+				stop := rc != nil && rc.CancelRequested(id)
+				if stop {
+					w.stop.Store(id)
+				}
 				if c := w.lost.Load(); c != nil {
 					(*c)()
 				}
-				q.log.Warn("lease lost; job cancelled", "job", id)
+				if stop {
+					q.log.Info("job cancelled by an operator", "job", id)
+				} else {
+					q.log.Warn("lease lost; job cancelled", "job", id)
+				}
 			}
 		}
 		// A parked job whose lease is lost was rescued: it is not this
