@@ -164,34 +164,35 @@ func (c *cli) pgBackend(pool *pgxpool.Pool, opts []pgstore.Option) (*backend, er
 		_ = store.Close(context.WithoutCancel(c.ctx))
 		pool.Close()
 	}}
-	b.adm = adminOf(store)
+	b.adm = admin.New(store.Admin())
 	return b, nil
 }
 
-// tables returns the quoted names of pgstore's jobs, leaders and
+// tables returns the quoted names of pgstore's jobs, leaders, queues and
 // migrations tables in --schema.
-func (c *cli) tables() (jobs, leaders, migrations string) {
+func (c *cli) tables() (jobs, leaders, queues, migrations string) {
 	id := func(t string) string {
 		if c.g.schema == "" {
 			return pgx.Identifier{t}.Sanitize()
 		}
 		return pgx.Identifier{c.g.schema, t}.Sanitize()
 	}
-	return id("queuekit_jobs"), id("queuekit_leaders"), id("queuekit_migrations")
+	return id("queuekit_jobs"), id("queuekit_leaders"), id("queuekit_queues"), id("queuekit_migrations")
 }
 
 // checkMigrated fails, naming queuectl migrate, when the schema lacks
 // pgstore's tables or records an older migration than pgstore has. It
 // returns the schema's name.
 func (c *cli) checkMigrated(ctx context.Context, pool *pgxpool.Pool) (string, error) {
-	jobs, leaders, migrations := c.tables()
+	jobs, leaders, queues, migrations := c.tables()
 	var (
-		current             *string
-		hasJobs, hasLeaders bool
-		hasMigrations       bool
+		current                        *string
+		hasJobs, hasLeaders, hasQueues bool
+		hasMigrations                  bool
 	)
-	err := pool.QueryRow(ctx, `SELECT current_schema(), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL`,
-		jobs, leaders, migrations).Scan(&current, &hasJobs, &hasLeaders, &hasMigrations)
+	err := pool.QueryRow(ctx, `SELECT current_schema(), to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL,
+		to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL`,
+		jobs, leaders, queues, migrations).Scan(&current, &hasJobs, &hasLeaders, &hasQueues, &hasMigrations)
 	if err != nil {
 		return "", fmt.Errorf("checking the schema: %v", err)
 	}
@@ -204,7 +205,12 @@ func (c *cli) checkMigrated(ctx context.Context, pool *pgxpool.Pool) (string, er
 		return schema, fmt.Errorf("schema %q is not migrated (no table queuekit_jobs): %s", schema, fix)
 	}
 	if !hasMigrations {
-		return schema, nil // migrated with another tool from the same files
+		// Migrated with another tool from the same files: no versions
+		// to compare, but the admin API needs the queues table.
+		if !hasQueues {
+			return schema, fmt.Errorf("schema %q lacks the table queuekit_queues of pgstore's migration 003 (admin): %s", schema, fix)
+		}
+		return schema, nil
 	}
 	var version int
 	if err := pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+migrations).Scan(&version); err != nil {
@@ -229,18 +235,20 @@ func latestMigration() int {
 }
 
 // pgQueueKnown fails when the schema holds no sign of the queue: no job
-// in any state (within retention) and no leader row. Each test reads one
+// in any state (within retention), no leader row and no control row (a
+// queue once paused has one). Each test reads one
 // of the jobs table's partial indexes, so a missing queue costs no scan.
 func (c *cli) pgQueueKnown(ctx context.Context, pool *pgxpool.Pool, where string) error {
-	jobs, leaders, _ := c.tables()
+	jobs, leaders, queues, _ := c.tables()
 	q := `SELECT EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND state = 'available')
 		OR EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND state IN ('scheduled', 'retryable'))
 		OR EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND lease_expires_at IS NOT NULL)
 		OR EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND state IN ('completed', 'dead', 'cancelled'))
 		OR EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND key <> '' AND state = 'pending')
 		OR EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND state = 'running')
-		OR EXISTS (SELECT 1 FROM {leaders} WHERE queue = $1)`
-	q = strings.NewReplacer("{jobs}", jobs, "{leaders}", leaders).Replace(q)
+		OR EXISTS (SELECT 1 FROM {leaders} WHERE queue = $1)
+		OR EXISTS (SELECT 1 FROM {queues} WHERE queue = $1)`
+	q = strings.NewReplacer("{jobs}", jobs, "{leaders}", leaders, "{queues}", queues).Replace(q)
 	var known bool
 	if err := pool.QueryRow(ctx, q, c.g.queue).Scan(&known); err != nil {
 		return fmt.Errorf("looking for queue %q: %v", c.g.queue, err)
@@ -323,14 +331,16 @@ func (c *cli) redisBackend(client *redis.Client, addr string) (*backend, error) 
 	return b, nil
 }
 
-// adminOf returns the admin API over s, or nil when s does not implement
-// it.
+// adminOf returns the admin API over s, or nil when s does not offer
+// one (an Admin method returning its admin.Store, as pgstore's).
 func adminOf(s any) *admin.Admin {
-	as, ok := s.(admin.Store)
-	if !ok {
-		return nil
+	switch s := s.(type) {
+	case interface{ Admin() admin.Store }:
+		return admin.New(s.Admin())
+	case admin.Store:
+		return admin.New(s)
 	}
-	return admin.New(as)
+	return nil
 }
 
 // errNoAdmin says that the store lacks the admin methods.

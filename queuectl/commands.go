@@ -215,7 +215,7 @@ func (c *cli) retry(args []string) error {
 	if f.State != admin.Dead && f.State != admin.Cancelled {
 		return usagef("retry: --state %q: want dead or cancelled", string(f.State))
 	}
-	if !*yes && !c.terminal(c.stdin) {
+	if !*yes && !terminal(c.stdin) {
 		return usagef("retry: retrying every matching job needs --yes when stdin is not a terminal")
 	}
 	return c.withAdmin("retry", func(b *backend) error {
@@ -397,7 +397,7 @@ func (c *cli) targets(args []string) error {
 	}
 	return c.withAdmin("targets", func(b *backend) error {
 		if !b.adm.HasTargets() {
-			return fmt.Errorf("targets: %w (%s keeps no target health yet)", errNoAdmin, b.kind)
+			return fmt.Errorf("targets: %w (%s)", errNoAdmin, b.kind)
 		}
 		var err error
 		switch action {

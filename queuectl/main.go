@@ -63,10 +63,11 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	g              globals
-	// terminal reports whether stdin is an interactive terminal, for
-	// confirmations; tests replace it.
-	terminal func(io.Reader) bool
 }
+
+// terminal reports whether stdin is an interactive terminal, for
+// confirmations; tests replace it.
+var terminal = isTerminal
 
 // command is one of queuectl's commands. run parses the command's own
 // flags and arguments (a usageError for a bad one) before it opens the
@@ -96,7 +97,7 @@ func init() {
 // run is queuectl with its arguments (without the program name), its
 // standard streams, and the exit code it returns.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, terminal: isTerminal}
+	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	err := c.main(args)
 	var ue *usageError
 	switch {
