@@ -76,27 +76,34 @@ func pageView(p admin.Page) pageJSON {
 	return out
 }
 
-// ago words how long before now t was, or "-" for a zero time.
+// ago words how far from now t is ("12s ago", "in 3h05m"), or "-" for
+// a zero time; past two days, the UTC date.
 func ago(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	d := now.Sub(t)
-	suffix := " ago"
-	if d < 0 {
-		d, suffix = -d, " from now"
+	future := d < 0
+	if future {
+		d = -d
 	}
+	var s string
 	switch {
 	case d < time.Second:
 		return "now"
 	case d < time.Minute:
-		return d.Truncate(time.Second).String() + suffix
+		s = fmt.Sprintf("%ds", int(d/time.Second))
 	case d < time.Hour:
-		return d.Truncate(time.Minute).String() + suffix
+		s = fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
 	case d < 48*time.Hour:
-		return d.Truncate(time.Hour).String() + suffix
+		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return t.UTC().Format("2006-01-02 15:04Z")
 	}
-	return t.UTC().Format("2006-01-02 15:04")
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
 }
 
 // writeJobTable prints a page of jobs as a table, then the next cursor.
@@ -186,29 +193,27 @@ type statsReport struct {
 }
 
 func (r statsReport) table(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "queue %q on %s, %s: ", r.Queue, r.Backend, r.Where)
+	state := "running"
 	if r.Paused {
-		fmt.Fprintln(w, "PAUSED (no process claims its jobs)")
-	} else {
-		fmt.Fprintln(w, "running")
+		state = "PAUSED (no process claims its jobs)"
 	}
+	fmt.Fprintf(w, "queue %q on %s, %s: %s\n", r.Queue, r.Backend, r.Where, state)
 	for _, s := range admin.States {
 		if s == admin.Waiting && r.Counts[s] == 0 {
 			continue // held in process by the in-memory store only
 		}
-		fmt.Fprintf(tw, "%s\t%d\t", s, r.Counts[s])
+		fmt.Fprintf(w, "  %-12s %8d", s, r.Counts[s])
 		if s == admin.Ready {
 			var parts []string
 			for _, p := range r.priorities {
 				parts = append(parts, fmt.Sprintf("%s %d", p, r.ReadyByPriority[p]))
 			}
-			fmt.Fprintf(tw, "  %s", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "   (%s)", strings.Join(parts, ", "))
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(tw, "pending keys\t%d\t\n", r.PendingKeys)
-	return tw.Flush()
+	_, err := fmt.Fprintf(w, "  %-12s %8d\n", "pending keys", r.PendingKeys)
+	return err
 }
 
 // writeTargets prints the targets' health.
