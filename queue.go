@@ -28,6 +28,7 @@ type Queue[T any] struct {
 	admit   *admission
 	targets *targets[T]
 	obs     *observers
+	adm     adminState[T] // Admin's state (admin.go)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
