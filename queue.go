@@ -28,6 +28,7 @@ type Queue[T any] struct {
 	admit   *admission
 	targets *targets[T]
 	obs     *observers
+	adm     adminState[T] // Admin's state (admin.go)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
@@ -593,6 +594,5 @@ func (q *Queue[T]) storeEvent(ev Event) {
 
 var (
 	errTargetDisabled = errors.New("queue: target disabled")
-	errRunCancelled   = errors.New("queue: cancelled by an operator")
 	errCancelled      = errors.New("queue: cancelled")
 )

@@ -28,14 +28,11 @@ type worker[T any] struct {
 	retire context.CancelFunc
 	cur    atomic.Int64 // ID of the running job, 0 when idle
 	lost   atomic.Pointer[context.CancelFunc]
-	// stop is the ID of a running job whose cancellation an operator
-	// asked for through a durable store (admin Cancel; see
-	// core.RunCanceller); its run then ends cancelled.
-	stop  atomic.Int64
-	ctr   counters // this worker's outcome counts, summed by Stats
-	mc    memstore.WorkerClaim
-	probe bool     // the job with a target it runs, or holds, is a half-open breaker's probe
-	_     [55]byte // 256 bytes in all: workers on other cores share no cache line
+	ctr    counters // this worker's outcome counts, summed by Stats
+	mc     memstore.WorkerClaim
+	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
+	run    *workerRun[T] // the running job, for the admin API (admin.go)
+	_      [48]byte      // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -44,7 +41,7 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID)}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID), run: &workerRun[T]{}}
 	p.workers = append(p.workers, w)
 	p.q.targets.workers.Store(int64(len(p.workers))) // the fair share's pool
 	p.wg.Add(1)
@@ -111,6 +108,9 @@ func (q *Queue[T]) work(w *worker[T]) {
 			// and put back the same due job over and over.
 			return
 		}
+		if !q.pauseWait(w.ctx) { // the admin API paused the queue
+			return
+		}
 		if q.mem != nil {
 			err = q.mem.ClaimJob(w.ctx, &job, &w.mc)
 		} else {
@@ -129,6 +129,11 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
+		if p, _ := q.pausedNow(); p {
+			// Paused while this worker waited for a job: put it back.
+			q.deferJob(w, &job, q.clock.Now())
+			continue
+		}
 		handed = q.run(w, &job, false)
 	}
 }
@@ -142,6 +147,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	p.q.targets.workers.Store(int64(len(p.workers)))
 	p.leaving = remove(p.leaving, w)
 	p.exited.add(&w.ctr)
+	w.run.stop()
 }
 
 func remove[E comparable](s []E, e E) []E {
@@ -196,20 +202,21 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 		lostSet := make(map[int64]bool, len(lost))
 		rc, _ := q.store.(core.RunCanceller)
 		for _, id := range lost {
+			if rc != nil && rc.CancelRequested(id) {
+				// An operator cancelled it through the store (another
+				// process's admin API, or queuectl): a running job ends
+				// cancelled, as with a cancel through this queue's
+				// Admin; a parked one stays parked (its lease is kept)
+				// and is cancelled once it runs.
+				q.cancelRunning(id)
+				continue
+			}
 			lostSet[id] = true
 			if w := byID[id]; w != nil && w.cur.Load() == id {
-				stop := rc != nil && rc.CancelRequested(id)
-				if stop {
-					w.stop.Store(id)
-				}
 				if c := w.lost.Load(); c != nil {
 					(*c)()
 				}
-				if stop {
-					q.log.Info("job cancelled by an operator", "job", id)
-				} else {
-					q.log.Warn("lease lost; job cancelled", "job", id)
-				}
+				q.log.Warn("lease lost; job cancelled", "job", id)
 			}
 		}
 		// A parked job whose lease is lost was rescued: it is not this
