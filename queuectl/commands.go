@@ -74,6 +74,25 @@ func stateList() string {
 	return strings.Join(names, ", ")
 }
 
+// checkPriority validates --priority for cmd against --priorities.
+func (c *cli) checkPriority(cmd, p string) error {
+	if p == "" {
+		return nil
+	}
+	cfg, err := c.priorityConfig()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, l := range cfg.Priorities {
+		if l.Name == p {
+			return nil
+		}
+		names = append(names, l.Name)
+	}
+	return usagef("%s: --priority %q: not one of the queue's levels %s (see --priorities)", cmd, p, strings.Join(names, ", "))
+}
+
 // checkState validates --state for cmd.
 func checkState(cmd string, s admin.State) error {
 	if s == "" {
@@ -105,6 +124,9 @@ func (c *cli) ls(args []string) error {
 		return usagef("ls: unexpected argument %q", pos[0])
 	}
 	if err := checkState("ls", f.State); err != nil {
+		return err
+	}
+	if err := c.checkPriority("ls", f.Priority); err != nil {
 		return err
 	}
 	if q.Limit < 1 || q.Limit > admin.MaxLimit {
@@ -214,6 +236,9 @@ func (c *cli) retry(args []string) error {
 	}
 	if f.State != admin.Dead && f.State != admin.Cancelled {
 		return usagef("retry: --state %q: want dead or cancelled", string(f.State))
+	}
+	if err := c.checkPriority("retry", f.Priority); err != nil {
+		return err
 	}
 	if !*yes && !terminal(c.stdin) {
 		return usagef("retry: retrying every matching job needs --yes when stdin is not a terminal")

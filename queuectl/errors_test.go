@@ -50,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 		{"no ID", []string{pg, "retry"}, "retry: want one job ID, got 0 arguments"},
 		{"ls without state", []string{pg, "ls"}, "ls: --state is required: one of ready, scheduled"},
 		{"ls bad state", []string{pg, "ls", "--state", "zombie"}, `ls: --state "zombie": want one of`},
+		{"ls bad priority", []string{pg, "ls", "--state", "dead", "--priority", "urgent"}, `ls: --priority "urgent": not one of the queue's levels high, normal, low (see --priorities)`},
+		{"retry bad priority", []string{pg, "--priorities", "hi=0,lo=1", "retry", "--state", "dead", "--priority", "normal", "--yes"}, `retry: --priority "normal": not one of the queue's levels hi, lo`},
 		{"ls bad limit", []string{pg, "ls", "--state", "dead", "--limit", "0"}, "ls: --limit 0: want 1..1000"},
 		{"ls bad output", []string{pg, "ls", "--state", "dead", "-o", "yaml"}, `ls: -o "yaml": want table or json`},
 		{"retry ID and filter", []string{pg, "retry", "3", "--state", "dead"}, "retry: give a job ID or --state with filters, not both"},

@@ -193,7 +193,7 @@ type statsReport struct {
 }
 
 func (r statsReport) table(w io.Writer) error {
-	state := "running"
+	state := "not paused"
 	if r.Paused {
 		state = "PAUSED (no process claims its jobs)"
 	}
