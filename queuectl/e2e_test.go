@@ -16,6 +16,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/redisstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -357,4 +358,23 @@ func TestRetryConfirm(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("retry 2 dead jobs (target x) of queue \"mail\"? [y/N] %d jobs ready to run again\n", 2), r.stdout)
 	h.waitRan("c-1")
 	h.waitRan("c-2")
+}
+
+// TestRedis drives queuectl against a queue running on Redis.
+func TestRedis(t *testing.T) {
+	t.Parallel()
+	client, prefix := newRedis(t)
+	store, err := redisstore.New[P](client, redisstore.WithPrefix(prefix), redisstore.WithLeaseTTL(300*time.Millisecond),
+		redisstore.WithPollInterval(50*time.Millisecond))
+	require.NoError(t, err)
+	if adminOf(store) == nil {
+		t.Skip("redisstore does not implement the admin API yet")
+	}
+	h := newHarness(t, []string{"--redis", redisAddr(), "--prefix", prefix, "--queue", "mail"}, store,
+		func() *admin.Admin { return adminOf(store) })
+	exercise(t, h)
+
+	r := h.ctl("", "targets")
+	require.Equal(t, exitError, r.code)
+	require.Equal(t, "queuectl: targets: not supported by this store yet (redis)\n", r.stderr)
 }
