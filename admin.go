@@ -25,11 +25,21 @@ func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
 		if s, ok := q.store.(admin.Store); ok {
 			q.adm.api = admin.New(durableAdmin[T]{Store: s, q: q})
+		} else if s, ok := q.store.(adminer); ok {
+			q.adm.api = admin.New(durableAdmin[T]{Store: s.Admin(), q: q})
 		} else {
 			q.adm.api = admin.New(memAdmin[T]{q: q})
 		}
 	})
 	return q.adm.api
+}
+
+// adminer is a store whose admin backend is a value of its own: the
+// durable stores (pgstore, redisstore), whose Retry and Cancel are the
+// queue.Store methods, so that the store itself cannot be an
+// admin.Store.
+type adminer interface {
+	Admin() admin.Store
 }
 
 // deadKeep is how many dead jobs the in-memory admin backend keeps.

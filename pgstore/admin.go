@@ -30,6 +30,10 @@ type adminStore[T any] struct{ s *Store[T] }
 // cancelled (admin Cancel).
 var errCancelledByAdmin = errors.New("cancelled by an operator (admin Cancel)")
 
+// errDeletedByAdmin is the reason reported for a job an operator deleted
+// before it ran to its end (admin Delete).
+var errDeletedByAdmin = errors.New("deleted by an operator (admin Delete)")
+
 // The admin API (package admin) works on a Store that was passed to
 // queue.New (Init), started or not: queuectl uses it with no queue
 // running. Every method is one statement, or one short transaction, on
@@ -100,7 +104,7 @@ func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, a
 	if f.Priority != "" {
 		w, ok := s.weight(f.Priority)
 		if !ok {
-			return nil, fmt.Errorf("pgstore: admin list: priority %q: the queue has no such priority", f.Priority)
+			return nil, nil // no job has it
 		}
 		args = append(args, w)
 		cond += " AND priority = $" + strconv.Itoa(len(args)) + "::integer"
@@ -327,16 +331,21 @@ func (s *Store[T]) keyOf(ctx context.Context, id int64) string {
 }
 
 // Delete implements admin.Store: the row is deleted unless the job is
-// running (ErrState: cancel it instead). A coalesced rerun waiting for
-// the deleted job's key becomes ready.
+// running (ErrState: cancel it instead). A job that had not run to its
+// end (ready, scheduled, a rerun) is reported as cancelled
+// (queue.EventCancelled), and a coalesced rerun waiting for its key
+// becomes ready.
 func (a *adminStore[T]) Delete(ctx context.Context, id int64) error {
 	s := a.s
 	if err := s.adminReady(); err != nil {
 		return err
 	}
-	var st, key string
+	var (
+		st, key, target string
+		weight, attempt int
+	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, s.q.adminDelete, id, s.cfg.Name).Scan(&st, &key); err != nil {
+		if err := tx.QueryRow(ctx, s.q.adminDelete, id, s.cfg.Name).Scan(&st, &key, &target, &weight, &attempt); err != nil {
 			return err
 		}
 		return s.releaseKey(ctx, tx, key)
@@ -347,8 +356,12 @@ func (a *adminStore[T]) Delete(ctx context.Context, id int64) error {
 	case err != nil:
 		return s.adminErr("delete", err)
 	}
-	if st == stAvailable {
+	switch st {
+	case stAvailable:
 		s.ready.Add(-1)
+		fallthrough
+	case stScheduled, stRetryable, stPending:
+		s.report(queue.EventCancelled, id, key, target, weight, attempt, 0, errDeletedByAdmin)
 	}
 	return nil
 }

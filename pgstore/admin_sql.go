@@ -58,7 +58,7 @@ SELECT id, key, target, priority, attempt, (SELECT count(*) FROM (SELECT pg_noti
 // sqlAdminDelete deletes queue $2's job $1 unless it is running.
 const sqlAdminDelete = `
 DELETE FROM {jobs} WHERE id = $1::bigint AND queue = $2::text AND state <> 'running'
-RETURNING state, key`
+RETURNING state, key, target, priority, attempt`
 
 // sqlAdminCancel cancels queue $2's waiting job $1 (at $3, with error
 // $4), or marks it to be cancelled if it is running: the process that
