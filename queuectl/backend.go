@@ -35,7 +35,7 @@ func (c *cli) checkTarget() error {
 		return usagef("no store: give --pg URL or --redis ADDR")
 	case g.pg != "" && g.redis != "":
 		return usagef("--pg and --redis both given: queuectl works on one store")
-	case g.pg != "" && flagSet(g.prefix, "queue"):
+	case g.pg != "" && c.set["prefix"]:
 		return usagef("--prefix is for --redis; PostgreSQL takes --schema")
 	case g.redis != "" && g.schema != "":
 		return usagef("--schema is for --pg; Redis takes --prefix")
@@ -54,8 +54,6 @@ func (c *cli) checkTarget() error {
 	_, err := c.priorityConfig()
 	return err
 }
-
-func flagSet(v, def string) bool { return v != def }
 
 // priorityConfig parses --priorities into the queue's levels.
 func (c *cli) priorityConfig() (queue.StoreConfig, error) {
@@ -148,16 +146,16 @@ func (c *cli) pgBackend(pool *pgxpool.Pool, opts []pgstore.Option) (*backend, er
 	if err != nil {
 		return nil, err
 	}
-	where := fmt.Sprintf("schema %q", schema)
-	if err := c.pgQueueKnown(ctx, pool, where); err != nil {
-		return nil, err
-	}
 	store, err := pgstore.New[json.RawMessage](pool, opts...)
 	if err != nil {
 		return nil, err
 	}
 	cfg, _ := c.priorityConfig()
-	if err := store.Init(cfg); err != nil {
+	if err := store.Init(cfg); err != nil { // checks the queue's name
+		return nil, err
+	}
+	where := fmt.Sprintf("schema %q", schema)
+	if err := c.pgQueueKnown(ctx, pool, where); err != nil {
 		return nil, err
 	}
 	b := &backend{kind: "postgres", where: where, store: store, close: func() {
@@ -308,6 +306,10 @@ func (c *cli) redisBackend(client *redis.Client, addr string) (*backend, error) 
 	case err != nil:
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v", addr, errors.Unwrap(err))
 	}
+	cfg, _ := c.priorityConfig()
+	if err := store.Init(cfg); err != nil { // checks the queue's name
+		return nil, err
+	}
 	where := fmt.Sprintf("prefix %q", c.g.prefix)
 	// Every queue that ever held a job keeps its ID sequence; jobs and
 	// dead letters live in meta and dead.
@@ -318,10 +320,6 @@ func (c *cli) redisBackend(client *redis.Client, addr string) (*backend, error) 
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("queue %q not found under %s: Redis holds no %s* keys (check --queue and --prefix)", c.g.queue, where, tag)
-	}
-	cfg, _ := c.priorityConfig()
-	if err := store.Init(cfg); err != nil {
-		return nil, err
 	}
 	b := &backend{kind: "redis", where: where, store: store, close: func() {
 		_ = store.Close(context.WithoutCancel(c.ctx))

@@ -148,11 +148,16 @@ func TestPGMigrate(t *testing.T) {
 
 	r := ctl(t, "", "--pg", pgURL(), "--schema", schema, "--queue", "mail", "stats")
 	requireFails(t, r, exitError, `queue "mail" not found in schema "`+schema+`": it has no jobs and no running process (check --queue and --schema)`)
+	r = ctl(t, "", "--pg", pgURL(), "--schema", schema, "--queue", "my mail", "stats")
+	requireFails(t, r, exitError, `pgstore: queue name "my mail" is not valid`)
 }
 
-// TestRedisUnknownQueue: a queue with no keys under the prefix is named.
+// TestRedisUnknownQueue: a queue with no keys under the prefix is named;
+// so is a name no queue can have.
 func TestRedisUnknownQueue(t *testing.T) {
 	_, prefix := newRedis(t)
 	r := ctl(t, "", "--redis", redisAddr(), "--prefix", prefix, "--queue", "mail", "ls", "--state", "dead")
 	requireFails(t, r, exitError, `queue "mail" not found under prefix "`+prefix+`": Redis holds no {`+prefix+`:mail}:* keys (check --queue and --prefix)`)
+	r = ctl(t, "", "--redis", redisAddr(), "--prefix", prefix, "--queue", "my mail", "stats")
+	requireFails(t, r, exitError, `redisstore: queue name "my mail" is not valid`)
 }

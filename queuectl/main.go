@@ -63,6 +63,7 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	g              globals
+	set            map[string]bool // the global flags given
 }
 
 // terminal reports whether stdin is an interactive terminal, for
@@ -131,6 +132,8 @@ func (c *cli) main(args []string) error {
 		}
 		return usagef("%v", err)
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	rest := fs.Args()
 	if len(rest) == 0 {
 		c.usage(fs)
