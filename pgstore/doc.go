@@ -190,12 +190,14 @@
 // Cancel ends a ready or scheduled job (or a coalesced rerun) as
 // cancelled at once. A running job is marked: the process running it
 // learns at its next heartbeat (a third of WithLeaseTTL, 10 s by
-// default, or at once when the cancel went through that process's own
+// default; at once when the cancel went through that process's own
 // queue.Queue Admin), cancels the job's context, and ends the run as
-// cancelled, counted as cancelled. A handler that returns nil anyway
-// completes the job: a completion committed before the cancel wins. If
-// the process is gone, the lease rescue ends the job as cancelled rather
-// than running it again.
+// cancelled (counted as cancelled) whatever the handler returns. A run
+// that completes before its process learns of the mark is done (and a
+// cancel after that finds it ended: admin.ErrState); one that fails
+// first ends cancelled, not retried nor dead. If the process is gone,
+// the lease rescue ends the job as cancelled rather than running it
+// again.
 //
 // Every action is one statement or one short transaction, safe against
 // the claims, outcomes, rescues and pruning of every process: Retry and
