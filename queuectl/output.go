@@ -14,11 +14,12 @@ import (
 )
 
 // printable returns s for a terminal: keys, targets and error texts come
-// from the queue's users, so control characters (escape sequences) are
-// shown quoted, never sent to the terminal.
+// from the queue's users, so control characters (escape sequences),
+// format characters (bidirectional overrides) and invalid UTF-8 are shown
+// quoted, never sent to the terminal.
 func printable(s string) string {
 	for _, r := range s {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
 			q := strconv.Quote(s)
 			return q[1 : len(q)-1]
 		}
