@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/queuekit/queue/admin"
@@ -52,8 +53,11 @@ type adminState[T any] struct {
 	api    *admin.Admin
 	mu     sync.Mutex
 	paused bool
-	resume chan struct{} // closed by Resume; made by Pause
-	dead   []deadJob[T]  // oldest first, at most deadKeep
+	// pausing mirrors paused for the workers' check, which must not
+	// take mu: every worker reads it before every claim.
+	pausing atomic.Bool
+	resume  chan struct{} // closed by Resume; made by Pause
+	dead    []deadJob[T]  // oldest first, at most deadKeep
 }
 
 type deadJob[T any] struct {
@@ -65,6 +69,9 @@ type deadJob[T any] struct {
 // pausedNow reports whether the queue is paused, and a channel closed when
 // it is resumed.
 func (q *Queue[T]) pausedNow() (bool, <-chan struct{}) {
+	if !q.adm.pausing.Load() {
+		return false, nil
+	}
 	q.adm.mu.Lock()
 	defer q.adm.mu.Unlock()
 	return q.adm.paused, q.adm.resume
@@ -186,6 +193,7 @@ func (q *Queue[T]) setPaused(p bool) {
 	q.adm.mu.Lock()
 	changed := q.adm.paused != p
 	q.adm.paused = p
+	q.adm.pausing.Store(p)
 	if changed && p {
 		q.adm.resume = make(chan struct{})
 	} else if changed {

@@ -5,8 +5,8 @@
 //
 // The same API works on every store: a Queue's Admin method returns an
 // *Admin over the in-memory store or over its durable store, and New
-// wraps a durable store (pgstore, redisstore) directly, with no queue
-// running, as queuectl does. docs/OPERATIONS.md ("Admin API guarantees")
+// wraps a durable store's backend directly (pgstore's Store.Admin()),
+// with no queue running, as queuectl does. docs/OPERATIONS.md ("Admin API guarantees")
 // says what each action races with and what wins.
 package admin
 

@@ -39,9 +39,10 @@ func (s *Store[T]) popUnlock() {
 	}
 }
 
-// eachReady calls fn for every published item of the ready rings, in
-// ring order by priority index; pops are excluded.
-func (s *Store[T]) eachReady(fn func(it *item[T])) {
+// eachReady calls fn for every published item of the ready rings, by
+// priority index, in ring order (backward: newest first); pops are
+// excluded.
+func (s *Store[T]) eachReady(backward bool, fn func(it *item[T])) {
 	for p := range s.rings {
 		r := s.rings[p].Load()
 		if r == nil {
@@ -49,7 +50,11 @@ func (s *Store[T]) eachReady(fn func(it *item[T])) {
 		}
 		h := r.head.Load()
 		t := r.tail.Load() &^ closedBit
-		for pos := h; pos < t; pos++ {
+		for i := range t - h {
+			pos := h + i
+			if backward {
+				pos = t - 1 - i
+			}
 			sl := &r.slots[pos&r.mask]
 			if sl.seq.Load() != pos+1 {
 				continue // a push not yet published
@@ -57,6 +62,20 @@ func (s *Store[T]) eachReady(fn func(it *item[T])) {
 			fn(&sl.it)
 		}
 	}
+}
+
+// hasKeyPrefix reports whether the pending keyed item it has a key
+// starting with prefix, under its shard's lock (an entry's key may change
+// once its job has left).
+func (s *Store[T]) hasKeyPrefix(it *item[T], prefix string) bool {
+	e := it.ent
+	if e == nil {
+		return false
+	}
+	sh := s.keys.shardOf(e)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return e.is(it.id, keyPending) && len(e.key) >= len(prefix) && e.key[:len(prefix)] == prefix
 }
 
 // pendingLive reports whether a ready or scheduled item is still its
@@ -102,8 +121,10 @@ func (s *Store[T]) List(q ListQuery) ([]core.Job[T], []Position) {
 		// locks, which may not be held with the schedule's: a batch may
 		// lose jobs cancelled meanwhile or not matching the key prefix.
 		want := q.Limit - len(jobs)
-		if q.KeyPrefix != "" {
-			want = max(want, 256)
+		if q.KeyPrefix != "" && !q.Ready {
+			// The schedule's scan cannot read keys (their locks come
+			// before the schedule's): filter a larger batch after it.
+			want = max(want, 4096)
 		}
 		batch := s.selectItems(q, after, want)
 		for i := range batch {
@@ -140,25 +161,37 @@ func itemPos[T any](it *item[T], ready bool) Position {
 func (s *Store[T]) selectItems(q ListQuery, after *Position, n int) []item[T] {
 	sel := &selection[T]{n: n, desc: !q.Oldest, ready: q.Ready}
 	visit := func(it *item[T]) {
-		if !pendingLive(it) {
-			return
-		}
+		// The checks that read only the item first: the others read
+		// memory of their own.
 		p := itemPos(it, q.Ready)
 		if after != nil && !(q.Oldest && after.less(p) || !q.Oldest && p.less(*after)) {
+			return
+		}
+		if !sel.better(it) || !pendingLive(it) {
 			return
 		}
 		if q.Keep != nil && !q.Keep(int(it.prio), it.more.tgt()) {
 			return
 		}
+		if q.Ready && q.KeyPrefix != "" && !s.hasKeyPrefix(it, q.KeyPrefix) {
+			return
+		}
 		sel.offer(it)
 	}
+	// Scan from the end the order favours, so that few items displace a
+	// kept one: rings hold their items in about ID order, and the heap
+	// its earliest items first.
 	if q.Ready {
 		s.popLock()
-		s.eachReady(visit)
+		s.eachReady(!q.Oldest, visit)
 		s.popUnlock()
 	} else {
 		s.sched.mu.Lock()
-		for i := range s.sched.heap.len() {
+		n := s.sched.heap.len()
+		for i := range n {
+			if !q.Oldest {
+				i = n - 1 - i
+			}
 			visit(s.sched.heap.at(i))
 		}
 		s.sched.mu.Unlock()
@@ -193,20 +226,27 @@ func (h *selection[T]) Pop() any {
 	return it
 }
 
+// better reports whether offer would keep it.
+func (h *selection[T]) better(it *item[T]) bool {
+	if len(h.items) < h.n {
+		return true
+	}
+	if h.n == 0 {
+		return false
+	}
+	worst := itemPos(&h.items[0], h.ready)
+	p := itemPos(it, h.ready)
+	return h.desc && worst.less(p) || !h.desc && p.less(worst)
+}
+
+// offer keeps it, which better accepted.
 func (h *selection[T]) offer(it *item[T]) {
 	if len(h.items) < h.n {
 		heap.Push(h, *it)
 		return
 	}
-	if h.n == 0 {
-		return
-	}
-	worst := itemPos(&h.items[0], h.ready)
-	p := itemPos(it, h.ready)
-	if h.desc && worst.less(p) || !h.desc && p.less(worst) {
-		h.items[0] = *it
-		heap.Fix(h, 0)
-	}
+	h.items[0] = *it
+	heap.Fix(h, 0)
 }
 
 // sorted returns the kept items, best first.
@@ -230,7 +270,7 @@ func (s *Store[T]) Find(id int64) (job core.Job[T], ready, ok bool) {
 
 func (s *Store[T]) findItem(id int64) (found item[T], ready, ok bool) {
 	s.popLock()
-	s.eachReady(func(it *item[T]) {
+	s.eachReady(false, func(it *item[T]) {
 		if !ok && it.id == id && pendingLive(it) {
 			found, ready, ok = *it, true, true
 		}
@@ -277,7 +317,7 @@ func (s *Store[T]) Remove(id int64) (core.Job[T], bool) {
 		// that pops it skips it and takes back its tombstone.
 		removed := false
 		s.popLock()
-		s.eachReady(func(x *item[T]) {
+		s.eachReady(false, func(x *item[T]) {
 			if x.id == id {
 				x.id = -id
 				s.tombs[x.prio].Add(1)
