@@ -352,17 +352,23 @@ up AS (
 )
 SELECT id, state, key, target, priority, attempt FROM up`
 
-// sqlPrune deletes up to $3 of queue $1's completed and cancelled jobs
-// finalized before $2, or ($5 true) its dead jobs finalized before $4.
-// The state is tested again on the row itself: a job that an operator
-// retried (admin Retry) after the subqueries read it is left alone.
+// sqlPrune deletes up to $3 of queue $1's completed jobs and $3 of its
+// cancelled jobs finalized before $2, and up to $3 of its dead jobs
+// finalized before $4, oldest first, each state through the ended index
+// (migration 003). The state is tested again on the row itself: a job
+// that an operator retried (admin Retry) after the subqueries read it is
+// left alone.
 const sqlPrune = `
-DELETE FROM {jobs} WHERE state IN ('completed', 'cancelled', 'dead') AND (id IN (
-    SELECT id FROM {jobs}
-    WHERE queue = $1::text AND state IN ('completed', 'cancelled') AND finalized_at < $2::timestamptz
+DELETE FROM {jobs} WHERE state IN ('completed', 'cancelled', 'dead') AND id IN (
+    (SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'completed' AND finalized_at < $2::timestamptz
     ORDER BY finalized_at LIMIT $3::bigint)
-OR id IN (
-    SELECT id FROM {jobs}
+    UNION ALL
+    (SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'cancelled' AND finalized_at < $2::timestamptz
+    ORDER BY finalized_at LIMIT $3::bigint)
+    UNION ALL
+    (SELECT id FROM {jobs}
     WHERE queue = $1::text AND state = 'dead' AND finalized_at < $4::timestamptz
     ORDER BY finalized_at LIMIT $3::bigint))`
 

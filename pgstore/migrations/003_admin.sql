@@ -21,9 +21,12 @@ CREATE TABLE queuekit_queues (
 CREATE INDEX queuekit_jobs_ready_idx ON queuekit_jobs (queue, created_at, id)
     WHERE state = 'available';
 
--- Listing ended jobs of one state, by keyset.
+-- Listing ended jobs of one state, by keyset; and retention, which
+-- prunes each state oldest first. It replaces the retention index of 001,
+-- so that ending a job writes no more index entries than before.
 CREATE INDEX queuekit_jobs_ended_idx ON queuekit_jobs (queue, state, finalized_at, id)
     WHERE state IN ('completed', 'dead', 'cancelled');
+DROP INDEX queuekit_jobs_final_idx;
 
 -- Looking up the newest ended job with a key.
 CREATE INDEX queuekit_jobs_ended_key_idx ON queuekit_jobs (queue, key, finalized_at)
