@@ -53,6 +53,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 			}
 		}()
 	}
+	ctx = w.run.begin(q, job)
 	var cancel context.CancelFunc
 	if q.cfg.jobTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, q.cfg.jobTimeout)
@@ -71,8 +72,13 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	start, timed := q.startRun(job)
 	err := q.call(ctx, job)
 	w.cur.Store(0)
+	cut := w.run.end()
 	if q.leaser != nil {
 		w.lost.Store(nil)
+	}
+	if cut {
+		q.endCut(w, job)
+		return false
 	}
 	var took time.Duration
 	if timed {
@@ -259,6 +265,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause er
 		q.log.Error("store: dead-letter failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.dead.Add(1)
+	q.keepDead(job, cause)
 	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
 	q.emit(EventDead, job, cause, took)
 	q.callOnDead(ctx, job, cause)

@@ -28,7 +28,8 @@ type Queue[T any] struct {
 	admit   *admission
 	targets *targets[T]
 	obs     *observers
-	per     *periodic[T] // the periodic jobs (Periodic)
+	per     *periodic[T]  // the periodic jobs (Periodic)
+	adm     adminState[T] // Admin's state (admin.go)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.

@@ -63,7 +63,7 @@ type Counts struct {
 // backend's health) is in Store; the fields here are the engine's view.
 type Stats struct {
 	Name        string  `json:"name"`         // the queue's name (WithName)
-	State       string  `json:"state"`        // new, running, stopping, stopped
+	State       string  `json:"state"`        // new, running, paused (Admin().Pause), stopping, stopped
 	Depth       int     `json:"depth"`        // ready jobs, and jobs parked for a busy target's slot
 	Capacity    int     `json:"capacity"`     // the most ready jobs the queue holds (WithCapacity)
 	MaxPending  int     `json:"max_pending"`  // the bound on ready, scheduled, waiting and parked jobs (WithCapacity's pending; in-memory store)
@@ -107,6 +107,9 @@ func (q *Queue[T]) Stats() Stats {
 		MaxPending:  q.cfg.maxPending,
 		BaseWorkers: q.cfg.baseWorkers,
 		MaxWorkers:  q.cfg.maxWorkers,
+	}
+	if p, _ := q.pausedNow(); p && st.State == "running" {
+		st.State = "paused" // the admin API paused it: workers do not claim
 	}
 	ss, err := q.store.Stats(ctx)
 	if err != nil {

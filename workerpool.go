@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/memstore"
 )
 
@@ -29,8 +30,9 @@ type worker[T any] struct {
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memstore.WorkerClaim
-	probe  bool     // the job with a target it runs, or holds, is a half-open breaker's probe
-	_      [63]byte // 256 bytes in all: workers on other cores share no cache line
+	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
+	run    *workerRun[T] // the running job, for the admin API (admin.go)
+	_      [48]byte      // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -39,7 +41,7 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID)}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID), run: &workerRun[T]{}}
 	p.workers = append(p.workers, w)
 	p.q.targets.workers.Store(int64(len(p.workers))) // the fair share's pool
 	p.wg.Add(1)
@@ -106,6 +108,9 @@ func (q *Queue[T]) work(w *worker[T]) {
 			// and put back the same due job over and over.
 			return
 		}
+		if !q.pauseWait(w.ctx) { // the admin API paused the queue
+			return
+		}
 		if q.mem != nil {
 			err = q.mem.ClaimJob(w.ctx, &job, &w.mc)
 		} else {
@@ -124,6 +129,11 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
+		if p, _ := q.pausedNow(); p {
+			// Paused while this worker waited for a job: put it back.
+			q.deferJob(w, &job, q.clock.Now())
+			continue
+		}
 		handed = q.run(w, &job, false)
 	}
 }
@@ -137,6 +147,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	p.q.targets.workers.Store(int64(len(p.workers)))
 	p.leaving = remove(p.leaving, w)
 	p.exited.add(&w.ctr)
+	w.run.stop()
 }
 
 func remove[E comparable](s []E, e E) []E {
@@ -189,7 +200,17 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 			continue
 		}
 		lostSet := make(map[int64]bool, len(lost))
+		rc, _ := q.store.(core.RunCanceller)
 		for _, id := range lost {
+			if rc != nil && rc.CancelRequested(id) {
+				// An operator cancelled it through the store (another
+				// process's admin API, or queuectl): a running job ends
+				// cancelled, as with a cancel through this queue's
+				// Admin; a parked one stays parked (its lease is kept)
+				// and is cancelled once it runs.
+				q.cancelRunning(id)
+				continue
+			}
 			lostSet[id] = true
 			if w := byID[id]; w != nil && w.cur.Load() == id {
 				if c := w.lost.Load(); c != nil {

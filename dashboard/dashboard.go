@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 )
 
 //go:embed assets
@@ -50,7 +51,7 @@ type Handler struct {
 type config struct {
 	actions  bool
 	recorder *Recorder
-	jobs     Jobs
+	jobs     *admin.Admin // WithAdmin
 	interval time.Duration
 	history  int
 }
@@ -59,7 +60,8 @@ type config struct {
 type Option func(*config) error
 
 // WithActions enables the page's actions: suspend, resume, disable and
-// enable a target, and, with WithJobs, retry and delete a dead job.
+// enable a target, and, with WithAdmin, retry and delete a dead job and
+// pause and resume the queue.
 // Default false: the dashboard is read-only, and every POST is refused
 // with 403 Forbidden.
 func WithActions(on bool) Option {
@@ -81,16 +83,18 @@ func WithRecorder(r *Recorder) Option {
 	}
 }
 
-// WithJobs plugs in the job lists: dead jobs, with retry and delete when
-// actions are enabled, and one job's detail. Default nil: the page shows
-// that these need the admin API, and the job endpoints answer 501 Not
-// Implemented.
-func WithJobs(j Jobs) Option {
+// WithAdmin plugs in the queue's admin API (pass q.Admin()): the page
+// lists dead jobs, with retry and delete when actions are enabled, shows
+// one job's detail (never its payload) and the jobs per state, and shows
+// whether the queue is paused, with pause and resume when actions are
+// enabled. Default nil: the page shows that these need the admin API,
+// and the job endpoints answer 501 Not Implemented.
+func WithAdmin(a *admin.Admin) Option {
 	return func(c *config) error {
-		if j == nil {
-			return fmt.Errorf("dashboard: WithJobs(nil): must not be nil")
+		if a == nil {
+			return fmt.Errorf("dashboard: WithAdmin(nil): must not be nil")
 		}
-		c.jobs = j
+		c.jobs = a
 		return nil
 	}
 }
@@ -156,6 +160,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /api/jobs/dead", h.serveDead)
 	m.HandleFunc("GET /api/jobs/{id}", h.serveJob)
 	m.HandleFunc("POST /api/jobs/{id}/{action}", h.action(h.jobAction))
+	m.HandleFunc("POST /api/queue/{action}", h.action(h.queueAction))
 	h.mux = m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 )
 
 func newQueue(t *testing.T, opts ...queue.Option) *queue.Queue[string] {
@@ -63,7 +65,7 @@ func sameOrigin(token string) map[string]string {
 func TestNewRejectsBadOptions(t *testing.T) {
 	q := newQueue(t)
 	for name, o := range map[string]Option{
-		"WithInterval": WithInterval(0), "WithHistory": WithHistory(1), "WithRecorder": WithRecorder(nil), "WithJobs": WithJobs(nil),
+		"WithInterval": WithInterval(0), "WithHistory": WithHistory(1), "WithRecorder": WithRecorder(nil), "WithAdmin": WithAdmin(nil),
 	} {
 		_, err := New(q, o)
 		require.Error(t, err, name)
@@ -284,37 +286,54 @@ func TestPageBuildsNoMarkupFromData(t *testing.T) {
 	assert.NotContains(t, page, "https://")
 }
 
-// fakeJobs is a Jobs with one dead job.
-type fakeJobs struct {
+// fakeAdmin is an admin.Store with one dead job, ID 7.
+type fakeAdmin struct {
 	retried, deleted []int64
+	paused           bool
 }
 
-func (f *fakeJobs) Dead(ctx context.Context, limit int) ([]JobInfo, error) {
-	return []JobInfo{{ID: 7, Key: "<b>k</b>", State: "dead", Attempt: 3, LastError: "x"}}, nil
-}
-
-func (f *fakeJobs) Job(ctx context.Context, id int64) (JobInfo, error) {
-	if id != 7 {
-		return JobInfo{}, ErrNotFound
+func (f *fakeAdmin) List(_ context.Context, fl admin.Filter, _ bool, _ *admin.Cursor, _ int, _ bool) ([]admin.JobInfo, error) {
+	if fl.State != admin.Dead {
+		return nil, nil
 	}
-	return JobInfo{ID: 7, State: "dead"}, nil
+	return []admin.JobInfo{{ID: 7, Key: "<b>k</b>", State: admin.Dead, Attempt: 3, LastError: "x", Payload: []byte("secret")}}, nil
 }
 
-func (f *fakeJobs) Retry(ctx context.Context, id int64) error {
+func (f *fakeAdmin) Get(_ context.Context, id int64, _ bool) (admin.JobInfo, error) {
 	if id != 7 {
-		return ErrNotFound
+		return admin.JobInfo{}, admin.ErrNotFound
+	}
+	return admin.JobInfo{ID: 7, State: admin.Dead, Payload: []byte("secret")}, nil
+}
+
+func (f *fakeAdmin) GetKey(context.Context, string, bool) (admin.JobInfo, error) {
+	return admin.JobInfo{}, admin.ErrNotFound
+}
+
+func (f *fakeAdmin) Counts(context.Context) (map[admin.State]int, error) {
+	return map[admin.State]int{admin.Dead: 1}, nil
+}
+
+func (f *fakeAdmin) Retry(_ context.Context, id int64) error {
+	if id != 7 {
+		return admin.ErrNotFound
 	}
 	f.retried = append(f.retried, id)
 	return nil
 }
 
-func (f *fakeJobs) Delete(ctx context.Context, id int64) error {
+func (f *fakeAdmin) Delete(_ context.Context, id int64) error {
 	if id != 7 {
-		return ErrNotFound
+		return admin.ErrNotFound
 	}
 	f.deleted = append(f.deleted, id)
 	return nil
 }
+
+func (f *fakeAdmin) Cancel(context.Context, int64) error  { return admin.ErrState }
+func (f *fakeAdmin) Pause(context.Context) error          { f.paused = true; return nil }
+func (f *fakeAdmin) Resume(context.Context) error         { f.paused = false; return nil }
+func (f *fakeAdmin) Paused(context.Context) (bool, error) { return f.paused, nil }
 
 func TestJobsPlaceholderAndPlugIn(t *testing.T) {
 	q := newQueue(t)
@@ -325,14 +344,19 @@ func TestJobsPlaceholderAndPlugIn(t *testing.T) {
 		assert.Equal(t, http.StatusNotImplemented, do(bare, c.method, c.path, "{}", sameOrigin(bare.token)).Code, c.path)
 	}
 
-	f := &fakeJobs{}
-	h := newHandler(t, q, WithActions(true), WithJobs(f))
+	f := &fakeAdmin{}
+	h := newHandler(t, q, WithActions(true), WithAdmin(admin.New(f)))
 	s, _ = getState(t, h)
 	assert.True(t, s.Jobs)
+	assert.False(t, s.Paused)
+	assert.Equal(t, 1, s.States["dead"])
 	rec := do(h, "GET", "/api/jobs/dead", "", nil)
 	require.Equal(t, 200, rec.Code)
 	assert.Contains(t, rec.Body.String(), `\u003cb\u003ek`)
-	assert.Equal(t, 200, do(h, "GET", "/api/jobs/7", "", nil).Code)
+	assert.NotContains(t, rec.Body.String(), "secret", "no payloads")
+	detail := do(h, "GET", "/api/jobs/7", "", nil)
+	assert.Equal(t, 200, detail.Code)
+	assert.NotContains(t, detail.Body.String(), "secret", "no payloads")
 	assert.Equal(t, 404, do(h, "GET", "/api/jobs/8", "", nil).Code)
 	assert.Equal(t, 400, do(h, "GET", "/api/jobs/x", "", nil).Code)
 
@@ -344,4 +368,53 @@ func TestJobsPlaceholderAndPlugIn(t *testing.T) {
 	assert.Equal(t, 404, do(h, "POST", "/api/jobs/7/explode", "{}", sameOrigin(h.token)).Code)
 	assert.Equal(t, []int64{7}, f.retried)
 	assert.Equal(t, []int64{7}, f.deleted)
+
+	assert.Equal(t, 403, do(h, "POST", "/api/queue/pause", "{}", map[string]string{"Content-Type": "application/json"}).Code)
+	assert.False(t, f.paused, "pause without the token")
+	assert.Equal(t, 200, do(h, "POST", "/api/queue/pause", "{}", sameOrigin(h.token)).Code)
+	s, _ = getState(t, h)
+	assert.True(t, s.Paused)
+	assert.Equal(t, 200, do(h, "POST", "/api/queue/resume", "{}", sameOrigin(h.token)).Code)
+	assert.False(t, f.paused)
+	assert.Equal(t, 404, do(h, "POST", "/api/queue/explode", "{}", sameOrigin(h.token)).Code)
+	assert.Equal(t, 501, do(bare, "POST", "/api/queue/pause", "{}", sameOrigin(bare.token)).Code)
+}
+
+// A real queue's admin API behind the page: a dead job is listed and
+// retried from it.
+func TestAdminOfAQueue(t *testing.T) {
+	ctx := context.Background()
+	fail := make(chan struct{}, 1)
+	fail <- struct{}{}
+	dead := make(chan struct{}, 1)
+	done := make(chan struct{}, 1)
+	q, err := queue.New(func(context.Context, queue.Job[int]) error {
+		select {
+		case <-fail:
+			return queue.Permanent(errors.New("no"))
+		default:
+			done <- struct{}{}
+			return nil
+		}
+	}, queue.WithObserver(func(ev queue.Event) {
+		if ev.Kind == queue.EventDead {
+			dead <- struct{}{}
+		}
+	}))
+	require.NoError(t, err)
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() { _ = q.Shutdown(ctx) })
+	require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: "<script>x</script>"}))
+	<-dead
+	h := newHandler(t, q, WithActions(true), WithAdmin(q.Admin()))
+	rec := do(h, "GET", "/api/jobs/dead", "", nil)
+	require.Equal(t, 200, rec.Code)
+	var jobs []JobInfo
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &jobs))
+	require.Len(t, jobs, 1)
+	assert.Equal(t, "<script>x</script>", jobs[0].Key)
+	assert.NotContains(t, rec.Body.String(), "<script>")
+	assert.Equal(t, 200, do(h, "POST", fmt.Sprintf("/api/jobs/%d/retry", jobs[0].ID), "{}", sameOrigin(h.token)).Code)
+	<-done
+	assert.Equal(t, 404, do(h, "POST", fmt.Sprintf("/api/jobs/%d/retry", jobs[0].ID), "{}", sameOrigin(h.token)).Code)
 }

@@ -32,7 +32,8 @@
 //
 // The dashboard is read-only unless the host passes WithActions(true):
 // then the page can suspend, resume, disable and enable a target (and,
-// with WithJobs, retry and delete dead jobs). Actions are POSTs with a
+// with WithAdmin, retry and delete dead jobs and pause and resume the
+// queue). Actions are POSTs with a
 // JSON body and are refused (403) when cross-origin by their
 // Sec-Fetch-Site or Origin header (net/http's CrossOriginProtection), or
 // without the handler's secret token in the TokenHeader header; the page
@@ -65,12 +66,12 @@
 // that must survive while nobody watches belongs in the queue's
 // Prometheus metrics.
 //
-// # Dead jobs and job detail
+// # Dead jobs, job detail and pause
 //
-// Listing dead jobs, retrying and deleting them, and showing one job need
-// an admin API the queue does not offer yet. The dashboard asks for them
-// through the small Jobs interface: a host (or a later version of the
-// queue) that has one passes it with WithJobs, and the page's dead-jobs
-// section comes alive; until then it says what is missing, and the job
-// endpoints answer 501 Not Implemented.
+// With WithAdmin(q.Admin()) the page lists the dead jobs (retry and
+// delete them when actions are enabled), shows one job's detail and the
+// jobs per state, and shows whether the queue is paused (pause and resume
+// it when actions are enabled). It never shows payloads. Without it the
+// section says what is missing, and the job endpoints answer 501 Not
+// Implemented.
 package dashboard

@@ -1,35 +1,18 @@
 package dashboard
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 )
 
-// The job lists: dead jobs (with retry and delete) and one job's detail
-// need an admin API the queue does not have yet. The dashboard asks for
-// them through Jobs, so that the admin API plugs in with WithJobs and an
-// adapter of a few lines; until then the page shows where they will go.
-
-// ErrNotFound is what a Jobs implementation returns (or wraps) for a job
-// it does not hold; the dashboard answers 404 Not Found.
-var ErrNotFound = errors.New("dashboard: job not found")
-
-// Jobs lists and acts on individual jobs for the dashboard. Its methods
-// are called from HTTP handlers, concurrently, with the request's context.
-type Jobs interface {
-	// Dead returns up to limit dead jobs, newest first.
-	Dead(ctx context.Context, limit int) ([]JobInfo, error)
-	// Job returns the job with the given ID, or ErrNotFound.
-	Job(ctx context.Context, id int64) (JobInfo, error)
-	// Retry runs the dead job with the given ID again, or returns
-	// ErrNotFound.
-	Retry(ctx context.Context, id int64) error
-	// Delete removes the job with the given ID, or returns ErrNotFound.
-	Delete(ctx context.Context, id int64) error
-}
+// The job lists (dead jobs with retry and delete, one job's detail,
+// per-state counts) and the queue's pause come from the queue's admin API,
+// which the host passes with WithAdmin(q.Admin()).
 
 // JobInfo describes one job without its payload, which the dashboard
 // never shows.
@@ -49,40 +32,41 @@ const deadLimit = 100
 
 func (h *Handler) serveDead(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.jobs == nil {
-		fail(w, http.StatusNotImplemented, "job lists need the admin API (WithJobs)")
+		fail(w, http.StatusNotImplemented, "job lists need the admin API (WithAdmin)")
 		return
 	}
-	jobs, err := h.cfg.jobs.Dead(r.Context(), deadLimit)
+	page, err := h.cfg.jobs.List(r.Context(), admin.Query{Filter: admin.Filter{State: admin.Dead}, Limit: deadLimit})
 	if err != nil {
 		fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if jobs == nil {
-		jobs = []JobInfo{}
+	jobs := make([]JobInfo, 0, len(page.Jobs))
+	for _, j := range page.Jobs {
+		jobs = append(jobs, jobView(j))
 	}
 	writeJSON(w, http.StatusOK, jobs)
 }
 
 func (h *Handler) serveJob(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.jobs == nil {
-		fail(w, http.StatusNotImplemented, "job detail needs the admin API (WithJobs)")
+		fail(w, http.StatusNotImplemented, "job detail needs the admin API (WithAdmin)")
 		return
 	}
 	id, ok := jobID(w, r)
 	if !ok {
 		return
 	}
-	j, err := h.cfg.jobs.Job(r.Context(), id)
+	j, err := h.cfg.jobs.Get(r.Context(), id, false) // the page never shows payloads
 	if !jobErr(w, err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, jobView(j))
 }
 
 // jobAction serves POST api/jobs/{id}/retry and .../delete.
 func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.jobs == nil {
-		fail(w, http.StatusNotImplemented, "job actions need the admin API (WithJobs)")
+		fail(w, http.StatusNotImplemented, "job actions need the admin API (WithAdmin)")
 		return
 	}
 	id, ok := jobID(w, r)
@@ -120,10 +104,45 @@ func jobErr(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, admin.ErrNotFound):
 		fail(w, http.StatusNotFound, "job not found")
+	case errors.Is(err, admin.ErrState), errors.Is(err, queue.ErrDuplicate):
+		fail(w, http.StatusConflict, err.Error())
 	default:
 		fail(w, http.StatusInternalServerError, err.Error())
 	}
 	return false
+}
+
+// jobView is j without its payload.
+func jobView(j admin.JobInfo) JobInfo {
+	return JobInfo{ID: j.ID, Key: j.Key, Target: j.Target, Priority: j.Priority, State: string(j.State),
+		Attempt: j.Attempt, LastError: j.LastError, Updated: j.Updated}
+}
+
+// queueAction serves POST api/queue/{action}: pause or resume the queue
+// (workers stop or start claiming; enqueues continue).
+func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.jobs == nil {
+		fail(w, http.StatusNotImplemented, "pause and resume need the admin API (WithAdmin)")
+		return
+	}
+	var err error
+	switch r.PathValue("action") {
+	case "pause":
+		err = h.cfg.jobs.Pause(r.Context())
+	case "resume":
+		err = h.cfg.jobs.Resume(r.Context())
+	default:
+		fail(w, http.StatusNotFound, "unknown action")
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	p, _ := h.cfg.jobs.Paused(r.Context())
+	writeJSON(w, http.StatusOK, struct {
+		Paused bool `json:"paused"`
+	}{p})
 }

@@ -27,3 +27,18 @@ func TestConformance(t *testing.T) {
 			return s
 		})
 }
+
+// TestAdminConformance runs the admin API's section of the suite, through
+// a queue over the store (q.Admin), each subtest in a schema of its own.
+func TestAdminConformance(t *testing.T) {
+	requirePG(t)
+	t.Parallel()
+	pool := newPool(t, pgURL(), 8)
+	storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+		s, err := pgstore.New[storetest.Payload](pool, pgstore.WithSchema(newSchema(t, pool)))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	})
+}

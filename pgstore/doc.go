@@ -179,6 +179,52 @@
 // no room waits RequeueDelay, as in memory. EnqueueTx and EnqueueMany do
 // not check it; WithCapacityCheck(false) turns the check off for Add.
 //
+// # Admin API
+//
+// Store.Admin returns the store's backend for package admin (admin.New),
+// which queue.Queue's Admin also uses: list jobs by state with keyset
+// paging, get one by ID or key, count them, retry a dead or cancelled
+// job, delete or cancel a job, pause and resume the queue. It works on a
+// store that was passed to queue.New and never started, as queuectl uses
+// it. Migration 003 adds what it needs: the queue control table
+// (queuekit_queues), a cancel mark on jobs, and listing indexes.
+//
+// Listing reads one index range per page (ready: created_at; scheduled,
+// retrying and coalesced reruns: run_at; running: attempted_at; done,
+// dead and cancelled: finalized_at; then id), so a page costs the same
+// whatever the table holds (about 4 ms for 100 of 1 000 000 jobs, see
+// BenchmarkAdminList). Counts reads every row of the queue. Done and
+// cancelled jobs are listed until WithCompletedRetention prunes them,
+// dead ones until WithDeadRetention. Deferred jobs are listed as
+// scheduled; the state waiting stays empty.
+//
+// Pause sets the queue's control row; the claim statement of every
+// process tests it (a primary-key probe, evaluated once per statement),
+// so no job is claimed once Pause has returned, whichever process
+// claims. Enqueues, promotion, outcomes and lease rescue go on, and
+// running jobs run to their end. Resume notifies the queue's processes,
+// whose waiting workers claim at once (at their next poll when LISTEN is
+// off).
+//
+// Cancel ends a ready or scheduled job (or a coalesced rerun) as
+// cancelled at once. A running job is marked: the process running it
+// learns at its next heartbeat (a third of WithLeaseTTL, 10 s by
+// default; at once when the cancel went through that process's own
+// queue.Queue Admin), cancels the job's context, and ends the run as
+// cancelled (counted as cancelled) whatever the handler returns. A run
+// that completes before its process learns of the mark is done (and a
+// cancel after that finds it ended: admin.ErrState); one that fails
+// first ends cancelled, not retried nor dead. If the process is gone,
+// the lease rescue ends the job as cancelled rather than running it
+// again.
+//
+// Every action is one statement or one short transaction, safe against
+// the claims, outcomes, rescues and pruning of every process: Retry and
+// pruning of the same dead job leave it either retried (pruning then
+// leaves it alone) or gone (Retry returns admin.ErrNotFound); Delete
+// refuses a job claimed meanwhile (admin.ErrState). Delete and Cancel of
+// a job whose key has a coalesced rerun make the rerun ready.
+//
 // # Differences from the in-memory store
 //
 //   - Drain does not wait for the backlog: other processes share it. Claim

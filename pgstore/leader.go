@@ -131,7 +131,7 @@ func (s *Store[T]) rescueOnce(ctx context.Context) (int, error) {
 	now := s.cfg.Clock.Now()
 	type rescued struct {
 		id              int64
-		dead            bool
+		state           string // available, dead, or cancelled (an operator asked: admin Cancel)
 		key, target     string
 		weight, attempt int
 	}
@@ -144,9 +144,9 @@ func (s *Store[T]) rescueOnce(ctx context.Context) (int, error) {
 		}
 		var r rescued
 		var deadIDs []int64
-		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.dead, &r.key, &r.target, &r.weight, &r.attempt}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.state, &r.key, &r.target, &r.weight, &r.attempt}, func() error {
 			got = append(got, r)
-			if r.dead && r.key != "" {
+			if r.state != stAvailable && r.key != "" {
 				deadIDs = append(deadIDs, r.id) // only keyed jobs can have reruns
 			}
 			return nil
@@ -173,9 +173,12 @@ func (s *Store[T]) rescueOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("pgstore: rescue: %w", err)
 	}
 	for _, r := range got {
-		if r.dead {
+		switch r.state {
+		case stDead:
 			s.report(queue.EventDead, r.id, r.key, r.target, r.weight, r.attempt, 0, errLeaseExpired)
-		} else {
+		case stCancelled:
+			s.report(queue.EventCancelled, r.id, r.key, r.target, r.weight, r.attempt, 0, errCancelledByAdmin)
+		default:
 			s.ready.Add(1)
 			s.report(queue.EventRescued, r.id, r.key, r.target, r.weight, r.attempt, 0, errLeaseExpired)
 		}

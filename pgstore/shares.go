@@ -26,6 +26,7 @@ WHERE j.id = ANY (ARRAY(
         SELECT x.id, row_number() OVER (ORDER BY x.run_at, x.id) AS k FROM (
             SELECT id, run_at FROM {jobs}
             WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz AND priority = p.prio
+                AND ` + notPaused + `
             ORDER BY run_at, id
             LIMIT $3::bigint
             FOR UPDATE SKIP LOCKED) x) c

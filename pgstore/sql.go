@@ -25,14 +25,18 @@ const (
 // queries holds the store's SQL with its table names filled in. Names come
 // from validated identifiers and are quoted; every value is a parameter.
 type queries struct {
-	jobs, leaders, marks string // quoted, possibly schema-qualified table names
-	jobsIdent            pgx.Identifier
+	jobs, leaders, marks, queues string // quoted, possibly schema-qualified table names
+	jobsIdent                    pgx.Identifier
 
 	add, claim, claimWeighted, promote, nextDue, countReady, heartbeat string
 	complete, dead, lockRows, retry, releaseReruns                     string
 	cancel, cancelIDs, waitingKeys, purge, stats, sched                string
 	rescue, prune, elect, resign, insertMany, release                  string
 	markMany, unmark, pruneMarks                                       string
+
+	// admin API (admin_sql.go)
+	adminGet, adminGetKey, adminState, adminCounts, adminRetry      string
+	adminDelete, adminCancel, adminPause, adminPaused, adminRelease string
 }
 
 func newQueries(schema string) *queries {
@@ -41,13 +45,15 @@ func newQueries(schema string) *queries {
 		q.jobsIdent = pgx.Identifier{schema, "queuekit_jobs"}
 		q.leaders = pgx.Identifier{schema, "queuekit_leaders"}.Sanitize()
 		q.marks = pgx.Identifier{schema, "queuekit_unique"}.Sanitize()
+		q.queues = pgx.Identifier{schema, "queuekit_queues"}.Sanitize()
 	} else {
 		q.jobsIdent = pgx.Identifier{"queuekit_jobs"}
 		q.leaders = pgx.Identifier{"queuekit_leaders"}.Sanitize()
 		q.marks = pgx.Identifier{"queuekit_unique"}.Sanitize()
+		q.queues = pgx.Identifier{"queuekit_queues"}.Sanitize()
 	}
 	q.jobs = q.jobsIdent.Sanitize()
-	r := strings.NewReplacer("{jobs}", q.jobs, "{leaders}", q.leaders, "{marks}", q.marks, "{live}", liveStates, "{waiting}", waitingStates)
+	r := strings.NewReplacer("{jobs}", q.jobs, "{leaders}", q.leaders, "{marks}", q.marks, "{queues}", q.queues, "{live}", liveStates, "{waiting}", waitingStates)
 	for _, s := range []struct {
 		dst *string
 		src string
@@ -60,6 +66,10 @@ func newQueries(schema string) *queries {
 		{&q.prune, sqlPrune}, {&q.elect, sqlElect}, {&q.resign, sqlResign},
 		{&q.insertMany, sqlInsertMany}, {&q.release, sqlRelease},
 		{&q.markMany, sqlMarkMany}, {&q.unmark, sqlUnmark}, {&q.pruneMarks, sqlPruneMarks},
+		{&q.adminGet, sqlAdminGet}, {&q.adminGetKey, sqlAdminGetKey}, {&q.adminState, sqlAdminState},
+		{&q.adminCounts, sqlAdminCounts}, {&q.adminRetry, sqlAdminRetry}, {&q.adminDelete, sqlAdminDelete},
+		{&q.adminCancel, sqlAdminCancel}, {&q.adminPause, sqlAdminPause}, {&q.adminPaused, sqlAdminPaused},
+		{&q.adminRelease, sqlAdminRelease},
 	} {
 		*s.dst = r.Replace(s.src)
 	}
@@ -142,13 +152,14 @@ SELECT (SELECT ok FROM room),
 // The picked IDs are an array, so that the update finds its rows through
 // the primary key whatever the row estimates: a join with the picked rows
 // could be planned as a hash join over the whole table when the limit is
-// not known (a generic plan).
+// not known (a generic plan). Nothing is claimed while the queue is
+// paused (notPaused).
 var sqlClaim = `
 UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
     lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
 WHERE j.id = ANY (ARRAY(
     SELECT id FROM {jobs}
-    WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz
+    WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz AND ` + notPaused + `
     ORDER BY priority, run_at, id
     LIMIT $3::bigint
     FOR UPDATE SKIP LOCKED))
@@ -209,11 +220,14 @@ func byIDs(param string) string { return "ANY (ARRAY(SELECT unnest(" + param + "
 const at = "width_bucket(j.id, $1::bigint[])"
 
 // sqlHeartbeat extends the leases of $1 held by $2 for $4 microseconds of
-// database time (see lease.go); $3 is now.
+// database time (see lease.go); $3 is now. It returns each lease kept,
+// and whether an operator asked for the job to be cancelled (admin
+// Cancel): the lease is still extended, so that the job stays this
+// process's to end, as cancelled.
 var sqlHeartbeat = `
 UPDATE {jobs} SET lease_expires_at = ` + dbTime("$4") + `, heartbeat_at = $3::timestamptz
 WHERE id = ` + byIDs("$1") + ` AND state = 'running' AND lease_owner = $2::text
-RETURNING id`
+RETURNING id, cancel_requested_at IS NOT NULL`
 
 // sqlComplete ends the runs ($1 IDs, sorted; $2 attempts) that $3 still
 // holds; $4 is now.
@@ -224,9 +238,10 @@ WHERE j.id = ` + byIDs("$1") + ` AND j.attempt = ($2::integer[])[` + at + `]
 RETURNING j.id`
 
 // sqlDead ends the runs ($1 IDs, sorted; $2 attempts, $5 errors) that $3
-// still holds as dead or cancelled ($6 states); $4 is now.
+// still holds as dead or cancelled ($6 states); $4 is now. A run an
+// operator asked to cancel ends cancelled.
 var sqlDead = `
-UPDATE {jobs} j SET state = ($6::text[])[` + at + `], finalized_at = $4::timestamptz,
+UPDATE {jobs} j SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE ($6::text[])[` + at + `] END, finalized_at = $4::timestamptz,
     lease_owner = NULL, lease_expires_at = NULL,
     last_error = ($5::text[])[` + at + `],
     errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $4::timestamptz,
@@ -242,14 +257,15 @@ var sqlLockRows = `SELECT id FROM {jobs} WHERE id = ` + byIDs("$1") + ` ORDER BY
 
 // sqlRetry puts runs back ($1 IDs, sorted; $2 attempts, $3 times, $4
 // errors, $5 true for Defer: no attempt used, no error) unless the key has
-// a rerun waiting, in which case the run is cancelled (superseded). $6 is
-// the owner, $7 now.
+// a rerun waiting, or an operator asked to cancel the run (admin
+// Cancel), in which case the run is cancelled (superseded). $6 is the
+// owner, $7 now.
 var sqlRetry = `
 WITH t AS (
     SELECT j.id, ($3::timestamptz[])[` + at + `] AS at, ($4::text[])[` + at + `] AS err,
         ($5::boolean[])[` + at + `] AS undo,
         EXISTS (SELECT 1 FROM {jobs} r WHERE j.key <> '' AND r.queue = j.queue AND r.key = j.key AND r.key <> ''
-            AND r.state = 'pending') AS sup
+            AND r.state = 'pending') OR j.cancel_requested_at IS NOT NULL AS sup
     FROM {jobs} j
     WHERE j.id = ` + byIDs("$1") + ` AND j.attempt = ($2::integer[])[` + at + `]
         AND j.state = 'running' AND j.lease_owner = $6::text
@@ -342,7 +358,8 @@ LIMIT $2::bigint`
 // sqlRescue returns up to $3 of queue $1's running jobs whose lease ended
 // in database time shifted by $5 microseconds (see lease.go) to available,
 // or dead-letters them after their last attempt ($4: the queue's default
-// limit). $2 is now, for the error log and finalized_at.
+// limit), or cancels those an operator asked to cancel (admin Cancel). $2
+// is now, for the error log and finalized_at.
 var sqlRescue = `
 WITH exp AS (
     SELECT id FROM {jobs}
@@ -353,8 +370,10 @@ WITH exp AS (
 ),
 up AS (
     UPDATE {jobs} j SET
-        state = CASE WHEN j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer) THEN 'dead' ELSE 'available' END,
-        finalized_at = CASE WHEN j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer) THEN $2::timestamptz END,
+        state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+            WHEN j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer) THEN 'dead' ELSE 'available' END,
+        finalized_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= coalesce(nullif(j.max_attempts, 0), $4::integer)
+            THEN $2::timestamptz END,
         last_error = 'lease expired (owner ' || coalesce(j.lease_owner, '?') || ')',
         errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $2::timestamptz,
             'error', 'lease expired (owner ' || coalesce(j.lease_owner, '?') || ')')),
@@ -362,19 +381,27 @@ up AS (
     FROM exp WHERE j.id = exp.id
     RETURNING j.id, j.state, j.key, j.target, j.priority, j.attempt
 )
-SELECT id, state = 'dead', key, target, priority, attempt FROM up`
+SELECT id, state, key, target, priority, attempt FROM up`
 
-// sqlPrune deletes up to $3 of queue $1's completed and cancelled jobs
-// finalized before $2, or ($5 true) its dead jobs finalized before $4.
+// sqlPrune deletes up to $3 of queue $1's completed jobs and $3 of its
+// cancelled jobs finalized before $2, and up to $3 of its dead jobs
+// finalized before $4, oldest first, each state through the ended index
+// (migration 003). The state is tested again on the row itself: a job
+// that an operator retried (admin Retry) after the subqueries read it is
+// left alone.
 const sqlPrune = `
-DELETE FROM {jobs} WHERE id IN (
-    SELECT id FROM {jobs}
-    WHERE queue = $1::text AND state IN ('completed', 'cancelled') AND finalized_at < $2::timestamptz
+DELETE FROM {jobs} WHERE state IN ('completed', 'cancelled', 'dead') AND id IN (
+    (SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'completed' AND finalized_at < $2::timestamptz
     ORDER BY finalized_at LIMIT $3::bigint)
-OR id IN (
-    SELECT id FROM {jobs}
+    UNION ALL
+    (SELECT id FROM {jobs}
+    WHERE queue = $1::text AND state = 'cancelled' AND finalized_at < $2::timestamptz
+    ORDER BY finalized_at LIMIT $3::bigint)
+    UNION ALL
+    (SELECT id FROM {jobs}
     WHERE queue = $1::text AND state = 'dead' AND finalized_at < $4::timestamptz
-    ORDER BY finalized_at LIMIT $3::bigint)`
+    ORDER BY finalized_at LIMIT $3::bigint))`
 
 // sqlElect takes or renews queue $1's leadership for $2 for $3
 // milliseconds of database time; it returns a row when $2 leads.

@@ -106,6 +106,8 @@ type Store[T any] struct {
 	expect      atomic.Int64 // workers about to call Claim again
 	heldMu      sync.Mutex
 	held        map[int64]int
+	cancelMu    sync.Mutex
+	cancelReq   map[int64]bool // running jobs an operator asked to cancel (see CancelRequested)
 	wakeFetch   chan struct{}
 	wakePromote chan struct{}
 
@@ -151,6 +153,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		closeCh:     make(chan struct{}),
 		drainCh:     make(chan struct{}),
 		held:        make(map[int64]int),
+		cancelReq:   make(map[int64]bool),
 		wakeFetch:   make(chan struct{}, 1),
 		wakePromote: make(chan struct{}, 1),
 	}

@@ -45,6 +45,7 @@ type opResult struct {
 	err        error
 	superseded bool
 	kept       map[int64]bool // opHeartbeat: the leases extended
+	cancel     map[int64]bool // opHeartbeat: kept, but an operator asked to cancel the job
 }
 
 // writer batches outcomes: one goroutine takes every op queued while the
@@ -280,7 +281,9 @@ func errText(err error) string {
 // Heartbeat implements queue.Leaser: it extends, in one statement, the
 // leases of the given jobs (and of jobs claimed but not yet handed out) to
 // now + the lease TTL, and returns the IDs among ids that this process no
-// longer holds.
+// longer holds, or that an operator asked to cancel (admin Cancel): the
+// queue cancels those jobs' contexts. CancelRequested tells the two
+// apart.
 func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) {
 	held := s.heldIDs()
 	all := append(append(make([]int64, 0, len(ids)+len(held)), ids...), held...)
@@ -293,10 +296,11 @@ func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) 
 	}
 	var lost []int64
 	for _, id := range ids {
-		if !r.kept[id] {
+		if !r.kept[id] || r.cancel[id] {
 			lost = append(lost, id)
 		}
 	}
+	s.noteCancels(ids, r.cancel)
 	s.heldMu.Lock()
 	for _, id := range held {
 		if !r.kept[id] {
@@ -383,6 +387,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	done := map[int64]bool{}
 	sup := map[int64]bool{}
 	kept := map[int64]bool{}
+	cancel := map[int64]bool{}
 	if len(cIDs) > 0 {
 		b.Queue(s.q.complete, cIDs, cAtt, s.owner, now).Query(func(rows pgx.Rows) error {
 			return collectIDs(rows, done)
@@ -408,7 +413,18 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	}
 	if len(hIDs) > 0 {
 		b.Queue(s.q.heartbeat, hIDs, s.owner, now, s.leaseUntil()).Query(func(rows pgx.Rows) error {
-			return collectIDs(rows, kept)
+			var (
+				id  int64
+				req bool
+			)
+			_, err := pgx.ForEachRow(rows, []any{&id, &req}, func() error {
+				kept[id] = true
+				if req {
+					cancel[id] = true
+				}
+				return nil
+			})
+			return err
 		})
 	}
 	ended := len(cIDs) + len(dIDs) + len(rIDs)
@@ -452,7 +468,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		var r opResult
 		switch o.kind {
 		case opHeartbeat:
-			r.kept = kept
+			r.kept, r.cancel = kept, cancel
 		default:
 			switch {
 			case done[o.id]:

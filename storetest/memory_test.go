@@ -13,3 +13,8 @@ func TestMemoryStoreConformance(t *testing.T) {
 	storetest.Run(t, storetest.Features{Capacity: true, DrainsReady: true},
 		func(t *testing.T) queue.Store[storetest.Payload] { return memstore.New[storetest.Payload]() })
 }
+
+// The in-memory store passes the admin section.
+func TestMemoryStoreAdmin(t *testing.T) {
+	storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] { return memstore.New[storetest.Payload]() })
+}

@@ -82,6 +82,10 @@
     }
     if (s.store.detail) st += " (" + s.store.detail + ")";
     $("store").textContent = "store: " + st;
+    $("paused").hidden = !s.paused;
+    $("queue-actions").hidden = !(s.jobs && s.actions);
+    $("pause-btn").hidden = s.paused;
+    $("resume-btn").hidden = !s.paused;
     $("mode").textContent = s.actions ? "actions enabled" : "read-only";
     $("mode").className = "badge " + (s.actions ? "rw" : "");
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
@@ -104,6 +108,11 @@
       ["dropped", fmt(c.dropped_full + c.dropped_limit, 0)],
       ["rate limited", fmt(c.rate_limited, 0)]
     ];
+    if (s.states) {
+      ["ready", "scheduled", "running", "waiting", "dead"].forEach(function (k) {
+        cards.push([k + " now", fmt(s.states[k] || 0, 0)]);
+      });
+    }
     $("overview").replaceChildren.apply($("overview"), cards.map(function (kv) {
       return el("div", { class: "card" }, el("div", { class: "v", text: kv[1] }), el("div", { class: "k", text: kv[0] }));
     }));
@@ -266,7 +275,7 @@
     $("chart-span").textContent = h.length + " samples";
   }
 
-  // ---- dead jobs and job detail (dashboard.Jobs)
+  // ---- dead jobs and job detail (the admin API: WithAdmin)
 
   function loadDead(s) {
     $("jobs-placeholder").hidden = s.jobs;
@@ -336,6 +345,10 @@
       var target = inForm ? $("target-name").value.trim() : b.dataset.target;
       var secs = inForm ? $("target-secs").value : 0;
       targetAction(b.dataset.action, target, secs);
+    } else if (b.dataset.queueAction) {
+      post("api/queue/" + b.dataset.queueAction, {})
+        .then(function (r) { notice("queue " + (r.paused ? "paused" : "resumed"), false); refresh(); })
+        .catch(function (e) { notice(b.dataset.queueAction + ": " + e.message, true); });
     } else if (b.dataset.jobAction) {
       post("api/jobs/" + encodeURIComponent(b.dataset.job) + "/" + b.dataset.jobAction, {})
         .then(function () { notice(b.dataset.jobAction + " job " + b.dataset.job + ": done", false); deadLoaded = 0; refresh(); })

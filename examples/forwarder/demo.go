@@ -125,7 +125,7 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 	}
 	// The dashboard at /dashboard/, with actions: the demo listens on
 	// 127.0.0.1 only (a real host puts it behind its authentication).
-	dash, err := dashboard.New(f.q, dashboard.WithRecorder(rec), dashboard.WithActions(true))
+	dash, err := dashboard.New(f.q, dashboard.WithRecorder(rec), dashboard.WithActions(true), dashboard.WithAdmin(f.q.Admin()))
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,15 @@ type StoreConfig struct {
 	Report func(Event)
 }
 
+// RunCanceller is implemented by durable stores through which an operator
+// cancels a running job (admin Cancel): the store's Heartbeat returns the
+// job's ID among the lost ones, and CancelRequested(id) then reports true,
+// so that the queue ends the run as cancelled rather than as a lost
+// lease.
+type RunCanceller interface {
+	CancelRequested(id int64) bool
+}
+
 // Weighted reports whether the priorities are weighted (every level has a
 // Share) rather than strict.
 func (c *StoreConfig) Weighted() bool {

@@ -84,8 +84,8 @@ func (s *Store[T]) Purge(context.Context) (int, error) {
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
 			var it item[T]
-			for r.pop(&it) {
-				if purged(&it) {
+			for s.popOne(r, &it) {
+				if it.id > 0 && purged(&it) {
 					n++
 				} else {
 					s.tombs[it.prio].Add(-1)

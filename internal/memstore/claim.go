@@ -25,8 +25,12 @@ func (s *Store[T]) ClaimJob(ctx context.Context, job *core.Job[T], mc *WorkerCla
 	// the stalls cost a quarter of a job's time (see docs/benchmarks.md).
 	var it item[T]
 	for {
-		if err := s.next(ctx, &it); err != nil {
+		if err := s.next(ctx, &it, mc.stripe); err != nil {
 			return err
+		}
+		if it.id < 0 {
+			s.tombs[it.prio].Add(-1) // removed by ID while it was ready (admin.go)
+			continue
 		}
 		if it.at != 0 && it.at > s.now() {
 			// Taken before its time (only a clock that jumps makes this
@@ -51,12 +55,12 @@ func (s *Store[T]) ClaimJob(ctx context.Context, job *core.Job[T], mc *WorkerCla
 
 // next takes the next item in priority order into *it, parking when
 // there is none.
-func (s *Store[T]) next(ctx context.Context, it *item[T]) error {
+func (s *Store[T]) next(ctx context.Context, it *item[T], stripe int) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // retired, though maybe woken by a token
 		}
-		if s.poll(it) {
+		if s.poll(it, stripe) {
 			return nil
 		}
 		if s.drained.Load() {
@@ -77,7 +81,7 @@ func (s *Store[T]) next(ctx context.Context, it *item[T]) error {
 		// Announce, then look again: a push either sees the sleeper and
 		// leaves a token, or published its item before this second look.
 		s.sleepers.Add(1)
-		if s.poll(it) {
+		if s.poll(it, stripe) {
 			s.sleepers.Add(-1)
 			return nil
 		}
@@ -89,7 +93,7 @@ func (s *Store[T]) next(ctx context.Context, it *item[T]) error {
 			return ctx.Err()
 		}
 		s.sleepers.Add(-1)
-		if s.poll(it) {
+		if s.poll(it, stripe) {
 			if s.Len() > 0 {
 				s.wakeOne() // more where this came from: wake the next sleeper
 			}
@@ -112,7 +116,10 @@ func (s *Store[T]) publishing() bool {
 // poll takes the oldest item of the highest non-empty priority into *it,
 // if there is one. Under weighted dispatch it first tries the level the
 // cycle names for this claim.
-func (s *Store[T]) poll(it *item[T]) bool {
+func (s *Store[T]) poll(it *item[T], stripe int) bool {
+	mu := &s.popMu[stripe]
+	mu.RLock()
+	defer mu.RUnlock()
 	if c := s.cycle; c != nil {
 		p := c[(s.tick.Add(1)-1)%uint64(len(c))]
 		if r := s.rings[p].Load(); r != nil && r.pop(it) {

@@ -39,7 +39,11 @@ func (s *Store[T]) TryClaim(below int) (core.Job[T], bool) {
 	var it item[T]
 	for p := range min(below, len(s.rings)) {
 		r := s.rings[p].Load()
-		for r != nil && r.pop(&it) {
+		for r != nil && s.popOne(r, &it) {
+			if it.id < 0 {
+				s.tombs[it.prio].Add(-1) // removed by ID while it was ready
+				continue
+			}
 			if it.at != 0 && it.at > s.now() {
 				s.unpromote(it) // taken before its time: see ClaimJob
 				continue
@@ -72,7 +76,7 @@ func (s *Store[T]) Take(n int, want func(prio int) bool) []core.Job[T] {
 		if r == nil || !want(p) {
 			continue
 		}
-		for len(out) < n && r.pop(&it) {
+		for len(out) < n && s.popOne(r, &it) {
 			if j, ok := s.takeReady(&it); ok {
 				out = append(out, j)
 			}
@@ -89,6 +93,10 @@ func (s *Store[T]) Take(n int, want func(prio int) bool) []core.Job[T] {
 func (s *Store[T]) takeReady(it *item[T]) (core.Job[T], bool) {
 	var j core.Job[T]
 	e := it.ent
+	if it.id < 0 {
+		s.tombs[it.prio].Add(-1) // removed by ID while it was ready
+		return j, false
+	}
 	if e == nil {
 		s.fill(&j, it)
 		return j, true

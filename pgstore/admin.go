@@ -1,0 +1,460 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
+)
+
+var _ admin.Store = (*adminStore[int])(nil)
+
+// Admin returns the store's admin API backend: pass it to admin.New to
+// inspect and act on the queue's jobs (queue.Queue's Admin does). It
+// works once the store was passed to queue.New, whether the queue runs
+// or not, as queuectl uses it; before that, every method returns
+// ErrNotBound.
+func (s *Store[T]) Admin() admin.Store { return &adminStore[T]{s} }
+
+// adminStore implements admin.Store for a Store (whose Retry and Cancel
+// are queue.Store's).
+type adminStore[T any] struct{ s *Store[T] }
+
+// errCancelledByAdmin is the reason recorded on a job an operator
+// cancelled (admin Cancel).
+var errCancelledByAdmin = errors.New("cancelled by an operator (admin Cancel)")
+
+// errDeletedByAdmin is the reason reported for a job an operator deleted
+// before it ran to its end (admin Delete).
+var errDeletedByAdmin = errors.New("deleted by an operator (admin Delete)")
+
+// The admin API (package admin) works on a Store that was passed to
+// queue.New (Init), started or not: queuectl uses it with no queue
+// running. Every method is one statement, or one short transaction, on
+// the jobs table, so it is atomic against the claims, outcomes, rescues
+// and pruning of every process.
+
+// noteCancels records which of this process's running jobs ids an
+// operator asked to cancel, as the last heartbeat found them.
+func (s *Store[T]) noteCancels(ids []int64, cancel map[int64]bool) {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	for _, id := range ids {
+		if cancel[id] {
+			s.cancelReq[id] = true
+		} else {
+			delete(s.cancelReq, id)
+		}
+	}
+}
+
+// CancelRequested reports whether the last Heartbeat found that an
+// operator asked to cancel running job id (admin Cancel), rather than its
+// lease lost: the queue then ends the job as cancelled.
+func (s *Store[T]) CancelRequested(id int64) bool {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	return s.cancelReq[id]
+}
+
+// adminReady reports ErrNotBound before Init.
+func (s *Store[T]) adminReady() error {
+	if !s.bound.Load() {
+		return ErrNotBound
+	}
+	return nil
+}
+
+// listPlan is how List reads one admin state: the stored states and the
+// ordering column, and whether it lists through two branches (the due
+// index for scheduled and retryable jobs, then coalesced reruns).
+var listPlans = map[admin.State]struct {
+	where, col string
+	reruns     bool
+}{
+	admin.Ready:     {where: `state = 'available'`, col: "created_at"},
+	admin.Scheduled: {where: `state IN ('scheduled', 'retryable')`, col: "run_at", reruns: true},
+	admin.Running:   {where: `state = 'running' AND lease_expires_at IS NOT NULL`, col: "attempted_at"},
+	admin.Dead:      {where: `state = 'dead'`, col: "finalized_at"},
+	admin.Done:      {where: `state = 'completed'`, col: "finalized_at"},
+	admin.Cancelled: {where: `state = 'cancelled'`, col: "finalized_at"},
+}
+
+// List implements admin.Store: keyset paging over the state's index
+// (ready: created_at; scheduled: run_at, coalesced reruns included;
+// running: attempted_at; ended: finalized_at; then id). Waiting is always
+// empty: a durable store shows deferred jobs as scheduled.
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return nil, err
+	}
+	plan, ok := listPlans[f.State]
+	if !ok {
+		return nil, nil // Waiting
+	}
+	args := []any{s.cfg.Name, limit, payload}
+	cond := ""
+	if f.Priority != "" {
+		w, ok := s.weight(f.Priority)
+		if !ok {
+			return nil, nil // no job has it
+		}
+		args = append(args, w)
+		cond += " AND priority = $" + strconv.Itoa(len(args)) + "::integer"
+	}
+	if f.Target != "" {
+		args = append(args, f.Target)
+		cond += " AND target = $" + strconv.Itoa(len(args)) + "::text"
+	}
+	if f.KeyPrefix != "" {
+		args = append(args, likePrefix(f.KeyPrefix))
+		cond += " AND key LIKE $" + strconv.Itoa(len(args)) + "::text"
+	}
+	cmp, dir := "<", "DESC"
+	if oldest {
+		cmp, dir = ">", "ASC"
+	}
+	if after != nil {
+		args = append(args, after.At, after.ID)
+		n := len(args)
+		cond += fmt.Sprintf(" AND (%s, id) %s ($%d::timestamptz, $%d::bigint)", plan.col, cmp, n-1, n)
+	}
+	branch := func(where string) string {
+		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + s.q.jobs +
+			" WHERE queue = $1::text AND " + where + cond +
+			" ORDER BY " + plan.col + " " + dir + ", id " + dir + " LIMIT $2::bigint)"
+	}
+	sql := branch(plan.where)
+	if plan.reruns {
+		sql = "SELECT * FROM (" + sql + " UNION ALL " + branch(`state = 'pending'`) + ") u ORDER BY " +
+			"run_at " + dir + ", id " + dir + " LIMIT $2::bigint"
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.adminErr("list", err)
+	}
+	out, err := s.scanInfos(rows)
+	if err != nil {
+		return nil, s.adminErr("list", err)
+	}
+	return out, nil
+}
+
+// likePrefix returns the LIKE pattern of the strings that start with p.
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
+}
+
+// weight returns the weight column value of priority label.
+func (s *Store[T]) weight(label string) (int, bool) {
+	for _, p := range s.cfg.Priorities {
+		if p.Name == label {
+			return p.Weight, true
+		}
+	}
+	return 0, false
+}
+
+// scanInfos reads rows of adminCols plus the payload.
+func (s *Store[T]) scanInfos(rows pgx.Rows) ([]admin.JobInfo, error) {
+	var (
+		out       []admin.JobInfo
+		j         admin.JobInfo
+		weight    int
+		state     string
+		cancelReq bool
+		payload   []byte
+	)
+	_, err := pgx.ForEachRow(rows, []any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &payload}, func() error {
+		j.Priority = s.label(weight)
+		j.State = adminState(state)
+		if j.State == admin.Running && cancelReq && j.LastError == "" {
+			j.LastError = "cancel requested"
+		}
+		j.Payload = payload
+		out = append(out, j)
+		j, payload = admin.JobInfo{}, nil
+		return nil
+	})
+	return out, err
+}
+
+// adminState maps a stored state to the admin API's.
+func adminState(st string) admin.State {
+	switch st {
+	case stAvailable:
+		return admin.Ready
+	case stRunning:
+		return admin.Running
+	case stCompleted:
+		return admin.Done
+	case stDead:
+		return admin.Dead
+	case stCancelled:
+		return admin.Cancelled
+	}
+	return admin.Scheduled // scheduled, retryable, pending
+}
+
+// adminErr wraps a statement's error for the admin API.
+func (s *Store[T]) adminErr(what string, err error) error {
+	s.noteErr(err)
+	if nm := s.notMigrated(err); nm != nil {
+		return nm
+	}
+	return fmt.Errorf("pgstore: admin %s: %w", what, err)
+}
+
+// Get implements admin.Store.
+func (a *adminStore[T]) Get(ctx context.Context, id int64, payload bool) (admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return admin.JobInfo{}, err
+	}
+	return s.getOne(ctx, "get", fmt.Sprintf("job %d", id), s.q.adminGet, id, s.cfg.Name, payload)
+}
+
+// GetKey implements admin.Store.
+func (a *adminStore[T]) GetKey(ctx context.Context, key string, payload bool) (admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return admin.JobInfo{}, err
+	}
+	return s.getOne(ctx, "get", fmt.Sprintf("key %q", key), s.q.adminGetKey, s.cfg.Name, key, payload)
+}
+
+func (s *Store[T]) getOne(ctx context.Context, what, name, sql string, args ...any) (admin.JobInfo, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return admin.JobInfo{}, s.adminErr(what, err)
+	}
+	out, err := s.scanInfos(rows)
+	if err != nil {
+		return admin.JobInfo{}, s.adminErr(what, err)
+	}
+	if len(out) == 0 {
+		return admin.JobInfo{}, fmt.Errorf("pgstore: %s: %w", name, admin.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// Counts implements admin.Store: every job of the queue the table holds,
+// by state (completed and cancelled ones within their retention).
+// Waiting is always 0 (deferred jobs count as scheduled). It reads
+// every row of the queue: its cost grows with the table.
+func (a *adminStore[T]) Counts(ctx context.Context) (map[admin.State]int, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.q.adminCounts, s.cfg.Name)
+	if err != nil {
+		return nil, s.adminErr("counts", err)
+	}
+	out := make(map[admin.State]int, len(admin.States))
+	var (
+		st string
+		n  int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+		out[adminState(st)] += n
+		return nil
+	})
+	if err != nil {
+		return nil, s.adminErr("counts", err)
+	}
+	return out, nil
+}
+
+// why returns the error for an action on job id that changed nothing:
+// ErrNotFound when the queue has no such job, else ErrState naming its
+// state.
+func (s *Store[T]) why(ctx context.Context, what string, id int64) error {
+	var st string
+	err := s.pool.QueryRow(ctx, s.q.adminState, id, s.cfg.Name).Scan(&st)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgstore: %s job %d: %w", what, id, admin.ErrNotFound)
+	case err != nil:
+		return s.adminErr(what, err)
+	}
+	return fmt.Errorf("pgstore: %s job %d (%s): %w", what, id, adminState(st), admin.ErrState)
+}
+
+// Retry implements admin.Store: a dead or cancelled job becomes ready
+// now, with its attempts reset, and the queue's processes are notified.
+// Capacity is not checked. If another live job holds its key, it returns
+// a *queue.DuplicateError (matching queue.ErrDuplicate) and the job
+// stays as it was. Against the janitor, whichever statement takes the
+// row first wins: a job pruned first is not found; a job retried first
+// is no longer ended, and pruning leaves it alone.
+func (a *adminStore[T]) Retry(ctx context.Context, id int64) error {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	var (
+		key, target     string
+		weight, attempt int
+		notes           int64
+	)
+	err := s.pool.QueryRow(ctx, s.q.adminRetry, id, s.cfg.Name, s.cfg.Clock.Now(), s.channel).
+		Scan(&id, &key, &target, &weight, &attempt, &notes)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.why(ctx, "retry", id)
+	case errors.As(err, &pgErr) && pgErr.Code == "23505": // unique_violation: the key is taken
+		s.noteErr(nil)
+		return fmt.Errorf("pgstore: retry job %d: %w", id, &queue.DuplicateError{Key: s.keyOf(ctx, id)})
+	case err != nil:
+		return s.adminErr("retry", err)
+	}
+	s.ready.Add(1)
+	kick(s.wakeFetch)
+	return nil
+}
+
+// keyOf returns job id's key, for an error message ("" if unknown).
+func (s *Store[T]) keyOf(ctx context.Context, id int64) string {
+	var key string
+	_ = s.pool.QueryRow(ctx, "SELECT key FROM "+s.q.jobs+" WHERE id = $1", id).Scan(&key)
+	return key
+}
+
+// Delete implements admin.Store: the row is deleted unless the job is
+// running (ErrState: cancel it instead). A job that had not run to its
+// end (ready, scheduled, a rerun) is reported as cancelled
+// (queue.EventCancelled), and a coalesced rerun waiting for its key
+// becomes ready.
+func (a *adminStore[T]) Delete(ctx context.Context, id int64) error {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	var (
+		st, key, target string
+		weight, attempt int
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, s.q.adminDelete, id, s.cfg.Name).Scan(&st, &key, &target, &weight, &attempt); err != nil {
+			return err
+		}
+		return s.releaseKey(ctx, tx, key)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.why(ctx, "delete", id)
+	case err != nil:
+		return s.adminErr("delete", err)
+	}
+	switch st {
+	case stAvailable:
+		s.ready.Add(-1)
+		fallthrough
+	case stScheduled, stRetryable, stPending:
+		s.report(queue.EventCancelled, id, key, target, weight, attempt, 0, errDeletedByAdmin)
+	}
+	return nil
+}
+
+// releaseKey makes the coalesced rerun of key ready once no live job
+// holds it (within tx, after job id left the live states).
+func (s *Store[T]) releaseKey(ctx context.Context, tx pgx.Tx, key string) error {
+	if key == "" {
+		return nil
+	}
+	now := s.cfg.Clock.Now()
+	capacity := 0
+	if s.o.checkCapacity {
+		capacity = s.cfg.Capacity
+	}
+	var ready, all, notes int64
+	return tx.QueryRow(ctx, s.q.adminRelease, s.cfg.Name, key, now, capacity,
+		now.Add(s.cfg.RequeueDelay), s.channel).Scan(&ready, &all, &notes)
+}
+
+// Cancel implements admin.Store. A ready or scheduled job (a coalesced
+// rerun too) ends cancelled at once, and a rerun waiting for its key
+// becomes ready. A running job is marked: the process running it learns
+// at its next heartbeat (within a third of the lease TTL, see
+// WithLeaseTTL), cancels the job's context, and ends it as cancelled
+// when the handler returns; a handler that returns nil regardless ends it
+// completed. If that process is gone, the lease rescue ends the job as
+// cancelled instead of running it again. Cancelling a running job twice
+// is not an error.
+func (a *adminStore[T]) Cancel(ctx context.Context, id int64) error {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	var (
+		st, key, target string
+		weight, attempt int
+	)
+	now := s.cfg.Clock.Now()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, s.q.adminCancel, id, s.cfg.Name, now, errCancelledByAdmin.Error()).
+			Scan(&st, &key, &target, &weight, &attempt)
+		if err != nil || st == stRunning {
+			return err
+		}
+		return s.releaseKey(ctx, tx, key)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.why(ctx, "cancel", id)
+	case err != nil:
+		return s.adminErr("cancel", err)
+	}
+	if st != stRunning {
+		s.report(queue.EventCancelled, id, key, target, weight, attempt, 0, errCancelledByAdmin)
+	}
+	return nil
+}
+
+// Pause implements admin.Store: the queue's control row says paused, and
+// every process's claim statement then returns nothing (the test is in
+// the statement, so no process claims after Pause returns). Enqueues,
+// promotion of scheduled jobs, outcomes and lease rescue go on; running
+// jobs run to their end.
+func (a *adminStore[T]) Pause(ctx context.Context) error { return a.s.setPaused(ctx, true) }
+
+// Resume implements admin.Store: claims start again, and the queue's
+// processes are notified so that their waiting workers claim at once.
+func (a *adminStore[T]) Resume(ctx context.Context) error { return a.s.setPaused(ctx, false) }
+
+func (s *Store[T]) setPaused(ctx context.Context, paused bool) error {
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	var notes int64
+	if err := s.pool.QueryRow(ctx, s.q.adminPause, s.cfg.Name, paused, s.channel).Scan(&notes); err != nil {
+		return s.adminErr("pause", err)
+	}
+	if !paused {
+		kick(s.wakeFetch)
+	}
+	return nil
+}
+
+// Paused implements admin.Store.
+func (a *adminStore[T]) Paused(ctx context.Context) (bool, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return false, err
+	}
+	var p bool
+	if err := s.pool.QueryRow(ctx, s.q.adminPaused, s.cfg.Name).Scan(&p); err != nil {
+		return false, s.adminErr("paused", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,71 @@
+// Queuectl inspects and acts on the jobs of a queue kept in PostgreSQL
+// (pgstore) or Redis (redisstore), from the command line, with no queue
+// running in it: it opens the store and uses the admin API (package
+// admin) over it, as the queue's own Admin does.
+//
+// Install it with
+//
+//	go install github.com/queuekit/queue/queuectl@latest
+//
+// Usage:
+//
+//	queuectl (--pg URL | --redis ADDR) [--queue NAME] [--schema S | --prefix P] <command> [flags]
+//
+// The global flags come before the command:
+//
+//	--pg URL          a pgstore database, e.g. postgres://app@db:5432/app
+//	--redis ADDR      a redisstore server: host:port, or redis://[user:pass@]host:port/db
+//	--queue NAME      the queue's name, as given to queue.WithName (default "default")
+//	--schema S        pgstore.WithSchema's schema (default: the search_path's)
+//	--prefix P        redisstore.WithPrefix's prefix (default "queue")
+//	--priorities L    the queue's levels as name=weight, highest first, when it
+//	                  sets queue.WithPriorities (default high=0,normal=5,low=10)
+//	--timeout D       how long to wait for the server (default 10s)
+//
+// Commands (their flags may come before or after their arguments):
+//
+//	stats [-o json]                 jobs per state, ready jobs per priority, pending keys, paused
+//	ls --state S [filters]          a page of the jobs in state S (ready, scheduled, running,
+//	   [--oldest] [--limit N]       dead, done, cancelled), newest first; filters: --priority,
+//	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next
+//	   [-o json]                    page's cursor ("next page: --after ..."; "next" in JSON)
+//	show ID | --key K [--payload]   one job; --key finds the pending or running job with
+//	   [-o json]                    that key, or else the newest ended one
+//	retry ID                        make a dead (or cancelled) job ready now, attempts reset
+//	retry --state dead [filters]    the same for every matching job; asks first on a
+//	   [--yes]                      terminal, and needs --yes when stdin is not one
+//	rm ID                           delete a job that is not running (its key is freed)
+//	cancel ID                       cancel a queued or scheduled job; a running one has its
+//	                                context cancelled on whichever process runs it
+//	pause, resume                   stop (and restart) claims on every process of the queue;
+//	                                enqueues continue while paused
+//	targets [list | suspend NAME [--for D] | resume NAME | disable NAME [--reason R] | enable NAME]
+//	                                target health and actions, on stores that keep them
+//	migrate                         create or update pgstore's tables (pgstore.Migrate)
+//
+// Payloads are shown only with --payload, as the store's codec encoded
+// them (JSON unless the queue sets another codec); in JSON output a
+// payload that is not JSON is given as payload_base64. Keys, targets and
+// error texts come from the queue's users: control characters in them
+// are printed escaped, never sent to the terminal.
+//
+// # Exit status
+//
+// 0 when the command did what it says; 1 when it could not, with one
+// line on stderr naming the problem: a server that cannot be reached, a
+// schema that is not migrated ("run queuectl migrate"), an unknown queue,
+// a job that is not found or not in a state that allows the action; 2 for
+// a mistake on the command line (an unknown command or flag, a malformed
+// ID, URL or cursor).
+//
+// # Unknown queues
+//
+// A typo in --queue, --schema or --prefix would otherwise show an empty
+// queue, so queuectl refuses a queue it finds no sign of. On PostgreSQL
+// the queue must have a job in any state (ended jobs count until
+// retention prunes them), a leader row (a process of the queue runs) or
+// a control row (it was once paused); on Redis, its ID sequence
+// ({prefix:name}:ids, kept once the queue has had a job), its job records
+// or its dead letters. A queue that has never had a job is therefore
+// unknown, even to pause.
+package main

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue/admin"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPrintable: what the queue's users wrote (keys, targets, errors)
+// never reaches the terminal as control characters.
+func TestPrintable(t *testing.T) {
+	require.Equal(t, "tracker:hash", printable("tracker:hash"))
+	require.Equal(t, `\x1b[31mred\x1b[0m`, printable("\x1b[31mred\x1b[0m"))
+	require.Equal(t, `two\nlines`, printable("two\nlines"))
+	require.Equal(t, "<script>é", printable("<script>é"))
+	require.Equal(t, `evil\u202etxt.exe`, printable("evil\u202etxt.exe"))
+	require.Equal(t, `\xff`, printable("\xff"))
+
+	var b bytes.Buffer
+	require.NoError(t, writeJobTable(&b, admin.Page{Jobs: []admin.JobInfo{{ID: 7, State: admin.Dead, Key: "k\x1b]0;pwned\x07", LastError: "bad\r\nthing"}}}, false))
+	require.NotContains(t, b.String(), "\x1b")
+	require.NotContains(t, b.String(), "\r")
+	require.Contains(t, b.String(), `k\x1b]0;pwned\a`)
+	require.Contains(t, b.String(), `bad\r\nthing`)
+}
+
+// TestAgo: times are worded relative to now.
+func TestAgo(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, "-"},
+		{now, "now"},
+		{now.Add(-12 * time.Second), "12s ago"},
+		{now.Add(-(5*time.Minute + 3*time.Second)), "5m03s ago"},
+		{now.Add(23*time.Hour + 59*time.Minute + 30*time.Second), "in 23h59m"},
+		{now.Add(-72 * time.Hour), "2029-12-29 12:00Z"},
+	} {
+		require.Equal(t, tc.want, ago(tc.t, now))
+	}
+}
+
+// TestJobJSON: a JSON payload is embedded as JSON, any other as base64.
+func TestJobJSON(t *testing.T) {
+	require.JSONEq(t, `{"n":1}`, string(view(admin.JobInfo{Payload: []byte(`{"n":1}`)}).Payload))
+	v := view(admin.JobInfo{Payload: []byte{0xff, 0x00}})
+	require.Nil(t, v.Payload)
+	require.Equal(t, []byte{0xff, 0x00}, v.PayloadBase64)
+	require.Nil(t, view(admin.JobInfo{}).Payload)
+}
