@@ -36,6 +36,9 @@ package redisstore
 // the same call sees an earlier one's key or group.
 var scriptAdd = newRawScript("add", luaBase+`
 local now, cap, coalesce, NS, TOK, SHIFT = tonumber(arg(1)), tonumber(arg(2)), arg(3) == '1', tonumber(arg(4)), arg(5), tonumber(arg(6))
+-- Before any write: a window check reads TIME after this script's first
+-- writes (see lease_now).
+redis.replicate_commands()
 ready_count()
 -- unow is the lease clock, read once and only by a call that needs it.
 local UNOW = nil

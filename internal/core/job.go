@@ -52,7 +52,11 @@ type Job[T any] struct {
 	// ErrDuplicate whether the first is still pending, running, or has
 	// already ended (done, dead or cancelled). After the window the usual
 	// pending-key rules apply. 0 means no window; a negative window, or a
-	// window without a Key, is refused (ErrInvalidJob).
+	// window without a Key, is refused (ErrInvalidJob). Cancel,
+	// CancelMatch and Purge end jobs, not windows: a cancelled job's
+	// window stands. Within its window a running key takes no coalesced
+	// rerun. The window is judged by the store's clock (see the package
+	// documentation's Deduplication section).
 	UniqueFor time.Duration
 
 	// Payload is the job's data. The queue never inspects, logs or
