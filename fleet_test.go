@@ -25,6 +25,7 @@ type hub struct {
 	fns   []func(queue.TargetState)
 	mute  bool
 	saves int
+	gate  chan struct{} // when set, each save waits for a receive from it
 }
 
 func newHub() *hub { return &hub{m: map[[2]string]queue.TargetState{}} }
@@ -46,6 +47,12 @@ func (s fleetStore) LoadTargets(context.Context) ([]queue.TargetState, error) {
 }
 
 func (s fleetStore) SaveTargets(_ context.Context, states []queue.TargetState) error {
+	s.h.mu.Lock()
+	gate := s.h.gate
+	s.h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	s.h.mu.Lock()
 	s.h.saves++
 	for _, st := range states {
@@ -204,13 +211,21 @@ func TestFleetWritesBatched(t *testing.T) {
 		h.mu.Lock()
 		assert.Zero(t, h.saves, "nothing changed, nothing written")
 		h.mu.Unlock()
-		for i := range 100 {
+		gate := make(chan struct{})
+		h.mu.Lock()
+		h.gate = gate
+		h.mu.Unlock()
+		a.SetNextDue("t", "k", time.Now().Add(time.Second))
+		queuetest.Settle() // the first write waits at the gate
+		for i := 1; i < 100; i++ {
 			a.SetNextDue("t", "k", time.Now().Add(time.Duration(i+1)*time.Second))
 		}
+		gate <- struct{}{}
+		gate <- struct{}{}
 		queuetest.Settle()
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		assert.LessOrEqual(t, h.saves, 2)
+		assert.Equal(t, 2, h.saves, "the first write, then one for the 99 changes made meanwhile")
 		assert.Equal(t, time.Now().Add(100*time.Second), h.m[[2]string{"t", "k"}].NextDue, "the last write wins")
 	})
 }
