@@ -211,7 +211,9 @@ const schemaCheckTimeout = 5 * time.Second
 // only. Start does not fail when the database is unreachable (the check
 // waits at most 5 s): the background work retries with backoff, Stats
 // reports Healthy false meanwhile, and a schema found not migrated later
-// is reported by Stats as ErrNotMigrated.
+// is reported by Stats as ErrNotMigrated. When the queue watches target
+// state (WatchTargets) and LISTEN is on, Start also waits, at most 5 s,
+// for the LISTEN connection.
 func (s *Store[T]) Start(ctx context.Context) error {
 	if !s.bound.Load() {
 		return ErrNotBound
