@@ -271,3 +271,21 @@ func TestFleetTargetHealth(t *testing.T) {
 	b2.await(t, "status d", `disabled=false reason="" suspended=false breaker=closed`)
 	b2.stop(t)
 }
+
+// TestFleetWithoutListen: a process that does not LISTEN sees another's
+// change at its next reload, within a second (and a round trip).
+func TestFleetWithoutListen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := startFleetProc(t, e.schema)
+	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("deaf"), pgstore.WithListen(false)), failing, fleetOpts()...)
+	require.NoError(t, err)
+	require.NoError(t, q.Start(context.Background()))
+	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
+	require.Equal(t, "ok", b.ask(t, "disable d gone"))
+	changed := time.Now()
+	awaitLocal(t, q, "d", `disabled=true reason="gone" suspended=false breaker=closed`)
+	seen := time.Since(changed)
+	t.Logf("seen by the reload %s after the change", seen.Round(time.Millisecond))
+	require.Less(t, seen, 5*time.Second, "the reload runs every second (the bound leaves room for a loaded machine)")
+}
