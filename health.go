@@ -243,6 +243,7 @@ func (ts *targets[T]) success(name string) {
 	if t.brk != breakerClosed {
 		t.brk = breakerClosed
 		ts.publish(t)
+		ts.share(t)
 	}
 	t.mu.Unlock()
 }
@@ -276,6 +277,7 @@ func (ts *targets[T]) failure(name string, err error) bool {
 	if ts.cfg.brkFailures > 0 && (t.brk == breakerHalfOpen || count >= ts.cfg.brkFailures) && t.brk != breakerOpen {
 		t.brk, t.brkUntil, opened = breakerOpen, now.Add(ts.cfg.brkCooldown), true
 		ts.publish(t)
+		ts.share(t)
 	}
 	disable := ts.cfg.disableAfter > 0 && t.fails >= ts.cfg.disableAfter
 	fails := t.fails
@@ -305,6 +307,7 @@ func (ts *targets[T]) suspend(name string, now time.Time, d time.Duration) time.
 	if until.After(t.suspended) {
 		t.suspended = until
 		ts.publish(t)
+		ts.share(t)
 	}
 	until = t.suspended
 	t.mu.Unlock()
@@ -328,6 +331,7 @@ func (ts *targets[T]) disable(name string, reason error) {
 	was := t.disabled
 	t.disabled, t.reason, t.disableAt = true, msg, ts.clock.Now()
 	ts.publish(t)
+	ts.share(t)
 	t.mu.Unlock()
 	if !was {
 		ts.event(EventDisabled, name, reason, 0)
@@ -343,6 +347,7 @@ func (ts *targets[T]) resume(name string) bool {
 	t.suspended, t.disabled, t.reason, t.disableAt = time.Time{}, false, "", time.Time{}
 	t.fails, t.timeouts, t.brk, t.probes = 0, 0, breakerClosed, 0
 	ts.publish(t)
+	ts.share(t)
 	t.mu.Unlock()
 	ts.event(EventResumed, name, nil, 0)
 	return true

@@ -43,7 +43,6 @@ type Queue[T any] struct {
 	inflight sync.RWMutex
 	ctr      counters
 	_        [64]byte
-
 	// startMu serialises Start, and is held across Store.Start (which may
 	// dial a server) so that q.mu, which Stats takes, is not; the stop
 	// takes it before it drains and closes the store, so a Start under
@@ -54,7 +53,7 @@ type Queue[T any] struct {
 	runCtx   context.Context
 	bgCtx    context.Context    // runCtx's values without its cancellation: for store writes that must outlive Shutdown
 	runStop  context.CancelFunc // cancels running jobs (Shutdown)
-	bgStop   context.CancelFunc // stops the scaler and heartbeats
+	bgStop   context.CancelFunc // stops the scaler, heartbeats and fleet sync
 	pool     pool[T]
 	done     chan struct{}
 	stopping chan struct{} // closed when Stop or Shutdown begins
@@ -122,6 +121,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	}
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.per = newPeriodic(q)
+	q.targets.bindFleet(store, q.log)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -186,6 +186,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 	if err := q.store.Start(ctx); err != nil {
 		return fmt.Errorf("queue: starting store: %w", err)
 	}
+	q.targets.loadFleet(ctx) // the stored health, before any job runs
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	base := context.WithoutCancel(ctx)
@@ -207,6 +208,7 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 	if q.leaser != nil {
 		go q.heartbeats(bg)
 	}
+	q.targets.startFleet(bg)
 	go func() {
 		// Until the queue is done, not only until a stop begins: a Stop
 		// whose own ctx ended leaves the queue draining, and cancelling
@@ -541,6 +543,7 @@ func (q *Queue[T]) finishStop() {
 		q.bgStop()
 	}
 	q.mu.Unlock()
+	q.targets.stopFleet() // its last writes go before the store closes
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	q.closeErr = q.store.Close(ctx)
 	cancel()

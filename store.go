@@ -189,3 +189,46 @@ type StoreStats = core.StoreStats
 
 // ScheduledJob describes one job waiting in the schedule.
 type ScheduledJob = core.ScheduledJob
+
+// TargetStore is implemented by stores that share target health and
+// fan-out cadence among every process of a queue, and keep them across
+// restarts: pgstore and redisstore. The in-memory store does not
+// implement it, and a queue on a store without it keeps target health in
+// process, as it always has.
+//
+// The queue never calls a TargetStore on its hot path: Fanout, Due and
+// the dispatch of a job read the queue's own view. A change made in this
+// process (a suspension, a disabling and its reason, a breaker opening
+// or closing, a Resume, a SetNextDue) updates the view at once and is
+// written by one background goroutine, batched, with SaveTargets; the
+// store tells every process with WatchTargets, and every process also
+// reloads the whole state with LoadTargets once a second, which bounds
+// the staleness of its view when notifications are lost. See "Fleet
+// state" in docs/OPERATIONS.md.
+//
+// A store's entries are keyed by TargetState's Target and Key; the last
+// write of an entry wins. All methods are safe for concurrent use.
+type TargetStore interface {
+	// LoadTargets returns every entry the store keeps for the queue.
+	// Entries whose time has long passed (a next-due time, a suspension)
+	// may be left out or pruned.
+	LoadTargets(ctx context.Context) ([]TargetState, error)
+	// SaveTargets writes the entries, in one round trip where the store
+	// can, replacing those with the same Target and Key; an empty entry
+	// (TargetState.Empty) is deleted. It then tells every process's
+	// WatchTargets function, this one's included.
+	SaveTargets(ctx context.Context, states []TargetState) error
+	// WatchTargets sets the function the store calls, from its own
+	// goroutine and in the order the store applied them, with each entry
+	// any process of the queue saves, once Start has run. fn does not
+	// block. The queue calls it once, before Start. A store that cannot
+	// notify may ignore it: the queue then sees changes at its next
+	// reload.
+	WatchTargets(fn func(TargetState))
+}
+
+// TargetState is one entry of a TargetStore: a target's health (its
+// suspension, its disabling with the reason, its breaker) when Key is
+// "", or its next-due time for the fan-out key Key. Each field is
+// documented at its definition, in an internal package.
+type TargetState = core.TargetState

@@ -197,6 +197,7 @@ type targets[T any] struct {
 	event func(kind EventKind, name string, err error, d time.Duration)
 	m     sync.Map // name -> *target[T]
 	due   dueTable
+	fleet *fleetSync // nil unless the store is a TargetStore (fleet.go)
 
 	// epoch is what instants count from (see instant).
 	epoch time.Time

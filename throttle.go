@@ -151,7 +151,9 @@ func (q *Queue[T]) Due(target, key string) bool {
 // wall clock.
 func (q *Queue[T]) SetNextDue(target, key string, at time.Time) {
 	ts := q.targets
-	ts.due.set(target, key, at, ts.instant(at), ts.now())
+	inst, now := ts.instant(at), ts.now()
+	ts.due.set(target, key, at, inst, now)
+	ts.shareDue(target, key, at, at.IsZero() || inst <= now)
 }
 
 // dueTable holds next-due instants (see targets.instant) per key and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -435,6 +436,7 @@ func (s *Store[T]) listenOnce(ctx context.Context) error {
 		return err
 	}
 	s.listening.Store(true)
+	s.tw.listenOnce.Do(func() { close(s.tw.listenUp) })
 	// Anything sent while we were not listening is missed: look now.
 	kick(s.wakeFetch)
 	kick(s.wakePromote)
@@ -443,9 +445,12 @@ func (s *Store[T]) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.Payload == s.cfg.Name {
+		switch {
+		case n.Payload == s.cfg.Name:
 			kick(s.wakeFetch)
 			kick(s.wakePromote)
+		case strings.HasPrefix(n.Payload, "{"): // a target entry (targets.go)
+			s.targetNoted(n.Payload)
 		}
 	}
 }

@@ -38,6 +38,23 @@
 // (WithCompletedRetention, WithDeadRetention) and then pruned in bounded
 // batches.
 //
+// # Target health and cadence
+//
+// The store implements queue.TargetStore: the queue's target health
+// (suspensions, disabled targets with their reasons, open circuit
+// breakers) and its fan-out cadence (SetNextDue) are rows of
+// queuekit_targets (migration 004), shared by every process of the queue
+// and kept across restarts. SaveTargets writes a batch in one transaction
+// and one round trip and announces each entry, in its NOTIFY payload, on
+// the schema's channel; the LISTEN connection hands the entries to the
+// queue, so a change reaches the other processes one commit and one
+// notification after it was made. With WithListen(false), or while the
+// LISTEN connection is down, the queue's reload (once a second) brings
+// them. Start waits, at most 5 s, for the LISTEN connection when the queue
+// watches target state, so that nothing written after Start is missed.
+// Per-target concurrency limits are not shared: each process holds its
+// own. See "Fleet state" in docs/OPERATIONS.md.
+//
 // # Dedupe and coalescing
 //
 // A partial unique index over the live states (scheduled, available,

@@ -112,8 +112,9 @@ type Store[T any] struct {
 	wakePromote chan struct{}
 
 	w   writer
-	nt  notifier // wake-ups for Add, sent after its commit
-	due dueTimer // the promoter's timer, moved by Add
+	nt  notifier    // wake-ups for Add, sent after its commit
+	tw  targetWatch // queue.TargetStore's announcements (targets.go)
+	due dueTimer    // the promoter's timer, moved by Add
 
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
@@ -160,6 +161,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
 	s.nt.init()
+	s.tw.listenUp = make(chan struct{})
 	s.due.wake = make(chan struct{}, 1)
 	s.healthy.Store(true)
 	return s, nil
@@ -212,7 +214,9 @@ const schemaCheckTimeout = 5 * time.Second
 // only. Start does not fail when the database is unreachable (the check
 // waits at most 5 s): the background work retries with backoff, Stats
 // reports Healthy false meanwhile, and a schema found not migrated later
-// is reported by Stats as ErrNotMigrated.
+// is reported by Stats as ErrNotMigrated. When the queue watches target
+// state (WatchTargets) and LISTEN is on, Start also waits, at most 5 s,
+// for the LISTEN connection.
 func (s *Store[T]) Start(ctx context.Context) error {
 	if !s.bound.Load() {
 		return ErrNotBound
@@ -231,6 +235,12 @@ func (s *Store[T]) Start(ctx context.Context) error {
 		s.noteErr(err)
 		s.cfg.Logger.Warn("pgstore: could not check the schema at start; starting anyway", "err", err)
 	}
+	listen := false
+	defer func() {
+		if listen { // after the unlock
+			s.awaitListen()
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.startableLocked(); err != nil {
@@ -252,6 +262,7 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	run(s.leaderLoop)
 	if s.o.listen {
 		run(s.listenLoop)
+		listen = true
 	}
 	// ctx bounds the background work, as for the queue.
 	go func() {

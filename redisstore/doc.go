@@ -54,6 +54,23 @@
 // arrive queue up and go together in the next one, so under load a round
 // trip carries many jobs, and a lone call still goes at once.
 //
+// # Target health and cadence
+//
+// The store implements queue.TargetStore on the queue's first shard: the
+// queue's target health (suspensions, disabled targets with their reasons,
+// open circuit breakers) and its fan-out cadence (SetNextDue) are entries
+// of the hash "{prefix:name}:targets" (the next-due ones also in the
+// sorted set "{prefix:name}:targets:due", by time, so that a load prunes
+// those more than a minute past), shared by every process of the queue
+// and kept as long as Redis keeps them. SaveTargets writes a batch in one
+// script and publishes each entry on the channel "{prefix:name}:targets",
+// to which every process subscribes at Start (waiting, at most the
+// connect timeout, for Redis to confirm), so a change reaches the other
+// processes one round trip and one message after it was made; a message
+// lost while the subscription reconnects is made good by the queue's
+// reload, once a second. Per-target concurrency limits are not shared:
+// each process holds its own. See "Fleet state" in docs/OPERATIONS.md.
+//
 // # Batch enqueue
 //
 // Store.EnqueueMany adds many jobs in one round trip: their add script

@@ -64,6 +64,7 @@ type Store[T any] struct {
 	waiting atomic.Int32
 
 	lead durable.Leader
+	tw   targetWatch // queue.TargetStore's subscription (targets.go)
 
 	// Outage accounting, for logs and tests.
 	nFallback, nWrittenBack, nFlushed atomic.Int64
@@ -261,9 +262,10 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			go s.healthLoop(sh)
 			go s.listen(sh)
 		}
-		s.wg.Add(2)
+		s.wg.Add(3)
 		go s.leaderLoop()
 		go s.rescueLoop()
+		go s.watchTargets(s.subscribeTargets())
 		close(s.started)
 	})
 	return nil

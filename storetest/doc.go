@@ -6,7 +6,11 @@
 // schedules that are never early, keys, coalesced reruns and groups,
 // unique windows,
 // retries, deferrals, cancellation, capacity, Drain, concurrent claimers
-// and, for a store that implements queue.Leaser, lease rescue. The
+// and, for a store that implements queue.Leaser, lease rescue; for a
+// store that implements queue.TargetStore, target state (TargetState):
+// entries load back field for field, the last write wins, an empty entry
+// deletes, and every write is announced to WatchTargets, which the suite
+// registers before Start. The
 // in-memory store, pgstore and redisstore all pass it. A store declares
 // the optional behaviours it has with Features; each subtest binds a new
 // store with Config and a queuetest.FakeClock that it advances.

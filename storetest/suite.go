@@ -39,6 +39,9 @@ type harness struct {
 	Store  queue.Store[Payload] // the store, initialised with Clock and Events
 	Clock  *queuetest.FakeClock // the clock the store was given; the suite advances it
 	Events *EventLog            // what the store reported through StoreConfig.Report
+	// Watched receives what a queue.TargetStore announces to
+	// WatchTargets (registered before Start); nil for other stores.
+	Watched chan queue.TargetState
 }
 
 // Config returns the configuration the suite binds stores to, for a
@@ -83,6 +86,10 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		}
 		if err := h.Store.Init(cfg); err != nil {
 			t.Fatalf("Init: %v", err)
+		}
+		if ts, ok := h.Store.(queue.TargetStore); ok {
+			h.Watched = make(chan queue.TargetState, 1024)
+			ts.WatchTargets(func(st queue.TargetState) { h.Watched <- st })
 		}
 		if err := h.Store.Start(context.Background()); err != nil {
 			t.Fatalf("Start: %v", err)
@@ -132,6 +139,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "Drain", run: func(t *testing.T, h *harness) { testDrain(t, h, f.DrainsReady) }},
 		{name: "ConcurrentClaims", run: testConcurrent},
 		{name: "Leases", run: func(t *testing.T, h *harness) { testLeases(t, h, f.LeaseTTL) }},
+		{name: "TargetState", run: testTargetState},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
