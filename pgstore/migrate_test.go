@@ -125,8 +125,9 @@ func TestStartRefusesUnmigratedSchema(t *testing.T) {
 		_, err := startQueue(t, pool, schema, nil)
 		var nm *pgstore.NotMigratedError
 		wantNotMigrated(t, err, schema, "version")
-		if errors.As(err, &nm); nm.Version != last-1 || nm.Want != last {
-			t.Fatalf("NotMigratedError %+v; want Version %d, Want %d", nm, last-1, last)
+		prev := ms[len(ms)-2].Version // versions may skip numbers
+		if errors.As(err, &nm); nm.Version != prev || nm.Want != last {
+			t.Fatalf("NotMigratedError %+v; want Version %d, Want %d", nm, prev, last)
 		}
 	})
 
