@@ -41,6 +41,16 @@ const (
 	fleetRetry    = time.Second
 )
 
+// joinFleet gives the queue its store's fleet state, if the store keeps
+// any: the live-process count (FleetSizer) for ScaleByDepth, and the
+// shared admission bucket (Admitter) unless admission is off.
+func (q *Queue[T]) joinFleet() {
+	q.fleet, _ = q.store.(FleetSizer)
+	if ad, ok := q.store.(Admitter); ok && q.admit.limiter != nil {
+		q.admit.fleet = newFleetBucket(ad, q.cfg.admission, q.clock, q.log)
+	}
+}
+
 // fleetLeaseSize is k, the tokens one lease takes from a bucket of burst.
 func fleetLeaseSize(burst int) int { return min(max(burst/20, 1), 50) }
 

@@ -122,10 +122,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
-	q.fleet, _ = q.store.(FleetSizer)
-	if ad, ok := q.store.(Admitter); ok && q.admit.limiter != nil {
-		q.admit.fleet = newFleetBucket(ad, cfg.admission, cfg.clock, q.log)
-	}
+	q.joinFleet()
 	q.mem, _ = q.store.(*memstore.Store[T])
 	obs, err := newObservers(q, cfg.metrics)
 	if err != nil {

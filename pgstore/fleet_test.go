@@ -40,11 +40,8 @@ func admitChild(t *testing.T, pool *pgxpool.Pool, schema, id string) {
 		queue.WithRateLimit(queue.RateLimit{FillPct: 1, PerSecond: 1e-3, Burst: fleetBurst}), queue.WithLogger(quietLogger()))
 	require.NoError(t, err)
 	require.NoError(t, q.Start(ctx))
-	deadline := time.Now().Add(20 * time.Second)
-	for q.Stats().Depth == 0 { // the first count of the ready jobs, at Start
-		require.True(t, time.Now().Before(deadline), "the fill was never seen")
-		<-time.After(pollTick) // polls the child's own state; no event to wait on
-	}
+	// The first count of the ready jobs, at Start: polled, as in the parent.
+	require.Eventually(t, func() bool { return q.Stats().Depth > 0 }, 20*time.Second, pollTick, "the fill was never seen")
 	fmt.Println("READY")
 	in := bufio.NewReader(os.Stdin)
 	_, _ = in.ReadString('\n')
