@@ -458,6 +458,25 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		}
 	})
+	b.Run("engaged", func(b *testing.B) {
+		q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(100, 0),
+			queue.WithRateLimit(queue.RateLimit{PerSecond: 1e9, Burst: 1000}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = q.Stop(context.Background()) }()
+		for range 90 { // 90 %: the token bucket decides
+			if err := q.Enqueue(context.Background(), queue.Job[int]{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := q.Admit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("below-threshold/parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

@@ -148,7 +148,11 @@
 // above it a token bucket decides, and a refusal matches ErrRateLimited,
 // carries a retry hint (RetryDelay) and its text is a ready client message
 // ("busy, retry in 10 seconds"), worded by the host with WithRateLimit's
-// RateLimit.Reason. Fanout picks the targets a request goes to:
+// RateLimit.Reason. On a store several processes share (one that
+// implements Admitter: pgstore, redisstore), the bucket is one for the
+// whole fleet, kept in the store and leased in small batches of tokens, so
+// that N processes admit one bucket's worth, not N. Fanout picks the
+// targets a request goes to:
 // healthy, due, shuffled, capped — at top-N while the queue fills
 // (WithFanout).
 //

@@ -24,7 +24,11 @@ const (
 	// ScaleByDepth sets the desired worker count to the number of ready
 	// jobs, bounded by the base and max worker counts, moving one worker
 	// per scale interval toward it: one worker per waiting job, for
-	// handlers that wait on I/O rather than use CPU.
+	// handlers that wait on I/O rather than use CPU. On a store shared by
+	// several processes (FleetSizer: pgstore, redisstore) each process
+	// takes its share, the ready jobs divided by the live processes
+	// (rounded up), so that the fleet's workers follow the depth once, not
+	// once per process.
 	ScaleByDepth
 )
 

@@ -22,6 +22,7 @@ type Queue[T any] struct {
 	store   Store[T]
 	mem     *memstore.Store[T] // store, when it is the in-memory one: the hot path calls it directly
 	leaser  Leaser             // nil unless the store leases jobs
+	fleet   FleetSizer         // nil unless the store counts the queue's processes
 	clock   Clock
 	log     *slog.Logger
 	onDead  atomic.Pointer[[]func(context.Context, Job[T], error)] // OnDead's hooks, copied on write
@@ -124,6 +125,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.targets.bindFleet(store, q.log)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
+	q.joinFleet()
 	q.mem, _ = q.store.(*memstore.Store[T])
 	obs, err := newObservers(q, cfg.metrics)
 	if err != nil {

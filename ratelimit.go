@@ -127,6 +127,7 @@ func WithRateLimit(rl RateLimit) Option {
 type admission struct {
 	cfg     admissionConfig
 	limiter *rate.Limiter // nil when disabled
+	fleet   *fleetBucket  // the store's shared bucket (Admitter); nil: limiter decides
 	refusal error         // shared, immutable *rateLimitError
 }
 
@@ -148,13 +149,26 @@ func newAdmission(cfg admissionConfig) *admission {
 // retry in 10 seconds" by default. Refusals are counted as rate_limited.
 // With RateLimit.Disabled, Admit always returns nil.
 //
-// Admit never blocks; below the threshold it does not allocate or lock.
+// Below the threshold Admit does not allocate, lock or call the store. On
+// the in-memory store it never blocks. On a store shared by several
+// processes (one that implements Admitter: pgstore, redisstore) the bucket
+// is one for the whole fleet, kept in the store: each process takes its
+// tokens in leases of k = Burst/20 (1..50) and spends them locally, so an
+// engaged Admit waits for one store round trip (at most 1 s) every k
+// admissions and none otherwise; the fleet admits at most processes × k
+// more than one bucket would, a leased token is spent at most 1 s after
+// the store granted it, and while the store does not answer each process
+// falls back to its own bucket.
 func (q *Queue[T]) Admit() error {
 	a := q.admit
 	if a.limiter == nil || !atOrAbove(q.depth(), q.cfg.capacity, a.cfg.thresholdPct) {
 		return nil
 	}
-	if a.limiter.AllowN(q.clock.Now(), 1) {
+	if f := a.fleet; f != nil {
+		if f.allow() {
+			return nil
+		}
+	} else if a.limiter.AllowN(q.clock.Now(), 1) {
 		return nil
 	}
 	q.ctr.rateLimited.Add(1)

@@ -30,7 +30,7 @@ func (q *Queue[T]) scale() {
 	var want int
 	switch q.cfg.scalePolicy {
 	case ScaleByDepth:
-		want = min(max(depth, q.cfg.baseWorkers), q.cfg.maxWorkers)
+		want = min(max(q.depthShare(depth), q.cfg.baseWorkers), q.cfg.maxWorkers)
 	default:
 		switch {
 		case atOrAbove(depth, q.cfg.capacity, q.cfg.scaleUp):
@@ -48,4 +48,17 @@ func (q *Queue[T]) scale() {
 	case want < n:
 		q.pool.retireOne()
 	}
+}
+
+// depthShare is this process's share of depth under ScaleByDepth: the
+// ready jobs divided by the live processes of the queue, rounded up, when
+// the store is shared (FleetSizer); depth itself otherwise. So a fleet of
+// n processes on one store asks for about depth workers in all, not n ×
+// depth (each still within its own base and max).
+func (q *Queue[T]) depthShare(depth int) int {
+	if q.fleet == nil {
+		return depth
+	}
+	n := max(q.fleet.Processes(), 1)
+	return (depth + n - 1) / n
 }

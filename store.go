@@ -232,3 +232,31 @@ type TargetStore interface {
 // "", or its next-due time for the fan-out key Key. Each field is
 // documented at its definition, in an internal package.
 type TargetState = core.TargetState
+
+// Admitter is implemented by stores whose processes share one admission
+// bucket (pgstore, redisstore): with it, Admit's token bucket is one
+// bucket for every process of the queue instead of one per process. The
+// queue does not ask the store on every Admit: it takes tokens in small
+// leases and spends them locally (see Queue.Admit for the bound on
+// over-admission). A store without it keeps the bucket in the process.
+type Admitter interface {
+	// TakeTokens takes up to n tokens (n ≥ 1) from the queue's bucket,
+	// which refills at perSecond tokens a second and holds at most burst,
+	// atomically and by the store's clock, and reports how many it took,
+	// 0..n. When it took none, wait is how long until the bucket holds a
+	// token again. A bucket never used is full.
+	TakeTokens(ctx context.Context, perSecond float64, burst, n int) (got int, wait time.Duration, err error)
+}
+
+// FleetSizer is implemented by stores that several processes share
+// (pgstore, redisstore): it reports how many processes of the queue are
+// alive, from the presence each started store renews in the store. Under
+// ScaleByDepth each process sizes its pool on its share of the depth, the
+// ready jobs divided by this count, so that the fleet's workers follow
+// the depth instead of each process's.
+type FleetSizer interface {
+	// Processes returns the number of started processes of the queue, this
+	// one included, as last seen: at least 1. It is called by the scaler
+	// and must be cheap (a cached count).
+	Processes() int
+}

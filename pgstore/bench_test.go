@@ -251,3 +251,40 @@ func benchFanout(b *testing.B, q *queue.Queue[int]) {
 		}
 	}
 }
+
+// BenchmarkAdmit measures Queue.Admit on pgstore: below the fill
+// threshold (no store call: the fleet bucket is not engaged; compare with
+// the root module's BenchmarkAdmit on the in-memory store), and engaged,
+// where the shared bucket is taken from the database in leases of 50
+// tokens (burst 1000, a rate that never runs dry).
+func BenchmarkAdmit(b *testing.B) {
+	e := newEnv(b)
+	runs := 0
+	for _, c := range []struct {
+		name string
+		jobs int
+	}{{"below-threshold", 50}, {"engaged", 90}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := newStore[int](b, e)
+			runs++ // a queue of its own for each run
+			q, err := queue.NewWithStore(s, func(context.Context, queue.Job[int]) error { return nil },
+				queue.WithName(fmt.Sprintf("admit_%d", runs)), queue.WithCapacity(100, 0), queue.WithLogger(quietLogger()),
+				queue.WithRateLimit(queue.RateLimit{PerSecond: 1e9, Burst: 1000}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range c.jobs { // not started: the jobs stay ready
+				if err := q.Enqueue(bg, queue.Job[int]{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := q.Admit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

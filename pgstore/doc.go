@@ -247,8 +247,18 @@
 //   - Drain does not wait for the backlog: other processes share it. Claim
 //     returns the jobs already claimed for this process, then
 //     queue.ErrDrained.
-//   - Len is a recent count (refreshed every poll interval, adjusted by this
-//     process's own adds and claims), and counts every process's jobs.
+//   - Len is a recent count (refreshed every poll interval from Start, idle
+//     or not, adjusted by this process's own adds and claims), and counts
+//     every process's jobs.
+//   - A fleet: the processes of a queue share one admission bucket
+//     (TakeTokens, a GCRA row in queuekit_admission, migration 005) and
+//     count each other (Processes, presence rows in queuekit_processes
+//     renewed with the fill), so that queue.Admit admits one bucket's worth
+//     for the fleet and queue.ScaleByDepth scales each process on its share
+//     of the depth; docs/OPERATIONS.md ("Fleet state") lists what is
+//     shared.
+//   - EnqueueTx's job is counted and observed by the queue once its
+//     transaction has committed (seen by the process that called it).
 //   - Jobs are claimed slightly ahead of the workers (see Claims): a job
 //     claimed ahead is running as far as Cancel and Stats are concerned.
 //   - Delivery is at-least-once: a job whose process dies, or loses its

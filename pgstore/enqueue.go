@@ -103,11 +103,28 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 // with a UniqueFor window takes its mark in a savepoint of tx; the window
 // opens only if tx commits. The store
 // must have been passed to queue.New.
+//
+// The queue counts and observes the job as enqueued (or coalesced) once
+// its transaction has committed, and not before: this process looks for
+// the job's row when the commit's notification arrives (or at its next
+// poll interval, if the notification was missed, or when the store is
+// started, for a job enqueued before), and reports it to the queue then. A
+// job whose transaction rolls back is never counted; one not seen
+// committed within 10 minutes is no longer looked for (and not counted).
 func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (queue.Added, error) {
 	if !s.bound.Load() {
 		return queue.Added{}, ErrNotBound
 	}
-	return s.add(ctx, tx, &job, 0, s.channel)
+	added, err := s.add(ctx, tx, &job, 0, s.channel)
+	if err == nil {
+		kind := queue.EventEnqueued
+		if added.Coalesced {
+			kind = queue.EventCoalesced
+		}
+		s.tx.add(added.ID, txJob{at: time.Now(), ev: queue.Event{Kind: kind, Time: s.cfg.Clock.Now(), JobID: added.ID,
+			Key: job.Key, Target: job.Target, Priority: job.Priority}})
+	}
+	return added, err
 }
 
 // add inserts job with db; channel, if not empty, is notified at commit.

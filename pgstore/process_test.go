@@ -134,6 +134,10 @@ func TestHelperProcess(t *testing.T) {
 	}
 	defer pool.Close()
 	schema, id := os.Getenv("PGSTORE_SCHEMA"), os.Getenv("PGSTORE_ID")
+	if mode == "admit" {
+		admitChild(t, pool, schema, id)
+		return
+	}
 	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithWorkerID(id),
 		pgstore.WithLeaseTTL(envDuration("PGSTORE_LEASE", 2*time.Second)),
 		pgstore.WithLeaderTTL(envDuration("PGSTORE_LEADER", 2*time.Second)),

@@ -174,14 +174,15 @@ func (s *Store[T]) promoteStep(ctx context.Context, promote bool, counted *time.
 		promote = true // woken, and a job is due: promote it now
 	}
 	if time.Since(*counted) >= s.o.PollInterval {
-		var ready int64
-		err := s.pool.QueryRow(ctx, s.q.countReady, s.cfg.Name, s.lenLimit()).Scan(&ready)
-		s.noteErr(err)
-		if err != nil {
-			return nil, false, fmt.Errorf("pgstore: count ready: %w", err)
+		if err := s.countFleet(ctx); err != nil {
+			return nil, false, err
 		}
 		*counted = time.Now()
-		s.ready.Store(ready)
+	}
+	if s.tx.pending() {
+		if err := s.confirmTx(ctx); err != nil {
+			return nil, false, err
+		}
 	}
 	if s.drained.Load() || next == nil {
 		return nil, false, nil

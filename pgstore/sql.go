@@ -28,11 +28,11 @@ type queries struct {
 	jobs, leaders, marks, queues string // quoted, possibly schema-qualified table names
 	jobsIdent                    pgx.Identifier
 
-	add, claim, claimWeighted, promote, nextDue, countReady, heartbeat string
-	complete, dead, lockRows, retry, releaseReruns                     string
-	cancel, cancelIDs, waitingKeys, purge, stats, sched                string
-	rescue, prune, elect, resign, insertMany, release                  string
-	markMany, unmark, pruneMarks                                       string
+	add, claim, claimWeighted, promote, nextDue, heartbeat string
+	complete, dead, lockRows, retry, releaseReruns         string
+	cancel, cancelIDs, waitingKeys, purge, stats, sched    string
+	rescue, prune, elect, resign, insertMany, release      string
+	markMany, unmark, pruneMarks                           string
 
 	// admin API (admin_sql.go)
 	adminGet, adminGetKey, adminState, adminCounts, adminRetry      string
@@ -58,7 +58,7 @@ func newQueries(schema string) *queries {
 		dst *string
 		src string
 	}{
-		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.claimWeighted, sqlClaimWeighted}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue}, {&q.countReady, sqlCountReady},
+		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.claimWeighted, sqlClaimWeighted}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue},
 		{&q.heartbeat, sqlHeartbeat}, {&q.complete, sqlComplete}, {&q.dead, sqlDead},
 		{&q.lockRows, sqlLockRows}, {&q.retry, sqlRetry}, {&q.releaseReruns, sqlReleaseReruns},
 		{&q.cancel, sqlCancel}, {&q.cancelIDs, sqlCancelIDs}, {&q.waitingKeys, sqlWaitingKeys},
@@ -198,10 +198,6 @@ FROM up`
 // sqlNextDue returns queue $1's earliest scheduled time.
 const sqlNextDue = `
 SELECT (SELECT min(run_at) FROM {jobs} WHERE queue = $1::text AND state IN ('scheduled', 'retryable'))`
-
-// sqlCountReady counts queue $1's available jobs, up to $2.
-const sqlCountReady = `
-SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE queue = $1::text AND state = 'available' LIMIT $2::bigint) c`
 
 // byIDs is how the statements that take a list of job IDs find their rows:
 // through the primary key, always. Given the list itself, the planner

@@ -74,6 +74,7 @@ type Store[T any] struct {
 	pool    *pgxpool.Pool
 	o       options
 	q       *queries
+	fq      fleetQueries
 	owner   string // this process's name in lease and leader rows
 	channel string // NOTIFY channel, shared by the queues of one schema
 
@@ -120,6 +121,8 @@ type Store[T any] struct {
 	rescueMu  sync.Mutex // one RescueExpired at a time
 
 	ready      atomic.Int64 // recent count of available jobs, for Len
+	procs      atomic.Int64 // live processes of the queue, for Processes
+	tx         txWatcher    // EnqueueTx's jobs, until their commit is seen
 	lead       durable.Leader
 	schemaName atomic.Pointer[string] // as Start found it (WithSchema's, or the search_path's)
 	healthy    atomic.Bool
@@ -158,6 +161,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		wakeFetch:   make(chan struct{}, 1),
 		wakePromote: make(chan struct{}, 1),
 	}
+	s.fq = newFleetQueries(o.schema, s.q.jobs)
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
 	s.nt.init()
@@ -389,6 +393,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 		s.releaseHeld(context.WithoutCancel(ctx))
 		s.closeNotifier()
 		s.resign(context.WithoutCancel(ctx))
+		s.leaveFleet(context.WithoutCancel(ctx))
 		close(done)
 	}()
 	select {
@@ -400,9 +405,10 @@ func (s *Store[T]) Close(ctx context.Context) error {
 }
 
 // Len implements queue.Store. It returns a recent count of the queue's
-// available jobs in the whole database: refreshed every poll interval and
-// adjusted by this process's own adds and claims in between. The count
-// saturates at max(2·capacity, 10000).
+// available jobs in the whole database, the same for every process:
+// refreshed every poll interval (idle or not, from Start on) and adjusted
+// by this process's own adds and claims in between. The count saturates
+// at max(2·capacity, 10000).
 func (s *Store[T]) Len() int { return int(max(s.ready.Load(), 0)) }
 
 func (s *Store[T]) lenLimit() int64 { return int64(max(2*s.cfg.Capacity, 10000)) }

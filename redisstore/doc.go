@@ -225,8 +225,15 @@
 //
 //   - Drain does not wait for the backlog, which other processes share:
 //     Claim returns the fallback's ready jobs, then queue.ErrDrained.
-//   - Len is the ready count as last seen by this process's script calls,
+//   - Len is the ready count as last seen by this process's script calls
+//     and re-read every poll interval (at most 1 s) from Start, idle or not,
 //     and counts every process's jobs.
+//   - A fleet: the processes of a queue share one admission bucket
+//     (TakeTokens, a GCRA script on TIME) and count each other
+//     (Processes, a presence set renewed with the fill), so that
+//     queue.Admit admits one bucket's worth for the fleet and
+//     queue.ScaleByDepth scales each process on its share of the depth;
+//     docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - Delivery is at-least-once: a job whose process dies, or whose lease
 //     expires, runs again. A job rescued so keeps its key, and a rerun
 //     coalesced while it ran keeps waiting behind it: Cancel of the key

@@ -84,6 +84,10 @@ func TestHelperProcess(t *testing.T) {
 		}
 		return nil
 	}
+	if mode == "admit" {
+		admitHelper(t, c, s, tag)
+		return
+	}
 	if mode == "leader" {
 		// The store alone, without a queue: it claims no job.
 		cfg := storetest.Config("q", 10000, nil, func(queue.Event) {})

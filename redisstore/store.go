@@ -63,8 +63,9 @@ type Store[T any] struct {
 	notify  chan struct{} // wakes one waiting Claim
 	waiting atomic.Int32
 
-	lead durable.Leader
-	tw   targetWatch // queue.TargetStore's subscription (targets.go)
+	lead  durable.Leader
+	tw    targetWatch // queue.TargetStore's subscription (targets.go)
+	procs atomic.Int64 // live processes of the queue, for Processes
 
 	// Outage accounting, for logs and tests.
 	nFallback, nWrittenBack, nFlushed atomic.Int64
@@ -262,10 +263,11 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			go s.healthLoop(sh)
 			go s.listen(sh)
 		}
-		s.wg.Add(3)
+		s.wg.Add(4)
 		go s.leaderLoop()
 		go s.rescueLoop()
 		go s.watchTargets(s.subscribeTargets())
+		go s.fleetLoop()
 		close(s.started)
 	})
 	return nil
@@ -295,6 +297,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 		sh := s.shards[0]
 		_ = scriptLeaderRelease.Run(ctx, sh.client, []string{sh.ks.leader}, s.owner).Err()
 	}
+	s.leaveFleet(ctx)
 	for _, sh := range s.shards {
 		if err := s.flushPending(ctx, sh); err == nil {
 			_ = s.writeBack(ctx, sh)
@@ -313,8 +316,11 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	return nil
 }
 
-// Len returns the number of ready jobs as last seen: every script call
-// reports the count, so it is at most one call old for this process.
+// Len returns the number of ready jobs in Redis as last seen, the same
+// for every process: every script call reports the count, and each
+// process re-reads it every poll interval (at most 1 s) from Start on,
+// idle or not, so a process that has not added or claimed yet sees the
+// queue's fill too.
 func (s *Store[T]) Len() int {
 	n := s.fbReady.Load()
 	for _, sh := range s.shards {

@@ -140,6 +140,8 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "ConcurrentClaims", run: testConcurrent},
 		{name: "Leases", run: func(t *testing.T, h *harness) { testLeases(t, h, f.LeaseTTL) }},
 		{name: "TargetState", run: testTargetState},
+		{name: "Admission", run: testAdmission},
+		{name: "FleetSize", run: testFleetSize},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
