@@ -22,8 +22,13 @@ import (
 // works on the queue's own jobs, and keeps the last 1000 dead jobs for
 // it. docs/OPERATIONS.md ("Admin API guarantees") says what each action
 // races with and what wins.
+//
+// Workers track their running jobs for the admin API from the first call
+// of Admin on (until then a run costs nothing more): call it before Start
+// (as mounting the dashboard does) to see and cancel every running job.
 func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
+		q.adm.used.Store(true)
 		if s, ok := q.store.(admin.Store); ok {
 			q.adm.api = admin.New(durableAdmin[T]{Store: s, q: q})
 		} else if s, ok := q.store.(adminer); ok {
@@ -56,8 +61,12 @@ type adminState[T any] struct {
 	// pausing mirrors paused for the workers' check, which must not
 	// take mu: every worker reads it before every claim.
 	pausing atomic.Bool
-	resume  chan struct{} // closed by Resume; made by Pause
-	dead    []deadJob[T]  // oldest first, at most deadKeep
+	// used is set by the first Admin call: until then workers do not
+	// track their running jobs for it (a run that started before it is
+	// not listed as running, and cannot be cancelled).
+	used   atomic.Bool
+	resume chan struct{} // closed by Resume; made by Pause
+	dead   []deadJob[T]  // oldest first, at most deadKeep
 }
 
 type deadJob[T any] struct {
@@ -105,23 +114,34 @@ type workerRun[T any] struct {
 	ctx    context.Context // the runs' parent context, remade after a cancel
 	cancel context.CancelFunc
 	cut    bool // the admin API cancelled the run
+	on     bool // begin tracked the run; only the worker's goroutine reads and writes it
 }
 
 // begin marks job running on w and returns the context its run derives
 // from.
 func (r *workerRun[T]) begin(q *Queue[T], job *Job[T]) context.Context {
+	if !q.adm.used.Load() {
+		return q.runCtx
+	}
 	now := q.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ctx == nil || r.ctx.Err() != nil {
+	if r.ctx == nil || r.cut {
+		if r.cancel != nil {
+			r.cancel()
+		}
 		r.ctx, r.cancel = context.WithCancel(q.runCtx)
 	}
-	r.job, r.start, r.cut = job, now, false
+	r.job, r.start, r.cut, r.on = job, now, false, true
 	return r.ctx
 }
 
 // end marks w idle and reports whether the admin API cancelled the run.
 func (r *workerRun[T]) end() bool {
+	if !r.on {
+		return false // begin did not track the run
+	}
+	r.on = false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.job = nil

@@ -9,8 +9,9 @@ import (
 // (pgstore, redisstore) implement it on their Store, and the queue
 // implements it for the in-memory store. Admin validates every input
 // before calling a Store, so a Store may trust that f.State is a known
-// State, that limit is in 1..1000 and that after came from a cursor it
-// returned.
+// State, that limit is in 1..MaxLimit+1 (List asks for one job more than
+// the page, to know whether another page follows) and that after came
+// from a job it returned.
 //
 // The method set is fixed by issue #23's spec (ADMIN.md): the durable
 // stores implement it on a separate branch, so change it only with a
