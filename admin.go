@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/queuekit/queue/internal/core"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ import (
 // Workers track their running jobs for the admin API from the first call
 // of Admin on (until then a run costs nothing more): call it before Start
 // (as mounting the dashboard does) to see and cancel every running job.
+// On a store through which another process can cancel a run (pgstore),
+// workers track their runs from the start.
 func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
 		q.adm.used.Store(true)
@@ -38,6 +41,16 @@ func (q *Queue[T]) Admin() *admin.Admin {
 		}
 	})
 	return q.adm.api
+}
+
+// cancelsRuns reports whether an operator can cancel a running job through
+// store from another process (another process's Admin, queuectl): then
+// workers track their runs from the start, so that the heartbeat that
+// learns of the cancel can cancel the run, whether or not this process
+// ever calls Admin.
+func cancelsRuns[T any](store Store[T]) bool {
+	_, ok := store.(core.RunCanceller)
+	return ok
 }
 
 // adminer is a store whose admin backend is a value of its own: the

@@ -125,6 +125,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.targets.bindFleet(store, q.log)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
+	q.adm.used.Store(cancelsRuns(store)) // see cancelsRuns
 	q.joinFleet()
 	q.mem, _ = q.store.(*memstore.Store[T])
 	obs, err := newObservers(q, cfg.metrics)
