@@ -117,7 +117,7 @@ func TestPeriodicMissedAtStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				midnight := time.Now()
-				time.Sleep(tc.late) // the process was down
+				advance(tc.late) // the process was down
 				var rec recorder[int]
 				q := newQueue(t, rec.handler(nil))
 				require.NoError(t, q.Periodic("hourly", queue.Every(time.Hour), queue.Job[int]{}, tc.opts))

@@ -64,7 +64,7 @@ type Store[T any] struct {
 	waiting atomic.Int32
 
 	lead  durable.Leader
-	tw    targetWatch // queue.TargetStore's subscription (targets.go)
+	tw    targetWatch  // queue.TargetStore's subscription (targets.go)
 	procs atomic.Int64 // live processes of the queue, for Processes
 
 	// Outage accounting, for logs and tests.
