@@ -1,0 +1,108 @@
+package dashboard_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/dashboard"
+)
+
+// BenchmarkEnqueueRunDashboard measures what a mounted dashboard costs the
+// queue: one producer enqueues b.N no-op jobs to 4 workers and waits until
+// all have run, reporting ns per job, side by side:
+//
+//   - none: no dashboard (the queue's own enqueue→run cost);
+//   - recorder: only a Recorder observing the queue (WithObserver), as
+//     WithRecorder needs, with no dashboard;
+//   - admin: the dashboard mounted with WithAdmin(q.Admin()), no Recorder,
+//     no page polling it (the cost of the admin API's running-job
+//     tracking);
+//   - poll-10Hz: WithAdmin and a Recorder, with a page polling the
+//     dashboard 10 times a second (state and dead jobs, as the page does
+//     at a 100 ms interval).
+//
+// The target is poll-10Hz within 1 % of none.
+func BenchmarkEnqueueRunDashboard(b *testing.B) {
+	for _, c := range []struct {
+		name            string
+		rec, dash, poll bool
+	}{{"none", false, false, false}, {"recorder", true, false, false}, {"admin", false, true, false}, {"poll-10Hz", true, true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			var wg sync.WaitGroup
+			wg.Add(b.N)
+			rec := new(dashboard.Recorder)
+			opts := []queue.Option{queue.WithWorkers(4, 4)}
+			if c.rec {
+				opts = append(opts, queue.WithObserver(rec.Observe))
+			}
+			q, err := queue.New(func(context.Context, queue.Job[int]) error { wg.Done(); return nil }, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var pollers sync.WaitGroup
+			if c.dash {
+				dopts := []dashboard.Option{dashboard.WithAdmin(q.Admin()), dashboard.WithInterval(100 * time.Millisecond)}
+				if c.rec {
+					dopts = append(dopts, dashboard.WithRecorder(rec))
+				}
+				h, err := dashboard.New(q, dopts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.poll {
+					pollers.Go(func() {
+						t := time.NewTicker(100 * time.Millisecond)
+						defer t.Stop()
+						for {
+							select {
+							case <-stop:
+								return
+							case <-t.C:
+							}
+							for _, p := range []string{"/api/state", "/api/jobs/dead"} {
+								w := httptest.NewRecorder()
+								h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, p, nil))
+								if w.Code != http.StatusOK {
+									b.Errorf("GET %s: %d", p, w.Code)
+								}
+							}
+						}
+					})
+				}
+			}
+			ctx := context.Background()
+			if err := q.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				for {
+					err := q.Enqueue(ctx, queue.Job[int]{Payload: i})
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, queue.ErrQueueFull) {
+						b.Fatal(err)
+					}
+					runtime.Gosched()
+				}
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(stop)
+			pollers.Wait()
+			if err := q.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
