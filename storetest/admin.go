@@ -72,7 +72,10 @@ func (e *events) await(t *testing.T, what string, cond func(c map[queue.EventKin
 		select {
 		case <-wake:
 		case <-limit.C:
-			t.Fatalf("gave up waiting for %s", what)
+			e.mu.Lock()
+			counts := fmt.Sprint(e.counts)
+			e.mu.Unlock()
+			t.Fatalf("gave up waiting for %s; events so far: %s", what, counts)
 		}
 	}
 }

@@ -302,13 +302,15 @@ func (s *Store[T]) Remove(id int64) (core.Job[T], bool) {
 		sh := s.keys.shardOf(e)
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		if !e.is(id, keyPending) {
+		// Exactly this job, pending: a worker may claim it at any moment
+		// (a CAS, without this lock), and then it is running, not
+		// removed; nor may a rerun that took the key meanwhile be
+		// cancelled in its place.
+		if !s.cancelPending(e, id) {
 			return job, false
 		}
 		s.fill(&job, &it)
-		if _, del := s.cancelEntry(e); del {
-			sh.reclaim(e)
-		}
+		sh.reclaim(e)
 		return job, true
 	}
 	s.fill(&job, &it)

@@ -52,23 +52,33 @@ func (s *Store[T]) cancelEntry(e *keyEntry) (int, bool) {
 			e.st.Store(packKey(id, keyRunning))
 			return 1, false
 		}
-		if !e.move(id, keyPending, keyGone) {
+		if !s.cancelPending(e, id) {
 			continue // claimed meanwhile: running now
-		}
-		// The item stays where it is and is skipped when it surfaces;
-		// until then it is counted out of Len and the schedule's length.
-		if e.sched {
-			s.sched.mu.Lock()
-			s.sched.cancelled()
-			if g := e.more.grp(); g != "" && s.sched.groups[g].id == id {
-				delete(s.sched.groups, g)
-			}
-			s.sched.mu.Unlock()
-		} else {
-			s.tombs[e.prio].Add(1)
 		}
 		return 1, true
 	}
+}
+
+// cancelPending cancels the pending job id that e holds, and reports
+// false when e no longer holds it pending (a worker claimed it meanwhile).
+// The entry's shard lock is held; the entry should go when it returns true.
+func (s *Store[T]) cancelPending(e *keyEntry, id int64) bool {
+	if !e.move(id, keyPending, keyGone) {
+		return false
+	}
+	// The item stays where it is and is skipped when it surfaces;
+	// until then it is counted out of Len and the schedule's length.
+	if e.sched {
+		s.sched.mu.Lock()
+		s.sched.cancelled()
+		if g := e.more.grp(); g != "" && s.sched.groups[g].id == id {
+			delete(s.sched.groups, g)
+		}
+		s.sched.mu.Unlock()
+	} else {
+		s.tombs[e.prio].Add(1)
+	}
+	return true
 }
 
 // Purge implements Store. It may race Enqueue, Cancel, claims and the
