@@ -13,6 +13,14 @@
 # swing with the scheduler, the medians much less. Targets (docs/benchmarks.md): queue ≥ 0.9× PING;
 # many ≥ 5× asynq.
 #
+# Where a round's time goes: "script µs" is Redis's own time per EVALSHA
+# during the store run (INFO commandstats, before and after: on a Redis
+# that other clients use, their scripts are counted too, so give the
+# benchmark a Redis of its own); "ceiling÷PING" is the best any client
+# could do with that script, redis-benchmark's PING round trip plus the
+# script's time (1 / (1 + PING/s × script s)); "queue÷goPING" sets
+# Queue.Enqueue beside go-redis's own PING, the floor of a Go client.
+#
 #   scripts/redisbench.sh                 # 3 rounds of 20000 ops each
 #   ROUNDS=5 N=50000 BATCH=100 scripts/redisbench.sh
 #
@@ -64,15 +72,23 @@ asynqrate() {
     awk '{ for (i = 2; i <= NF; i++) if ($i == "µs/job") v = $(i-1) } END { if (v > 0) printf "%.0f\n", 1e6 / v }'
 }
 
+# evalsha prints Redis's count of EVALSHA calls and their total µs.
+evalsha() {
+  redis-cli -h "$host" -p "$port" info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '/^cmdstat_evalsha:/ { c = $3; u = $5 } END { printf "%d %d\n", c, u }'
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "redisbench: $(redis-server --version | awk '{print $3}') at $addr, $rounds rounds, $n ops per run, batch $batch; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
-  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq"
+printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s | %9s %12s %12s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
+  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq" "script µs" "ceiling÷PING" "queue÷goPING"
 for r in $(seq 1 "$rounds"); do
   read -r p1 l1 < <(ping)
   read -r q lq < <(gobench "$tmp/redisstore.test" 'EnqueueOne/queue$' "$n")
+  read -r c0 u0 < <(evalsha)
   read -r s _ < <(gobench "$tmp/redisstore.test" 'EnqueueOne/store$' "$n")
+  read -r c1 u1 < <(evalsha)
   read -r p2 l2 < <(ping)
   read -r m _ < <(gobench "$tmp/redisstore.test" 'EnqueueOne/many$' $(((n + batch - 1) / batch)))
   a=$(asynqrate "$n")
@@ -80,7 +96,9 @@ for r in $(seq 1 "$rounds"); do
   read -r p3 l3 < <(ping)
   p=$(awk -v a="$p1" -v b="$p2" -v c="$p3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
   l=$(awk -v a="$l1" -v b="$l2" -v c="$l3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
-  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
-    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")"
+  su=$(awk -v c="$((c1 - c0))" -v u="$((u1 - u0))" 'BEGIN { if (c > 0) printf "%.1f", u / c; else print "-" }')
+  ceil=$(awk -v p="$p" -v u="$su" 'BEGIN { if (u == "-") print "-"; else printf "%.2f", 1 / (1 + p * u / 1e6) }')
+  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s | %9s %12s %12s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
+    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")" "$su" "$ceil" "$(ratio "$q" "$g")"
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
