@@ -198,11 +198,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // server on 127.0.0.1, refreshing every 100 ms, with actions enabled.
 type site struct {
 	q   *queue.Queue[string]
+	ev  *events
 	srv *httptest.Server
 	url string // the dashboard's URL, ending in a slash
 
-	mu    sync.Mutex
-	posts []string // "path status" of every POST the dashboard answered
+	mu        sync.Mutex
+	posts     []string // "path status" of every POST the dashboard answered
+	deadLists int      // dead lists the dashboard served (GET api/jobs/dead)
 }
 
 // handle runs a job: a payload starting with "fail" fails; "slow:D" takes D.
@@ -222,18 +224,37 @@ func handle(ctx context.Context, j queue.Job[string]) error {
 	return nil
 }
 
+// newSite serves the dashboard of a queue running handle, without the
+// admin API.
 func newSite(t *testing.T, opts ...queue.Option) *site {
 	t.Helper()
+	return startSite(t, handle, false, opts...)
+}
+
+// newAdminSite serves the dashboard of a queue running h, with the admin
+// API plugged in (dashboard.WithAdmin): dead jobs, job detail, pause.
+func newAdminSite(t *testing.T, h queue.Handler[string], opts ...queue.Option) *site {
+	t.Helper()
+	return startSite(t, h, true, opts...)
+}
+
+func startSite(t *testing.T, h queue.Handler[string], withAdmin bool, opts ...queue.Option) *site {
+	t.Helper()
 	rec := new(dashboard.Recorder)
-	q, err := queue.New(handle, append([]queue.Option{queue.WithName("browsertest"), queue.WithObserver(rec.Observe),
-		queue.WithRetry(1, 0, 0)}, opts...)...)
+	s := &site{ev: newEvents()}
+	q, err := queue.New(h, append([]queue.Option{queue.WithName("browsertest"), queue.WithObserver(rec.Observe),
+		queue.WithObserver(s.ev.observe), queue.WithRetry(1, 0, 0)}, opts...)...)
 	require.NoError(t, err)
+	s.q = q
+	dopts := []dashboard.Option{dashboard.WithRecorder(rec), dashboard.WithActions(true),
+		dashboard.WithInterval(100 * time.Millisecond)}
+	if withAdmin {
+		dopts = append(dopts, dashboard.WithAdmin(q.Admin())) // before Start, to track every run
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, q.Start(ctx))
-	dash, err := dashboard.New(q, dashboard.WithRecorder(rec), dashboard.WithActions(true),
-		dashboard.WithInterval(100*time.Millisecond))
+	dash, err := dashboard.New(q, dopts...)
 	require.NoError(t, err)
-	s := &site{q: q}
 	mux := http.NewServeMux()
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", s.recordPosts(dash)))
 	s.srv = httptest.NewServer(mux)
@@ -248,6 +269,73 @@ func newSite(t *testing.T, opts ...queue.Option) *site {
 	return s
 }
 
+// events records a queue's events (queue.WithObserver) for a test to wait
+// on, instead of sleeping.
+type events struct {
+	mu      sync.Mutex
+	all     []queue.Event
+	changed chan struct{} // closed, and replaced, on every event
+}
+
+func newEvents() *events { return &events{changed: make(chan struct{})} }
+
+func (e *events) observe(ev queue.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// find returns the first event seen that matches, and a channel closed
+// at the next event.
+func (e *events) find(match func(queue.Event) bool) (queue.Event, bool, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.all {
+		if match(ev) {
+			return ev, true, nil
+		}
+	}
+	return queue.Event{}, false, e.changed
+}
+
+// seen reports whether an event that matches has happened.
+func (e *events) seen(match func(queue.Event) bool) bool {
+	_, ok, _ := e.find(match)
+	return ok
+}
+
+// await waits for an event that matches and returns it; it fails the test
+// when none comes within the deadline, listing the events it saw.
+func (e *events) await(t *testing.T, what string, match func(queue.Event) bool) queue.Event {
+	t.Helper()
+	deadline := time.NewTimer(timeout / 2)
+	defer deadline.Stop()
+	for {
+		ev, ok, next := e.find(match)
+		if ok {
+			return ev
+		}
+		select {
+		case <-next:
+		case <-deadline.C:
+			e.mu.Lock()
+			var kinds []string
+			for _, ev := range e.all {
+				kinds = append(kinds, fmt.Sprintf("%s(job %d %q)", ev.Kind, ev.JobID, ev.Key))
+			}
+			e.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; events: %s", what, strings.Join(kinds, " "))
+		}
+	}
+}
+
+// is matches the event kind of the job with key.
+func is(kind queue.EventKind, key string) func(queue.Event) bool {
+	return func(ev queue.Event) bool { return ev.Kind == kind && ev.Key == key }
+}
+
 type statusWriter struct {
 	http.ResponseWriter
 	code int
@@ -259,6 +347,11 @@ func (s *site) recordPosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
+			if r.URL.Path == "/api/jobs/dead" {
+				s.mu.Lock()
+				s.deadLists++
+				s.mu.Unlock()
+			}
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w, code: 200}
@@ -267,6 +360,12 @@ func (s *site) recordPosts(next http.Handler) http.Handler {
 		s.posts = append(s.posts, fmt.Sprintf("%s %d", r.URL.Path, sw.code))
 		s.mu.Unlock()
 	})
+}
+
+func (s *site) deadListsServed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadLists
 }
 
 func (s *site) postsSeen() []string {

@@ -152,7 +152,7 @@ func TestMarkupShownAsText(t *testing.T) {
 	const target = `<img src=x onerror=alert("target")>`
 	const errText = `<script>alert("error")</script><b>bold</b>`
 	b := newBrowser(t)
-	s := newSite(t)
+	s := newAdminSite(t, handle) // the dead list and job detail show them too
 	s.run(t, queue.Job[string]{Key: key, Target: target, Payload: "fail" + errText})
 	require.NoError(t, s.q.Disable(`<svg onload=alert("disabled")>`, errors.New(`<iframe src="javascript:alert('reason')">`)))
 	b.open(t, s.url)
@@ -165,6 +165,13 @@ func TestMarkupShownAsText(t *testing.T) {
 	assert.ElementsMatch(t, []string{target, `<svg onload=alert("disabled")>`}, names)
 	detail := eval[string](t, b, `document.querySelector('#targets tr[data-target^="<svg"] td:nth-child(6)').textContent`)
 	assert.Contains(t, detail, `<iframe src="javascript:alert('reason')">`)
+	b.do(t, chromedp.Click(chromedp.CSS(`#dead tbody tr[data-dead-job] button[data-job]:not([data-job-action])`)),
+		chromedp.WaitVisible(chromedp.ID("job-detail")))
+	dead := eval[[]string](t, b, `Array.from(document.querySelectorAll("#dead tbody td")).map(td => td.textContent)`)
+	assert.Equal(t, []string{key, target, "1", "upstream said: " + errText}, dead[1:5])
+	jobDetail := eval[[]string](t, b, `Array.from(document.querySelectorAll("#job-detail dd")).map(dd => dd.textContent)`)
+	assert.Equal(t, []string{"dead", key, target}, jobDetail[:3])
+	assert.Equal(t, "upstream said: "+errText, jobDetail[5])
 	// Nothing became an element; nothing ran.
 	assert.Equal(t, 1, eval[int](t, b, `document.querySelectorAll("script").length`), "only app.js")
 	assert.Zero(t, eval[int](t, b, `document.querySelectorAll("main img, main svg, main iframe, tbody b, tbody script").length`))
@@ -173,21 +180,36 @@ func TestMarkupShownAsText(t *testing.T) {
 	assert.Empty(t, dialogs, "a dialog opened: markup ran")
 }
 
-// TestScreenshot fills a queue with a bit of everything, lets the chart
-// gather a few seconds, and takes a screenshot; with -screenshot FILE it
-// saves it (docs/dashboard.png is made so).
+// TestScreenshot fills a queue with the same demo data every time (targets
+// healthy, suspended and disabled; jobs scheduled for a retry; dead jobs;
+// periodic jobs), lets the chart gather a few seconds of a steady load,
+// shows one dead job's detail, pauses the queue from the page and takes a
+// screenshot; with -screenshot FILE it saves it (docs/dashboard.png is
+// made so). Only the times and the chart's lines differ between runs.
 func TestScreenshot(t *testing.T) {
 	b := newBrowser(t)
-	s := newSite(t, queue.WithWorkers(4, 8), queue.WithRetry(3, 20*time.Second, time.Minute))
+	s := newAdminSite(t, handle, queue.WithWorkers(4, 8), queue.WithRetry(3, 20*time.Second, time.Minute))
 	for i := range 6 {
 		s.run(t, queue.Job[string]{Target: "tracker-" + strconv.Itoa(i+1), Payload: "ok"})
 	}
 	require.NoError(t, s.q.Suspend("tracker-2", 5*time.Minute))
 	require.NoError(t, s.q.Disable("tracker-5", errors.New("HTTP 404 from upstream: announce URL gone")))
-	for i := range 3 {
+	for i := range 3 { // failing, retried in 10 to 20 s
 		require.NoError(t, s.q.Enqueue(t.Context(), queue.Job[string]{Key: fmt.Sprintf("info:%02x:peer%d", 0xa0+i, i),
 			Target: "tracker-3", Payload: "fail HTTP 503 Service Unavailable"}))
 	}
+	dead := []queue.Job[string]{
+		{Key: "scrape:tracker-4:0xc3", Target: "tracker-4", Payload: "fail HTTP 500 Internal Server Error", MaxAttempts: 1},
+		{Key: "announce:peer-17", Target: "tracker-6", Payload: "fail connection reset by peer", MaxAttempts: 1},
+	}
+	for _, j := range dead {
+		require.NoError(t, s.q.Enqueue(t.Context(), j))
+		s.ev.await(t, j.Key+" dead-lettered", is(queue.EventDead, j.Key))
+	}
+	require.NoError(t, s.q.Periodic("nightly-report", queue.Every(24*time.Hour), queue.Job[string]{Payload: "ok"},
+		queue.PeriodicOptions{RunAtStart: true}))
+	require.NoError(t, s.q.Periodic("sync-peers", queue.Every(time.Hour), queue.Job[string]{Payload: "fail HTTP 502 Bad Gateway"},
+		queue.PeriodicOptions{RunAtStart: true}))
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { // a steady load with run times of 2 to 40 ms
@@ -209,8 +231,16 @@ func TestScreenshot(t *testing.T) {
 	waitJS(t, b, `Number(document.getElementById("chart").dataset.samples) >= 60`)
 	close(stop)
 	<-done
-	png := eval[bool](t, b, `true`) // a round trip, so the last render is painted
-	require.True(t, png)
+	waitJS(t, b, `document.querySelectorAll("#dead tbody tr[data-dead-job]").length === 2`)
+	b.do(t, chromedp.Click(chromedp.CSS(`#dead tbody tr[data-dead-job] button[data-job]:not([data-job-action])`)),
+		chromedp.WaitVisible(chromedp.ID("job-detail")))
+	b.do(t, chromedp.Click(chromedp.ID("pause-btn")))
+	waitJS(t, b, pausedBadges+` === 1 && document.getElementById("notice").textContent === "queue paused"`)
+	// The periodic rows have run (the failing one waits for a retry).
+	waitJS(t, b, `Array.from(document.querySelectorAll("#periodic tbody tr")).map(tr => tr.cells[3].textContent).join() === "done,retrying"`)
+	problems, dialogs := b.reported()
+	require.Empty(t, problems)
+	require.Empty(t, dialogs)
 	ctx, cancel := contextWithTimeout(b)
 	defer cancel()
 	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -8,5 +8,6 @@
 // CI=true, where they fail; scripts/test.sh installs chromium under CI.
 //
 // go test -run TestScreenshot -screenshot ../docs/dashboard.png saves the
-// screenshot the docs show.
+// screenshot the README and docs/OPERATIONS.md show, made from the same
+// demo data every time (only the times and the chart's lines differ).
 package browsertest

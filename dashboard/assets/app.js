@@ -39,6 +39,16 @@
     }
     body.replaceChildren.apply(body, rows);
   }
+  // placeRows shows rows, which the caller keeps across refreshes in
+  // byKey, in table: it forgets the kept rows not among them, and leaves
+  // the body alone when it already holds exactly these rows.
+  function placeRows(table, byKey, rows, cols, emptyText) {
+    var keep = new Set(rows);
+    byKey.forEach(function (tr, k) { if (!keep.has(tr)) byKey.delete(k); });
+    var body = table.tBodies[0];
+    var same = rows.length === body.rows.length && rows.every(function (tr, i) { return body.rows[i] === tr; });
+    if (!same) fillBody(table, rows, cols, emptyText);
+  }
   function fmt(n, digits) {
     if (n == null || isNaN(n)) return "–";
     return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits == null ? 1 : digits });
@@ -74,7 +84,7 @@
   function renderHeader(s) {
     $("qname").textContent = s.name;
     $("qstate").textContent = s.state;
-    $("qstate").className = "badge " + (s.state === "running" ? "running" : "");
+    $("qstate").className = "badge " + (s.state === "running" ? "running" : s.state === "paused" ? "warn" : "");
     var st = s.store.backend;
     if (s.store.backend !== "memory") {
       st += s.store.healthy ? ", healthy" : ", unhealthy";
@@ -82,7 +92,10 @@
     }
     if (s.store.detail) st += " (" + s.store.detail + ")";
     $("store").textContent = "store: " + st;
-    $("paused").hidden = !s.paused;
+    // The state badge says "paused" when this process knows of the pause;
+    // the paused badge tells of one only the store knows (another
+    // process paused the queue).
+    $("paused").hidden = !s.paused || s.state === "paused";
     $("queue-actions").hidden = !(s.jobs && s.actions);
     $("pause-btn").hidden = s.paused;
     $("resume-btn").hidden = !s.paused;
@@ -164,7 +177,6 @@
   }
 
   function renderTargets(s) {
-    var body = $("targets").tBodies[0];
     var rows = s.targets.map(function (t) {
       var tr = targetRows.get(t.name);
       if (!tr) { tr = targetRow(t.name, s.actions); targetRows.set(t.name, tr); }
@@ -177,13 +189,8 @@
       c[5].textContent = targetDetail(t);
       return tr;
     });
-    var keep = new Set(rows);
-    targetRows.forEach(function (tr, name) { if (!keep.has(tr)) targetRows.delete(name); });
-    var same = rows.length === body.rows.length && rows.every(function (tr, i) { return body.rows[i] === tr; });
-    if (!same) {
-      fillBody($("targets"), rows, 7, s.latency ? "no targets seen yet" :
-        "no target is suspended, disabled or failing (healthy ones are listed with dashboard.WithRecorder)");
-    }
+    placeRows($("targets"), targetRows, rows, 7, s.latency ? "no targets seen yet" :
+      "no target is suspended, disabled or failing (healthy ones are listed with dashboard.WithRecorder)");
     $("target-form").hidden = !s.actions;
   }
 
@@ -277,6 +284,36 @@
 
   // ---- dead jobs and job detail (the admin API: WithAdmin)
 
+  // Dead rows are kept across refreshes, keyed by job ID, and only their
+  // texts change, as target rows are: a click pressed on a row's button
+  // and released after the row was rebuilt would be lost.
+  var deadRows = new Map();
+
+  function deadRow(id, actions) {
+    var act = el("td", { class: "act" });
+    if (actions) {
+      act.appendChild(el("button", { type: "button", text: "retry", data: { jobAction: "retry", job: id } }));
+      act.appendChild(el("button", { type: "button", text: "delete", data: { jobAction: "delete", job: id } }));
+    }
+    return el("tr", { data: { deadJob: id } }, el("td", { class: "num" },
+      el("button", { type: "button", text: id, data: { job: id } })), td(""), td(""), td("", "num"), td(""), td(""), act);
+  }
+
+  function renderDead(jobs) {
+    var rows = jobs.map(function (j) {
+      var id = String(j.id), tr = deadRows.get(id);
+      if (!tr) { tr = deadRow(id, state && state.actions); deadRows.set(id, tr); }
+      var c = tr.cells;
+      c[1].textContent = j.key || "";
+      c[2].textContent = j.target || "";
+      c[3].textContent = String(j.attempt);
+      c[4].textContent = j.last_error || "";
+      c[5].textContent = fmtTime(j.updated);
+      return tr;
+    });
+    placeRows($("dead"), deadRows, rows, 7, "no dead jobs");
+  }
+
   function loadDead(s) {
     $("jobs-placeholder").hidden = s.jobs;
     $("dead").hidden = !s.jobs;
@@ -284,19 +321,7 @@
     deadLoaded = Date.now();
     fetch("api/jobs/dead", { cache: "no-store", credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("dead jobs: HTTP " + r.status)); })
-      .then(function (jobs) {
-        var rows = jobs.map(function (j) {
-          var link = el("button", { type: "button", text: String(j.id), data: { job: String(j.id) } });
-          var act = el("td", { class: "act" });
-          if (state && state.actions) {
-            act.appendChild(el("button", { type: "button", text: "retry", data: { jobAction: "retry", job: String(j.id) } }));
-            act.appendChild(el("button", { type: "button", text: "delete", data: { jobAction: "delete", job: String(j.id) } }));
-          }
-          return el("tr", null, el("td", { class: "num" }, link), td(j.key), td(j.target), td(j.attempt, "num"),
-            td(j.last_error), td(fmtTime(j.updated)), act);
-        });
-        fillBody($("dead"), rows, 7, "no dead jobs");
-      })
+      .then(renderDead)
       .catch(function (e) { notice(e.message, true); });
   }
 
