@@ -19,10 +19,10 @@
 // ID, attempt, pid, time), and every completion and lease rescue by the
 // queue's observer once the store recorded it. The jobs in flight at a
 // kill are the leases the killed process held, watched from the kill on.
-// RunFlow then checks that every job ran; each exactly once, except the jobs in
-// flight at a kill, which were rescued once their leases expired and ran
-// once more (a run never recorded, claimed just before the kill, shows as
-// an attempt number skipped).
+// RunFlow then checks that every job ran; each exactly once, except the
+// jobs in flight at a kill, which were rescued once their leases expired
+// and ran once more (a claim never recorded as a run, made just before
+// the kill, shows as an attempt number skipped).
 package fleetflow
 
 import (
@@ -72,7 +72,7 @@ const (
 	Odd     = "odd"     // any retry, dead letter, cancellation, drop, requeue or deferral
 )
 
-// Lists are the records, by list, each in the order written.
+// Lists names the record lists.
 var Lists = []string{Starts, Held, Done, Rescued, Odd}
 
 // Serve is the body of a manager process: it runs a queue named "q" on s
