@@ -132,8 +132,15 @@ end
 -- unready accounts for a queued job leaving its list; a cancelled job's ID
 -- stays in the list as a tombstone that Claim skips, so that no script has
 -- to search a list.
+-- A script that takes many jobs out (claim) sets UNIDX to a table and
+-- removes them from the ready index with one ZREM at its end (unindex).
+local UNIDX = nil
+local function unindex()
+  if UNIDX and #UNIDX > 0 then redis.call('ZREM', RIDX, unpack(UNIDX)) end
+  UNIDX = nil
+end
 local function unready(id, m)
-  redis.call('ZREM', RIDX, pad(id))
+  if UNIDX then UNIDX[#UNIDX + 1] = pad(id) else redis.call('ZREM', RIDX, pad(id)) end
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, -1)
   if RC then RC = RC - 1 end
 end

@@ -15,6 +15,7 @@ local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(ar
 if redis.call('EXISTS', PAUSED) == 1 then return {ready_count(), requeued, -1, 'paused'} end
 local want = tonumber(arg(7))
 local prefs = arg(8) or ''
+UNIDX = {}
 local out = {0, requeued, -1}
 local got, skipped = 0, 0
 local empty = {}
@@ -61,6 +62,7 @@ while got < want and skipped < 100 do
   end
   if not ok then break end
 end
+unindex()
 if got == 0 and skipped < 100 then
   -- Nothing live: the counters must say so for every empty list (they can
   -- only disagree after keys were edited by hand).
