@@ -27,8 +27,8 @@ import (
 // Workers track their running jobs for the admin API from the first call
 // of Admin on (until then a run costs nothing more): call it before Start
 // (as mounting the dashboard does) to see and cancel every running job.
-// On a store through which another process can cancel a run (pgstore),
-// workers track their runs from the start.
+// On a store through which another process can cancel a run (pgstore,
+// redisstore), workers track their runs from the start.
 func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
 		q.adm.used.Store(true)

@@ -30,7 +30,8 @@
 //	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next
 //	   [-o json]                    page's cursor ("next page: --after ..."; "next" in JSON)
 //	show ID | --key K [--payload]   one job; --key finds the pending or running job with
-//	   [-o json]                    that key, or else the newest ended one
+//	   [-o json]                    that key, or else the newest ended one (Redis keeps
+//	                                dead jobs only: no done or cancelled ones)
 //	retry ID                        make a dead (or cancelled) job ready now, attempts reset
 //	retry --state dead [filters]    the same for every matching job; asks first on a
 //	   [--yes]                      terminal, and needs --yes when stdin is not one
@@ -41,7 +42,8 @@
 //	                                enqueues continue while paused
 //	targets [list | suspend NAME [--for D] | resume NAME | disable NAME [--reason R] | enable NAME]
 //	                                target health and actions, on stores that keep them
-//	migrate                         create or update pgstore's tables (pgstore.Migrate)
+//	migrate                         create or update pgstore's tables (pgstore.Migrate);
+//	                                PostgreSQL only: Redis needs none
 //
 // Payloads are shown only with --payload, as the store's codec encoded
 // them (JSON unless the queue sets another codec); in JSON output a

@@ -69,7 +69,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		}
 		sh := s.byPrio[pi]
 		fj := &fjs[i]
-		*fj = fbJob[T]{job: jobs[i], enc: enc, sh: sh, prio: pi}
+		*fj = fbJob[T]{job: jobs[i], enc: enc, sh: sh, prio: pi, created: now}
 		fj.job.ID, fj.job.Attempt = 0, 0
 		if !jobs[i].RunAt.IsZero() {
 			fj.due = dueMs(jobs[i].RunAt, nowT)

@@ -221,6 +221,14 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 	}
 	jobs := res[3:]
 	out := make([]claimRes, n)
+	if len(jobs) == 1 && replyString(jobs[0]) == "paused" {
+		// Paused (admin Pause): nothing to claim until Resume, whose
+		// wake-up tokens end the wait.
+		for i := range out {
+			out[i] = claimRes{ready: ready, next: next}
+		}
+		return out, nil
+	}
 	for i := range out {
 		out[i] = claimRes{ready: ready, next: next}
 		if (i+1)*claimFields <= len(jobs) {

@@ -158,6 +158,14 @@ func TestCluster(t *testing.T) {
 			})
 	})
 
+	t.Run("Admin", func(t *testing.T) {
+		storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+			s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
+			require.NoError(t, err)
+			return s
+		})
+	})
+
 	t.Run("QueuesOnTwoMasters", func(t *testing.T) {
 		prefix := testPrefix(t, c)
 		// Two queue names whose hash tags land on slots of different

@@ -36,7 +36,12 @@
 // scheduled groups as hashes; the dead jobs in a sorted set; per-priority
 // ready counters; a wake list; the ID sequence, with the registration of
 // each ID block to the process that reserved it; seen bitmaps; the leader
-// key.
+// key. For the admin API (Store.Admin): the ready index, a sorted set of
+// the jobs in the ready lists by enqueue time, kept by every script that
+// moves a job in or out of a list so that ready jobs page by keyset in
+// O(log n + page); the paused key the claim script checks; the set of
+// running jobs an operator cancelled, which the heartbeat script reports;
+// the newest dead job of each key.
 //
 // Every move is one Lua script with bounded work: Add, Claim (which first
 // promotes a bounded batch of due jobs), Complete, Dead, Retry, Defer,

@@ -37,7 +37,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	nowT := s.cfg.Clock.Now()
 	now := ms(nowT)
 	// fj stays on the stack unless the job goes to the fallback.
-	fj := fbJob[T]{job: job, enc: enc, sh: sh, prio: pi}
+	fj := fbJob[T]{job: job, enc: enc, sh: sh, prio: pi, created: s.now()}
 	if !job.RunAt.IsZero() {
 		fj.due = dueMs(job.RunAt, nowT)
 	}
@@ -109,6 +109,7 @@ type addItem struct {
 	label, lastErr             string
 	max                        int
 	window                     int64 // unique window, ms; 0: none
+	created                    int64 // enqueue time, ms (the queue's clock)
 	enc                        []byte
 	restore                    bool
 }
@@ -117,7 +118,7 @@ func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
 	j := &fj.job
 	return addItem{id: j.ID, seq: fj.seq, blk: fj.blk, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
 		group: j.Group, target: j.Target, label: s.cfg.Priorities[fj.prio].Name, lastErr: fj.lastErr,
-		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore}
+		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore, created: fj.created}
 }
 
 // windowMs is a unique window in whole milliseconds, rounded up: a window
@@ -219,7 +220,7 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 		list := slices.Index(lists, sh.labelIndex(it.label)) + 1
 		seen := slices.Index(seens, it.seq/seenBits) + 1
 		block := slices.Index(blocks, blockBucket(it.blk)) + 1
-		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc, block, it.blk)
+		argv = append(argv, it.id, list, seen, it.seq%seenBits, buf[start:ends[i]:ends[i]], it.enc, block, it.blk, it.created)
 		start = ends[i]
 	}
 	return argv
@@ -228,12 +229,12 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 // runAddOne adds one plain job with scriptAddOne.
 func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
 	li := sh.labelIndex(it.label)
-	argv := make([]any, 0, 3+7+8+len(sh.fields))
-	argv = append(argv, "evalsha", scriptAddOne.hash, 7)
+	argv := make([]any, 0, 3+8+9+len(sh.fields))
+	argv = append(argv, "evalsha", scriptAddOne.hash, 8)
 	argv = append(argv, sh.readyKeys...)
 	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(it.seq/seenBits), sh.blocksKeyArg(it.blk))
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
-	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, it.blk, sh.token)
+	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, it.blk, sh.token, it.created)
 	argv = append(argv, sh.fields...)
 	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
 }
@@ -287,7 +288,7 @@ func (s *Store[T]) addAllArgv(sh *shard, items []addItem, now int64, coalesce bo
 		idx := slices.Index(seenKeys, key) + 1
 		bidx := slices.Index(blockKeys, sh.ks.blocks(it.blk)) + 1
 		args = append(args, it.id, it.key, it.group, it.label, it.due, boolArg(it.restore), idx, off,
-			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk, it.window)
+			buf[start:ends[i]:ends[i]], it.enc, bidx, it.blk, it.window, it.created)
 		start = ends[i]
 	}
 	return args
@@ -309,10 +310,10 @@ func (sh *shard) addReply(cmd *redis.Cmd) ([]string, error) {
 }
 
 // addReadyArgs is the number of add-ready script arguments per job.
-const addReadyArgs = 8
+const addReadyArgs = 9
 
 // addArgs is the number of add script arguments per job.
-const addArgs = 13
+const addArgs = 14
 
 // blockBucket is the index of the registration hash of block blk.
 func blockBucket(blk int64) int64 { return blk / (blocksPerKey * idBlock) }
@@ -341,12 +342,14 @@ func appendMetaPrefix(b []byte, it *addItem) []byte {
 	b = strconv.AppendInt(b, int64(it.max), 10)
 	b = append(b, `,"e":`...)
 	b = appendJSONString(b, it.lastErr)
+	b = append(b, `,"c":`...)
+	b = strconv.AppendInt(b, it.created, 10)
 	return append(b, `,"s":"`...)
 }
 
 // metaPrefixLen estimates appendMetaPrefix's length.
 func metaPrefixLen(it *addItem) int {
-	return 112 + len(it.key) + len(it.group) + len(it.target) + len(it.label) + len(it.lastErr)
+	return 132 + len(it.key) + len(it.group) + len(it.target) + len(it.label) + len(it.lastErr)
 }
 
 const hexDigits = "0123456789abcdef"

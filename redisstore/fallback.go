@@ -29,6 +29,7 @@ type fbJob[T any] struct {
 	due     int64 // ms; 0 when ready at once
 	inRedis bool  // its Add or write-back may have reached Redis
 	lastErr string
+	created int64 // enqueue time, ms (the queue's clock)
 }
 
 // fallback is the bounded in-memory queue that takes jobs while their

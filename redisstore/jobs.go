@@ -21,6 +21,10 @@ type meta struct {
 	Max      int     `json:"m"`
 	State    string  `json:"s"`
 	Err      string  `json:"e"`
+	Created  float64 `json:"c"` // enqueued at, ms
+	Claimed  float64 `json:"u"` // claimed at, ms (running)
+	DeadAt   float64 `json:"d"` // dead at, ms
+	Cancel   int     `json:"x"` // 1: an operator asked to cancel it while it runs
 }
 
 func parseMeta(raw any) (meta, bool) {

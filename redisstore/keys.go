@@ -21,6 +21,10 @@ const (
 	kWake
 	kSeen
 	kUnique
+	kReadyIdx
+	kPaused
+	kCancel
+	kDeadKeys
 	nFixedKeys
 )
 
@@ -42,6 +46,7 @@ func newKeyspace(prefix, name string, labels []string) keyspace {
 		kMeta: "meta", kData: "data", kLease: "lease", kRun: "running", kSched: "scheduled",
 		kKeys: "keys", kReruns: "reruns", kGroups: "groups", kDead: "dead", kCount: "count",
 		kWake: "wake", kSeen: "seen:0", kUnique: "unique",
+		kReadyIdx: "readyidx", kPaused: "paused", kCancel: "cancel", kDeadKeys: "deadkeys",
 	}
 	ks := keyspace{tag: tag, leader: tag + ":leader"}
 	for _, n := range names {

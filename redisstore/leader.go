@@ -108,9 +108,13 @@ func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 				ev := queue.Event{Kind: queue.EventRescued, Time: time.UnixMilli(now),
 					JobID: replyInt(res[i]), Key: replyString(res[i+2]), Target: replyString(res[i+3]),
 					Priority: replyString(res[i+4]), Attempt: int(replyInt(res[i+5]))}
-				if replyString(res[i+1]) == "dead" {
+				switch replyString(res[i+1]) {
+				case "dead":
 					ev.Kind = queue.EventDead
 					ev.Err = errLeaseExpired
+				case "cancelled":
+					ev.Kind = queue.EventCancelled
+					ev.Err = errCancelledByAdmin
 				}
 				s.cfg.Report(ev)
 			}

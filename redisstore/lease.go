@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -101,7 +103,8 @@ type leaseRef struct {
 
 // extendLeases extends the leases refs on sh to a lease TTL from now (by
 // Redis's clock; see leaseClock), a batch per script call, and returns the
-// IDs whose lease is no longer the caller's.
+// IDs whose lease is no longer the caller's, and those an operator asked
+// to cancel (see CancelRequested).
 func (s *Store[T]) extendLeases(ctx context.Context, sh *shard, refs []leaseRef) ([]int64, error) {
 	until := s.leaseOffset()
 	var lost []int64
@@ -116,9 +119,22 @@ func (s *Store[T]) extendLeases(ctx context.Context, sh *shard, refs []leaseRef)
 		if err != nil {
 			return lost, err
 		}
+		var cancel map[int64]bool
 		for _, v := range res {
+			if str, ok := v.(string); ok && strings.HasPrefix(str, "c") {
+				// Held, and an operator asked to cancel it (admin
+				// Cancel): reported lost, and CancelRequested says why.
+				id, _ := strconv.ParseInt(str[1:], 10, 64)
+				if cancel == nil {
+					cancel = map[int64]bool{}
+				}
+				cancel[id] = true
+				lost = append(lost, id)
+				continue
+			}
 			lost = append(lost, replyInt(v))
 		}
+		s.noteCancels(batch, cancel)
 	}
 	return lost, nil
 }

@@ -11,12 +11,17 @@ import (
 // key a script touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
-//	KEYS[1..13]  meta, data, lease, run, sched, keys, reruns, groups, dead,
+//	KEYS[1..17]  meta, data, lease, run, sched, keys, reruns, groups, dead,
 //	             count, wake, seen (a placeholder, kept so that the
 //	             layout stays fixed), unique (the unique-window marks: a
 //	             sorted set of keys by the end of their window, in lease
-//	             time; see lease_now)
-//	KEYS[14..]   the shard's ready lists, highest priority first, then
+//	             time; see lease_now), readyidx (the ready index, below),
+//	             paused (the admin API's pause flag: the claim script
+//	             claims nothing while it exists), cancel (the running jobs
+//	             an operator asked to cancel: a set of IDs the heartbeat
+//	             script reports), deadkeys (key -> the newest dead job
+//	             with it, for the admin API's GetKey)
+//	KEYS[18..]   the shard's ready lists, highest priority first, then
 //	             (add only) the seen bitmaps of the jobs being added
 //	ARGV[1]      number of ready lists n
 //	ARGV[2]      the label used for a job whose label is not on the shard
@@ -30,18 +35,32 @@ import (
 // its record through a declared key. Meta fields: k key, g group, t
 // target, p priority label, r run-at (ms), a attempts started, m max
 // attempts (0 = queue default), s state (q ready, s scheduled, x running,
-// w coalesced rerun, d dead), e last error, d dead-at (ms).
+// w coalesced rerun, d dead), e last error, d dead-at (ms), c enqueued-at
+// (ms, the queue's clock), u claimed-at (ms, the claim's now), x cancel
+// requested (admin Cancel of a running job).
+//
+// The ready index (readyidx) is a sorted set of every job in a ready
+// list, scored by its enqueue time (c) with its ID zero-padded to 20
+// digits as the member (pad), so that jobs enqueued in one millisecond
+// sort by ID: the admin API pages ready jobs by keyset through it
+// (scriptZPage) while claims pop the lists. Every script that pushes a job
+// to a ready list adds it, and every one that takes a job out removes it,
+// O(log n) each; a cancelled job's tombstone in its list is not indexed.
 const luaBase = `
-local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
+  KEYS[14], KEYS[15], KEYS[16], KEYS[17]
 local NL = tonumber(ARGV[1])
 local DEFLABEL = ARGV[2]
 local LABELS, LIST = {}, {}
 for i = 1, NL do
   LABELS[i] = ARGV[2 + i]
-  LIST[ARGV[2 + i]] = KEYS[13 + i]
+  LIST[ARGV[2 + i]] = KEYS[17 + i]
 end
 local function arg(i) return ARGV[2 + NL + i] end
+-- pad is a job's member in the ready index: its ID zero-padded to 20
+-- digits, so that members of one score sort by ID.
+local function pad(id) return string.rep('0', 20 - #id) .. id end
 -- lease_now returns the lease clock plus off ms: Redis's own clock (TIME,
 -- in ms) shifted by how far the queue's clock moved beyond real time (see
 -- lease.go), so that every process judges leases by one clock. Scripts
@@ -106,13 +125,22 @@ local function push_ready(id, m, front)
   -- A Claim waits only after finding nothing ready, so a wake-up token is
   -- needed only while the list is short.
   if redis.call(push, LIST[m.p], id) <= 64 then wake() end
+  redis.call('ZADD', RIDX, m.c or 0, pad(id))
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, 1)
   if RC then RC = RC + 1 end
 end
 -- unready accounts for a queued job leaving its list; a cancelled job's ID
 -- stays in the list as a tombstone that Claim skips, so that no script has
 -- to search a list.
-local function unready(m)
+-- A script that takes many jobs out (claim) sets UNIDX to a table and
+-- removes them from the ready index with one ZREM at its end (unindex).
+local UNIDX = nil
+local function unindex()
+  if UNIDX and #UNIDX > 0 then redis.call('ZREM', RIDX, unpack(UNIDX)) end
+  UNIDX = nil
+end
+local function unready(id, m)
+  if UNIDX then UNIDX[#UNIDX + 1] = pad(id) else redis.call('ZREM', RIDX, pad(id)) end
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, -1)
   if RC then RC = RC - 1 end
 end
@@ -124,6 +152,14 @@ local function schedule(id, m, at)
   m.r = at
   redis.call('ZADD', SCHED, at, id)
   if redis.call('ZRANGE', SCHED, 0, 0)[1] == id then wake() end
+end
+-- uncancel drops the cancel request of a job that leaves the running
+-- state (see the admin script).
+local function uncancel(id, m)
+  if m.x then
+    redis.call('SREM', CANCEL, id)
+    m.x = nil
+  end
 end
 local function release_group(id, m)
   if m.g ~= '' and redis.call('HGET', GROUPS, m.g) == id then redis.call('HDEL', GROUPS, m.g) end
@@ -144,6 +180,7 @@ local function release_key(id, m, now)
   end
 end
 local function bury(id, m, now, err)
+  uncancel(id, m)
   release_key(id, m, now)
   release_group(id, m)
   m.s = 'd'
@@ -151,10 +188,16 @@ local function bury(id, m, now, err)
   m.d = now
   save(id, m)
   redis.call('ZADD', DEAD, now, id)
+  if m.k ~= '' then redis.call('HSET', DEADKEYS, m.k, id) end
+end
+-- unbury drops a dead job leaving the dead set from the dead keys.
+local function unbury(id, m)
+  redis.call('ZREM', DEAD, id)
+  if m.k ~= '' and redis.call('HGET', DEADKEYS, m.k) == id then redis.call('HDEL', DEADKEYS, m.k) end
 end
 -- remove_pending deletes a queued or scheduled job and its marks.
 local function remove_pending(id, m)
-  if m.s == 'q' then unready(m) else redis.call('ZREM', SCHED, id) end
+  if m.s == 'q' then unready(id, m) else redis.call('ZREM', SCHED, id) end
   release_group(id, m)
   if m.k ~= '' and redis.call('HGET', KEYIDX, m.k) == id then redis.call('HDEL', KEYIDX, m.k) end
   forget(id)
@@ -237,4 +280,4 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 // jobScripts lists the job scripts (all but reserve, add-ready and add-one use the
 // shared key layout), for loading and for TestScriptsDeclareKeys.
 var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
-	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge}
+	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage}

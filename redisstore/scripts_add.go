@@ -7,7 +7,8 @@ package redisstore
 // the fallback), index of its seen bitmap among the keys after the ready
 // lists, seen offset, meta prefix, payload, index of its block
 // registration hash among the keys after the seen bitmaps, its block, its
-// unique window (ms, 0 for none). The meta
+// unique window (ms, 0 for none), its enqueue time (ms: its score in the
+// ready index, and c in the meta prefix). The meta
 // prefix is the job's meta record as the client encodes it (metaPrefix),
 // up to the value of s, which the script appends with the closing quote
 // and brace: Add needs no cjson.encode. Jobs are added in order. Returns
@@ -46,7 +47,7 @@ local function unow()
   if not UNOW then UNOW = lease_now(SHIFT) end
   return UNOW
 end
-local NEW, METAS, DATAS, PUSH, BLK = {}, {}, {}, {}, {}
+local NEW, METAS, DATAS, PUSH, BLK, IDX = {}, {}, {}, {}, {}, {}
 -- owned reports whether block blk is registered to the caller.
 local function owned(bkey, blk)
   local ok = BLK[blk]
@@ -61,7 +62,7 @@ local function loadm(id)
   if not raw then return load(id) end
   return cjson.decode(raw)
 end
-local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bkey, blk, win)
+local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bkey, blk, win, created)
   if not owned(bkey, blk) then return 'stale' end
   if redis.call('SETBIT', seen, off, 1) == 1 then return 'seen' end
   local state = 'q'
@@ -129,6 +130,8 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bk
         PUSH[label] = ids
       end
       ids[#ids + 1] = id
+      IDX[#IDX + 1] = created
+      IDX[#IDX + 1] = pad(id)
       RC = RC + 1
     end
   end
@@ -146,14 +149,15 @@ while A[i] do
   -- Arguments that go back to Redis stay strings: Redis would format a
   -- number back.
   out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
-    KEYS[13 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
-    KEYS[13 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]))
-  i = i + 13
+    KEYS[17 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
+    KEYS[17 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]), A[i + 13])
+  i = i + 14
 end
 if #METAS > 0 then
   redis.call('HSET', META, unpack(METAS))
   redis.call('HSET', DATA, unpack(DATAS))
 end
+if #IDX > 0 then redis.call('ZADD', RIDX, unpack(IDX)) end
 for label, ids in pairs(PUSH) do
   local n = #ids
   local len = redis.call('RPUSH', LIST[label], unpack(ids))
@@ -168,32 +172,33 @@ return out
 
 // AddReady adds plain jobs: no key, no group, due now, not written back
 // (Store.runAdd decides). It declares only the keys it touches: KEYS are
-// meta, data, count, wake, the ready lists the jobs go to, then their seen
+// meta, data, count, wake, the ready index, the ready lists the jobs go to, then their seen
 // bitmaps, then their block registration hashes. ARGV: capacity, number of
 // those lists m, number of the shard's ready counters nf, number of seen
 // bitmaps ns, the caller's block token, the counters' fields, the counter
 // field of each of the m lists, then per job: id, index of its list among
 // the m, index of its seen bitmap, seen offset, meta record (complete:
-// state q), payload, index of its block registration hash, its block.
+// state q), payload, index of its block registration hash, its block, its
+// enqueue time (ms, its score in the ready index).
 // Returns {ready, then per job 'ready', 'full', 'seen' or 'stale'}, like
 // Add, whose rules for these jobs it applies with about n + 6 commands and
 // no cjson.
 var scriptAddReady = newRawScript("add-ready", `
-local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local META, DATA, COUNT, WAKE, RIDX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local A = ARGV
 local cap, m, nf, ns, tok = tonumber(A[1]), tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), A[5]
 local fields = {}
 for i = 1, nf do fields[i] = A[5 + i] end
 local rc = 0
 for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do rc = rc + (tonumber(v) or 0) end
-local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
+local out, metas, datas, push, blks, idx = {0}, {}, {}, {}, {}, {}
 local i = 6 + nf + m
 while A[i] do
-  local id, seen, off = A[i], KEYS[4 + m + tonumber(A[i + 2])], A[i + 3]
+  local id, seen, off = A[i], KEYS[5 + m + tonumber(A[i + 2])], A[i + 3]
   local blk = A[i + 7]
   local owned = blks[blk]
   if owned == nil then
-    owned = redis.call('HGET', KEYS[4 + m + ns + tonumber(A[i + 6])], blk) == tok
+    owned = redis.call('HGET', KEYS[5 + m + ns + tonumber(A[i + 6])], blk) == tok
     blks[blk] = owned
   end
   if not owned then
@@ -216,17 +221,20 @@ while A[i] do
       push[li] = ids
     end
     ids[#ids + 1] = id
+    idx[#idx + 1] = A[i + 8]
+    idx[#idx + 1] = string.rep('0', 20 - #id) .. id
     out[#out + 1] = 'ready'
   end
-  i = i + 8
+  i = i + 9
 end
 if #metas > 0 then
   redis.call('HSET', META, unpack(metas))
   redis.call('HSET', DATA, unpack(datas))
+  redis.call('ZADD', RIDX, unpack(idx))
 end
 for li, ids in pairs(push) do
   local n = #ids
-  local len = redis.call('RPUSH', KEYS[4 + li], unpack(ids))
+  local len = redis.call('RPUSH', KEYS[5 + li], unpack(ids))
   redis.call('HINCRBY', COUNT, A[5 + nf + li], n)
   -- A wake-up token for each job among the first 64 of its list, at
   -- most 64 on the wake list (as Add).
@@ -245,17 +253,18 @@ return out
 
 // AddOne is add-ready for one job, the lone producer's case, with the
 // fewest arguments and commands: KEYS are meta, data, count, wake, the
-// job's ready list, its seen bitmap and its block registration hash; ARGV:
-// capacity, the list's counter field, id, seen offset, meta record
-// (complete: state q), payload, its block, the caller's block token, then
-// the shard's ready counters' fields. Returns {ready, 'ready', 'full',
+// ready index, the job's ready list, its seen bitmap and its block
+// registration hash; ARGV: capacity, the list's counter field, id, seen
+// offset, meta record (complete: state q), payload, its block, the
+// caller's block token, its enqueue time (ms), then the shard's ready
+// counters' fields. Returns {ready, 'ready', 'full',
 // 'seen' or 'stale'}, as add-ready does. A job among the first 64 of its list pushes
 // a wake-up token, and the wake list is trimmed back to 64.
 var scriptAddOne = newRawScript("add-one", `
-local META, DATA, COUNT, WAKE, LIST, SEEN, BLOCKS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local META, DATA, COUNT, WAKE, RIDX, LIST, SEEN, BLOCKS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, off = ARGV[3], ARGV[4]
 local rc = 0
-for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 9))) do rc = rc + (tonumber(v) or 0) end
+for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 10))) do rc = rc + (tonumber(v) or 0) end
 if redis.call('HGET', BLOCKS, ARGV[7]) ~= ARGV[8] then return {rc, 'stale'} end
 if redis.call('SETBIT', SEEN, off, 1) == 1 then return {rc, 'seen'} end
 if rc >= tonumber(ARGV[1]) then
@@ -264,6 +273,7 @@ if rc >= tonumber(ARGV[1]) then
 end
 redis.call('HSET', META, id, ARGV[5])
 redis.call('HSET', DATA, id, ARGV[6])
+redis.call('ZADD', RIDX, ARGV[9], string.rep('0', 20 - #id) .. id)
 if redis.call('RPUSH', LIST, id) <= 64 and redis.call('RPUSH', WAKE, '1') > 64 then
   redis.call('LTRIM', WAKE, 0, 63)
 end

@@ -5,12 +5,17 @@ package redisstore
 // highest priority first; under weighted dispatch byte i of prefs is the
 // (1-based) ready list claim i tries first, "" for strict priorities.
 // Returns {ready, requeued, next due (-1 for none), then per job: id, key,
-// group, target, label, runAt, attempt, max, lease, payload}.
+// group, target, label, runAt, attempt, max, lease, payload}; or, while
+// the queue is paused (the admin API's flag), {ready, requeued, -1,
+// 'paused'}.
 var scriptClaim = newScript("claim", `
 local now, untl, owner = tonumber(arg(1)), lease_now(tonumber(arg(2))), arg(3)
 local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
+-- Paused by the admin API: promotion goes on, claims do not.
+if redis.call('EXISTS', PAUSED) == 1 then return {ready_count(), requeued, -1, 'paused'} end
 local want = tonumber(arg(7))
 local prefs = arg(8) or ''
+UNIDX = {}
 local out = {0, requeued, -1}
 local got, skipped = 0, 0
 local empty = {}
@@ -26,9 +31,10 @@ local function take(i)
     end
     local m = load(id)
     if m and m.s == 'q' then
-      unready(m)
+      unready(id, m)
       m.a = m.a + 1
       m.s = 'x'
+      m.u = now
       local tok = owner .. ':' .. m.a
       redis.call('HSET', LEASE, id, tok)
       redis.call('ZADD', RUN, untl, id)
@@ -56,6 +62,7 @@ while got < want and skipped < 100 do
   end
   if not ok then break end
 end
+unindex()
 if got == 0 and skipped < 100 then
   -- Nothing live: the counters must say so for every empty list (they can
   -- only disagree after keys were edited by hand).
@@ -73,8 +80,9 @@ return out
 `)
 
 // Heartbeat: lease offset (ms after the lease clock, lease_now), then
-// pairs of id and lease. Returns the IDs whose
-// lease the caller no longer holds.
+// pairs of id and lease. Returns the IDs whose lease the caller no longer
+// holds, and 'c' followed by the ID for each job whose lease it holds
+// (and extends) that an operator asked to cancel (the cancel set).
 var scriptHeartbeat = newScript("heartbeat", `
 local untl = lease_now(tonumber(arg(1)))
 local lost = {}
@@ -83,6 +91,7 @@ while arg(i) do
   local id, tok = arg(i), arg(i + 1)
   if redis.call('HGET', LEASE, id) == tok then
     redis.call('ZADD', RUN, 'XX', untl, id)
+    if redis.call('SISMEMBER', CANCEL, id) == 1 then table.insert(lost, 'c' .. id) end
   else
     table.insert(lost, id)
   end

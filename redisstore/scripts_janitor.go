@@ -6,7 +6,8 @@ import "github.com/redis/go-redis/v9"
 // lease_now). Jobs whose lease expired by the lease clock go
 // back to the head of their ready list (they were claimed before the jobs
 // now in it; the earliest expired goes first), or to the dead set after
-// their last attempt. Every process runs it (Store.rescueLoop): a lease
+// their last attempt, or, when an operator cancelled them (admin Cancel),
+// end cancelled. Every process runs it (Store.rescueLoop): a lease
 // is rescued once, by whichever call finds it expired first. Returns
 // {ready, id, outcome, key, target, label, attempt, ...}.
 var scriptRescue = newScript("rescue", `
@@ -22,7 +23,15 @@ for k = #ids, 1, -1 do
     local max = defmax
     if m.m > 0 then max = m.m end
     local outcome = 'ready'
-    if m.a >= max then
+    if m.x then
+      -- An operator cancelled it while it ran (admin Cancel): it ends
+      -- cancelled rather than running again.
+      outcome = 'cancelled'
+      uncancel(id, m)
+      release_key(id, m, now)
+      release_group(id, m)
+      forget(id)
+    elseif m.a >= max then
       outcome = 'dead'
       bury(id, m, now, 'lease expired')
     else
@@ -50,7 +59,8 @@ if #ids < batch and over > #ids then
   ids = redis.call('ZRANGE', DEAD, 0, math.min(over, batch) - 1)
 end
 for _, id in ipairs(ids) do
-  redis.call('ZREM', DEAD, id)
+  local m = load(id)
+  if m then unbury(id, m) else redis.call('ZREM', DEAD, id) end
   forget(id)
 end
 return math.max(#ids, #marks)

@@ -17,6 +17,7 @@ local function settle(id, tok, mode, at, err)
   redis.call('ZREM', RUN, id)
   local m = load(id)
   if not m then return 'gone' end
+  uncancel(id, m)
   if mode == 'done' then
     release_key(id, m, now)
     release_group(id, m)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/queuetest"
 	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
@@ -162,6 +163,30 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	}
 	_, err = s.runAdd(ctx, sh, batch)
 	must(t, err)
+	// The admin API's scripts: zpage from the start and from a cursor,
+	// and the admin script's actions.
+	a := admin.New(s.Admin())
+	p, err := a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Ready}, Limit: 1})
+	must(t, err)
+	_, err = a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Ready}, Limit: 1, After: p.Next})
+	must(t, err)
+	dead, err := a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Dead}, Oldest: true})
+	must(t, err)
+	for _, d := range dead.Jobs {
+		if err := a.Retry(ctx, d.ID); err != nil && !errors.Is(err, queue.ErrDuplicate) {
+			t.Fatal(err)
+		}
+	}
+	must(t, a.Cancel(ctx, j.ID))
+	lost, err := s.Heartbeat(ctx, []int64{j.ID})
+	must(t, err)
+	if len(lost) != 1 || !s.CancelRequested(j.ID) {
+		t.Fatalf("Heartbeat after an admin Cancel: lost %v, CancelRequested %v", lost, s.CancelRequested(j.ID))
+	}
+	f, err := a.GetKey(ctx, "f", false)
+	must(t, err)
+	must(t, a.Cancel(ctx, f.ID))
+	must(t, a.Delete(ctx, p.Jobs[0].ID))
 	_, err = s.Purge(ctx)
 	must(t, err)
 	must(t, s.Complete(ctx, j))

@@ -33,6 +33,7 @@ func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause str
 	if err != nil {
 		return err
 	}
+	s.forgetCancel(job.ID)
 	if c.fb != nil {
 		s.fbMu.Lock()
 		s.fb.end(c.fb)
@@ -65,6 +66,7 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 	if err != nil {
 		return err
 	}
+	s.forgetCancel(job.ID)
 	due := dueMs(at, s.cfg.Clock.Now())
 	if c.fb != nil {
 		s.fbMu.Lock()

@@ -73,7 +73,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 		}
 		sh.label += l
 	}
-	sh.readyKeys = []any{ks.fixed[kMeta], ks.fixed[kData], ks.fixed[kCount], ks.fixed[kWake]}
+	sh.readyKeys = []any{ks.fixed[kMeta], ks.fixed[kData], ks.fixed[kCount], ks.fixed[kWake], ks.fixed[kReadyIdx]}
 	for i := range labels {
 		sh.listKeys = append(sh.listKeys, ks.fixed[nFixedKeys+i])
 	}

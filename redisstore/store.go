@@ -74,6 +74,10 @@ type Store[T any] struct {
 	startOnce, drainOnce, closeMu sync.Once
 	wg                            sync.WaitGroup
 
+	cancelMu  sync.Mutex
+	cancelReq map[int64]bool // running jobs an operator asked to cancel (see CancelRequested)
+	nCancel   atomic.Int32   // len(cancelReq)
+
 	initMu sync.Mutex // serialises Init
 	bound  bool       // Init succeeded: the store belongs to a queue; initMu
 }

@@ -1,0 +1,609 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ admin.Store = (*adminStore[int])(nil)
+
+// Admin returns the store's admin API backend: pass it to admin.New to
+// inspect and act on the queue's jobs (queue.Queue's Admin does). It
+// works once the store was passed to queue.New (Init), whether the queue
+// runs or not, as queuectl uses it; before that, every method returns
+// ErrNotBound.
+//
+// It sees the jobs in Redis, on every shard (WithShard): not the jobs
+// the outage fallback holds in some process's memory. Every action is one
+// script on the job's shard, atomic against the claims, outcomes, lease
+// rescues and trims of every process; docs/OPERATIONS.md ("Admin API
+// guarantees") says what wins each race. Redis keeps no completed or
+// cancelled jobs: Done and Cancelled list nothing, and GetKey finds a
+// key's pending, running or dead job only.
+func (s *Store[T]) Admin() admin.Store { return &adminStore[T]{s} }
+
+// adminStore implements admin.Store for a Store (whose Retry and Cancel
+// are queue.Store's).
+type adminStore[T any] struct{ s *Store[T] }
+
+// ErrNotBound is returned by the admin API of a Store that was not passed
+// to queue.New (or queue.NewWithStore) yet: it does not know its queue's
+// name and priorities.
+var ErrNotBound = errors.New("redisstore: the store was not passed to queue.New yet: the admin API needs its queue")
+
+// errCancelledByAdmin is the reason reported for a job an operator
+// cancelled (admin Cancel) or deleted before it ran to its end.
+var errCancelledByAdmin = errors.New("redisstore: cancelled by an operator (admin Cancel or Delete)")
+
+// ready reports ErrNotBound before Init.
+func (s *Store[T]) adminReady() error {
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if !s.bound {
+		return ErrNotBound
+	}
+	return nil
+}
+
+// noteCancels records which of refs' jobs an operator asked to cancel, as
+// the last heartbeat found them.
+func (s *Store[T]) noteCancels(refs []leaseRef, cancel map[int64]bool) {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	for _, r := range refs {
+		if cancel[r.id] {
+			if s.cancelReq == nil {
+				s.cancelReq = map[int64]bool{}
+			}
+			s.cancelReq[r.id] = true
+		} else {
+			delete(s.cancelReq, r.id)
+		}
+	}
+	s.nCancel.Store(int32(len(s.cancelReq)))
+}
+
+// forgetCancel drops the cancel request of job id, which ended here.
+func (s *Store[T]) forgetCancel(id int64) {
+	if s.nCancel.Load() == 0 {
+		return // the common case: no lock on the outcome's path
+	}
+	s.cancelMu.Lock()
+	delete(s.cancelReq, id)
+	s.nCancel.Store(int32(len(s.cancelReq)))
+	s.cancelMu.Unlock()
+}
+
+// CancelRequested reports whether the last Heartbeat found that an
+// operator asked to cancel running job id (admin Cancel), rather than its
+// lease lost: the queue then ends the job as cancelled.
+func (s *Store[T]) CancelRequested(id int64) bool {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	return s.cancelReq[id]
+}
+
+// shardOf returns the shard that stores job id.
+func (s *Store[T]) shardOf(id int64) *shard {
+	for _, sh := range s.shards {
+		if !sh.sharded || id&31 == sh.code {
+			return sh
+		}
+	}
+	return s.shards[0]
+}
+
+// adminErr wraps a command's error for the admin API.
+func adminErr(what string, err error) error {
+	return fmt.Errorf("redisstore: admin %s: %w", what, err)
+}
+
+// zset describes how List pages one state: the sorted set of the state
+// on a shard, whether its members are zero-padded IDs (the ready index),
+// the meta state a job must be in, and the meta field its score is.
+type zset struct {
+	key    func(ks keyspace) string
+	padded bool
+	state  string
+}
+
+var listSets = map[admin.State]zset{
+	admin.Ready:     {key: func(ks keyspace) string { return ks.fixed[kReadyIdx] }, padded: true, state: "q"},
+	admin.Scheduled: {key: func(ks keyspace) string { return ks.fixed[kSched] }, state: "s"},
+	admin.Dead:      {key: func(ks keyspace) string { return ks.fixed[kDead] }, state: "d"},
+}
+
+// found is one job List found, with its keyset position.
+type found struct {
+	info admin.JobInfo
+	pos  admin.Cursor
+}
+
+// List implements admin.Store: keyset paging over each shard's sorted set
+// of the state (ready: the ready index, by enqueue time; scheduled: the
+// schedule, by due time; dead: the dead set, by the time it died; then
+// ID), O(log n + the jobs read) per page, the filters applied to the jobs
+// read. Running jobs (at most the workers of every process) are read
+// whole and sorted by claim time. Within one millisecond, scheduled and
+// dead jobs sort by their ID's decimal text, ready ones by ID. Coalesced
+// reruns (counted as scheduled) and jobs in a process's outage fallback
+// are not listed; Waiting, Done and Cancelled list nothing.
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return nil, err
+	}
+	if f.Priority != "" && s.cfg.PriorityIndex(f.Priority) < 0 {
+		return nil, nil // no job has it
+	}
+	var all []found
+	for _, sh := range s.shards {
+		if f.Priority != "" && !sh.serves(f.Priority) {
+			continue
+		}
+		var got []found
+		var err error
+		if f.State == admin.Running {
+			got, err = s.listRunning(ctx, sh, f, oldest, after, limit)
+		} else if z, ok := listSets[f.State]; ok {
+			got, err = s.listSet(ctx, sh, z, f, oldest, after, limit)
+		}
+		if err != nil {
+			return nil, adminErr("list", err)
+		}
+		all = append(all, got...)
+	}
+	slices.SortFunc(all, func(x, y found) int {
+		c := cmpPos(x.pos, y.pos)
+		if !oldest {
+			c = -c
+		}
+		return c
+	})
+	all = all[:min(len(all), limit)]
+	out := make([]admin.JobInfo, len(all))
+	for i := range all {
+		out[i] = all[i].info
+	}
+	if payload && len(out) > 0 {
+		if err := s.fillPayloads(ctx, out); err != nil {
+			return nil, adminErr("list", err)
+		}
+	}
+	return out, nil
+}
+
+func cmpPos(x, y admin.Cursor) int {
+	if c := x.At.Compare(y.At); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.ID, y.ID)
+}
+
+// member is job id's member in a sorted set of the state.
+func member(id int64, padded bool) string {
+	if padded {
+		return fmt.Sprintf("%020d", id)
+	}
+	return strconv.FormatInt(id, 10)
+}
+
+// listSet pages z on sh from after, reading the jobs' records a page at a
+// time until limit jobs in the state match f or the set ends.
+func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filter, oldest bool, after *admin.Cursor, limit int) ([]found, error) {
+	key := z.key(sh.ks)
+	rev := boolArg(!oldest)
+	has, at, mem := "0", int64(0), ""
+	if after != nil {
+		has, at, mem = "1", after.At.UnixMilli(), member(after.ID, z.padded)
+	}
+	// A page reads limit members, with a margin for the jobs that left
+	// the state; with a filter, twice as many each time, up to 2000.
+	batch := limit + 8
+	filtered := f.Target != "" || f.KeyPrefix != "" || (f.Priority != "" && len(sh.labels) > 1)
+	var out []found
+	for ; ; batch = min(2*batch, 2000) {
+		if !filtered {
+			batch = limit - len(out) + 8
+		}
+		res, err := scriptZPage.Run(ctx, sh.client, []string{key}, rev, has, at, mem, batch).StringSlice()
+		if err != nil {
+			return nil, err
+		}
+		if len(res) == 0 {
+			return out, nil
+		}
+		ids := make([]string, 0, len(res)/2)
+		for i := 0; i+1 < len(res); i += 2 {
+			id, err := strconv.ParseInt(res[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("sorted set %s holds %q, not a job ID", key, res[i])
+			}
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		metas, err := sh.client.HMGet(ctx, sh.ks.fixed[kMeta], ids...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, raw := range metas {
+			m, ok := parseMeta(raw)
+			// A job that left the state since the set was read (a
+			// claim, a cancel) is skipped, as it would be a moment later.
+			if !ok || m.State != z.state || !matches(f, &m) {
+				continue
+			}
+			id, _ := strconv.ParseInt(ids[i], 10, 64)
+			j := s.jobInfo(id, &m)
+			out = append(out, found{info: j, pos: admin.Position(j)})
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(res)/2 < batch {
+			return out, nil
+		}
+		// Go on after the last member read.
+		last := len(res) - 2
+		score, err := strconv.ParseFloat(res[last+1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("sorted set %s: score %q: %w", key, res[last+1], err)
+		}
+		has, at, mem = "1", int64(score), res[last]
+	}
+}
+
+// listRunning reads every running job of sh (they are at most the
+// workers of every process) and returns those matching f after the
+// position, in order, at most limit.
+func (s *Store[T]) listRunning(ctx context.Context, sh *shard, f admin.Filter, oldest bool, after *admin.Cursor, limit int) ([]found, error) {
+	ids, err := sh.client.ZRange(ctx, sh.ks.fixed[kRun], 0, -1).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	metas, err := sh.client.HMGet(ctx, sh.ks.fixed[kMeta], ids...).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []found
+	for i, raw := range metas {
+		m, ok := parseMeta(raw)
+		if !ok || m.State != "x" || !matches(f, &m) {
+			continue
+		}
+		id, _ := strconv.ParseInt(ids[i], 10, 64)
+		j := s.jobInfo(id, &m)
+		p := admin.Position(j)
+		if after != nil && (oldest && !after.Before(p) || !oldest && !p.Before(*after)) {
+			continue
+		}
+		out = append(out, found{info: j, pos: p})
+	}
+	slices.SortFunc(out, func(x, y found) int {
+		if oldest {
+			return cmpPos(x.pos, y.pos)
+		}
+		return cmpPos(y.pos, x.pos)
+	})
+	return out[:min(len(out), limit)], nil
+}
+
+// matches reports whether m passes f's priority, target and key filters.
+func matches(f admin.Filter, m *meta) bool {
+	return (f.Priority == "" || f.Priority == m.Priority) && (f.Target == "" || f.Target == m.Target) &&
+		strings.HasPrefix(m.Key, f.KeyPrefix)
+}
+
+// adminState maps a meta record's state to the admin API's.
+func adminState(st string) admin.State {
+	switch st {
+	case "q":
+		return admin.Ready
+	case "x":
+		return admin.Running
+	case "d":
+		return admin.Dead
+	}
+	return admin.Scheduled // s, and w: a coalesced rerun
+}
+
+// jobInfo describes job id from its meta record.
+func (s *Store[T]) jobInfo(id int64, m *meta) admin.JobInfo {
+	j := admin.JobInfo{ID: id, Key: m.Key, Group: m.Group, Target: m.Target, Priority: m.Priority,
+		State: adminState(m.State), Attempt: m.Attempt, MaxAttempts: m.Max, LastError: m.Err,
+		RunAt: msTime(m.RunAt), Created: msTime(m.Created)}
+	switch m.State {
+	case "x":
+		j.Updated = msTime(m.Claimed)
+		if m.Cancel != 0 && j.LastError == "" {
+			j.LastError = "cancel requested"
+		}
+	case "d":
+		j.Updated = msTime(m.DeadAt)
+	case "q":
+		j.Updated = j.Created
+	default:
+		j.Updated = j.RunAt
+	}
+	return j
+}
+
+// msTime is the time of ms milliseconds since the epoch, zero for 0.
+func msTime(ms float64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms)).UTC()
+}
+
+// fillPayloads reads the jobs' encoded payloads, a pipeline per call.
+func (s *Store[T]) fillPayloads(ctx context.Context, jobs []admin.JobInfo) error {
+	per := map[*shard][]int{}
+	for i := range jobs {
+		sh := s.shardOf(jobs[i].ID)
+		per[sh] = append(per[sh], i)
+	}
+	for sh, idx := range per {
+		ids := make([]string, len(idx))
+		for k, i := range idx {
+			ids[k] = strconv.FormatInt(jobs[i].ID, 10)
+		}
+		vals, err := sh.client.HMGet(ctx, sh.ks.fixed[kData], ids...).Result()
+		if err != nil {
+			return err
+		}
+		for k, i := range idx {
+			if v, ok := vals[k].(string); ok {
+				jobs[i].Payload = []byte(v)
+			}
+		}
+	}
+	return nil
+}
+
+// Get implements admin.Store.
+func (a *adminStore[T]) Get(ctx context.Context, id int64, payload bool) (admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return admin.JobInfo{}, err
+	}
+	return s.getOne(ctx, s.shardOf(id), id, payload, fmt.Sprintf("job %d", id))
+}
+
+func (s *Store[T]) getOne(ctx context.Context, sh *shard, id int64, payload bool, name string) (admin.JobInfo, error) {
+	f := strconv.FormatInt(id, 10)
+	pipe := sh.client.Pipeline()
+	mc := pipe.HGet(ctx, sh.ks.fixed[kMeta], f)
+	var dc *redis.StringCmd
+	if payload {
+		dc = pipe.HGet(ctx, sh.ks.fixed[kData], f)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return admin.JobInfo{}, adminErr("get", err)
+	}
+	raw, err := mc.Result()
+	if errors.Is(err, redis.Nil) {
+		return admin.JobInfo{}, fmt.Errorf("redisstore: %s: %w", name, admin.ErrNotFound)
+	}
+	m, ok := parseMeta(raw)
+	if !ok {
+		return admin.JobInfo{}, fmt.Errorf("redisstore: %s: its record %q does not decode", name, raw)
+	}
+	j := s.jobInfo(id, &m)
+	if dc != nil {
+		if v, err := dc.Result(); err == nil {
+			j.Payload = []byte(v)
+		}
+	}
+	return j, nil
+}
+
+// GetKey implements admin.Store: the job holding key (ready, scheduled,
+// running), else its coalesced rerun, else the newest dead job with the
+// key (the dead keys hash, kept by the scripts that bury, retry, delete
+// and trim dead jobs), on the shards in priority order. Completed and
+// cancelled jobs are not kept: a key whose job ended so is not found.
+func (a *adminStore[T]) GetKey(ctx context.Context, key string, payload bool) (admin.JobInfo, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return admin.JobInfo{}, err
+	}
+	name := fmt.Sprintf("key %q", key)
+	if key == "" {
+		return admin.JobInfo{}, fmt.Errorf("redisstore: %s: %w", name, admin.ErrNotFound)
+	}
+	for _, h := range []int{kKeys, kReruns, kDeadKeys} {
+		for _, sh := range s.shards {
+			v, err := sh.client.HGet(ctx, sh.ks.fixed[h], key).Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return admin.JobInfo{}, adminErr("get", err)
+			}
+			id, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			j, err := s.getOne(ctx, sh, id, payload, name)
+			if errors.Is(err, admin.ErrNotFound) {
+				continue // ended meanwhile
+			}
+			return j, err
+		}
+	}
+	return admin.JobInfo{}, fmt.Errorf("redisstore: %s: %w", name, admin.ErrNotFound)
+}
+
+// Counts implements admin.Store from counters and cardinalities, O(1)
+// per shard: ready from the ready counters (as Stats), scheduled the
+// schedule and the coalesced reruns, running and dead their sets. Done
+// and Cancelled are absent: Redis does not keep those jobs.
+func (a *adminStore[T]) Counts(ctx context.Context) (map[admin.State]int, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return nil, err
+	}
+	out := map[admin.State]int{}
+	for _, sh := range s.shards {
+		pipe := sh.client.Pipeline()
+		fields := make([]string, len(sh.labels))
+		for i, l := range sh.labels {
+			fields[i] = "r:" + l
+		}
+		rc := pipe.HMGet(ctx, sh.ks.fixed[kCount], fields...)
+		sc := pipe.ZCard(ctx, sh.ks.fixed[kSched])
+		wc := pipe.HLen(ctx, sh.ks.fixed[kReruns])
+		xc := pipe.ZCard(ctx, sh.ks.fixed[kRun])
+		dc := pipe.ZCard(ctx, sh.ks.fixed[kDead])
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, adminErr("counts", err)
+		}
+		for _, v := range rc.Val() {
+			if str, ok := v.(string); ok {
+				n, _ := strconv.Atoi(str)
+				out[admin.Ready] += max(n, 0)
+			}
+		}
+		out[admin.Scheduled] += int(sc.Val() + wc.Val())
+		out[admin.Running] += int(xc.Val())
+		out[admin.Dead] += int(dc.Val())
+	}
+	return out, nil
+}
+
+// act runs the admin script for job id and interprets its status.
+func (s *Store[T]) act(ctx context.Context, what string, id int64) (string, error) {
+	if err := s.adminReady(); err != nil {
+		return "", err
+	}
+	sh := s.shardOf(id)
+	now := s.now()
+	res, err := sh.run(ctx, sh.client, scriptAdmin, nil, what, id, now).Slice()
+	if err != nil {
+		return "", adminErr(what, err)
+	}
+	status := replyString(res[0])
+	sh.ready.Store(replyInt(res[1]))
+	if status == "notfound" {
+		return "", fmt.Errorf("redisstore: %s job %d: %w", what, id, admin.ErrNotFound)
+	}
+	st, key, target, label, attempt := replyString(res[2]), replyString(res[3]), replyString(res[4]), replyString(res[5]), replyInt(res[6])
+	switch status {
+	case "state":
+		return "", fmt.Errorf("redisstore: %s job %d (%s): %w", what, id, adminState(st), admin.ErrState)
+	case "dup":
+		return "", fmt.Errorf("redisstore: %s job %d: %w", what, id, &queue.DuplicateError{Key: key})
+	case "cancelled":
+		// It had not run to its end: reported cancelled.
+		s.cfg.Report(queue.Event{Kind: queue.EventCancelled, Time: time.UnixMilli(now), JobID: id, Key: key,
+			Target: target, Priority: label, Attempt: int(attempt), Err: errCancelledByAdmin})
+	case "ok":
+		s.signal()
+	}
+	return status, nil
+}
+
+// Retry implements admin.Store: a dead job becomes ready now, at the end
+// of its ready list, with its attempts reset and its key taken again; the
+// processes waiting to claim are woken. Capacity is not checked. If
+// another pending or running job holds its key, it returns a
+// *queue.DuplicateError (matching queue.ErrDuplicate) and the job stays
+// dead. Redis keeps no cancelled jobs, so only dead ones can be retried.
+// Against the janitor's trim, whichever script runs first wins: a job
+// trimmed first is not found; a job retried first is no longer dead.
+func (a *adminStore[T]) Retry(ctx context.Context, id int64) error {
+	_, err := a.s.act(ctx, "retry", id)
+	return err
+}
+
+// Delete implements admin.Store: a ready, scheduled, rerun or dead job is
+// deleted (a running one: ErrState, cancel it instead), releasing its key
+// and group; a rerun waiting for the key becomes ready. A job that had
+// not run to its end is reported cancelled (queue.EventCancelled).
+func (a *adminStore[T]) Delete(ctx context.Context, id int64) error {
+	_, err := a.s.act(ctx, "delete", id)
+	return err
+}
+
+// Cancel implements admin.Store. A ready, scheduled or rerun job ends
+// cancelled at once (it is deleted: Redis keeps no cancelled jobs), and a
+// rerun waiting for its key becomes ready. A running job is marked: the
+// process running it learns at its next heartbeat (within the heartbeat
+// interval, a third of WithLeaseTTL), cancels the job's context, and ends
+// it as cancelled when the handler returns; a handler that returns
+// before the heartbeat completes it as usual. If that process is gone,
+// the lease rescue ends the job cancelled instead of running it again.
+// Cancelling a running job twice is not an error.
+func (a *adminStore[T]) Cancel(ctx context.Context, id int64) error {
+	_, err := a.s.act(ctx, "cancel", id)
+	return err
+}
+
+// Pause implements admin.Store: the queue's paused key is set on every
+// shard, and every process's claim script then claims nothing (the test
+// is in the script, so no claim starts after Pause returns). Enqueues,
+// promotion of scheduled jobs, outcomes, heartbeats and lease rescue go
+// on; running jobs run to their end.
+func (a *adminStore[T]) Pause(ctx context.Context) error {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	for _, sh := range s.shards {
+		if err := sh.client.Set(ctx, sh.ks.fixed[kPaused], "1", 0).Err(); err != nil {
+			return adminErr("pause", err)
+		}
+	}
+	return nil
+}
+
+// Resume implements admin.Store: the paused key is deleted and wake-up
+// tokens pushed, so that every process's waiting workers claim at once.
+func (a *adminStore[T]) Resume(ctx context.Context) error {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return err
+	}
+	for _, sh := range s.shards {
+		_, err := sh.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, sh.ks.fixed[kPaused])
+			tokens := make([]any, 16)
+			for i := range tokens {
+				tokens[i] = "1"
+			}
+			p.RPush(ctx, sh.ks.fixed[kWake], tokens...)
+			p.LTrim(ctx, sh.ks.fixed[kWake], -64, -1)
+			return nil
+		})
+		if err != nil {
+			return adminErr("resume", err)
+		}
+	}
+	s.signal()
+	return nil
+}
+
+// Paused implements admin.Store: whether the first shard's paused key
+// exists (Pause and Resume set every shard's).
+func (a *adminStore[T]) Paused(ctx context.Context) (bool, error) {
+	s := a.s
+	if err := s.adminReady(); err != nil {
+		return false, err
+	}
+	sh := s.shards[0]
+	n, err := sh.client.Exists(ctx, sh.ks.fixed[kPaused]).Result()
+	if err != nil {
+		return false, adminErr("paused", err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,250 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAdmin(t *testing.T) {
+	c := needRedis(t)
+	storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+		s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
+		require.NoError(t, err)
+		return s
+	})
+}
+
+// adminOnly returns a store of queue name under prefix that was Init-ed
+// and never started, as queuectl makes one, and its admin API.
+func adminOnly(t *testing.T, prefix, name string, opts ...Option) (*Store[storetest.Payload], *admin.Admin) {
+	t.Helper()
+	c := needRedis(t)
+	s, err := New[storetest.Payload](c, append([]Option{WithPrefix(prefix)}, opts...)...)
+	require.NoError(t, err)
+	require.NoError(t, s.Init(storetest.Config(name, 1000, nil, func(queue.Event) {})))
+	return s, admin.New(s.Admin())
+}
+
+// An operator's cancel through another store (another process, queuectl)
+// reaches the running job at its holder's next heartbeat: the job's
+// context is cancelled and it ends cancelled, counted so; a pause through
+// it stops this process's claims.
+func TestAdminCancelThroughStore(t *testing.T) {
+	t.Parallel()
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	s, err := New[storetest.Payload](c, WithPrefix(prefix), WithLeaseTTL(600*time.Millisecond))
+	require.NoError(t, err)
+	started := make(chan int64, 1)
+	ended := make(chan queue.Event, 4)
+	q, err := queue.NewWithStore(s, func(ctx context.Context, j queue.Job[storetest.Payload]) error {
+		started <- j.ID
+		<-ctx.Done()
+		return ctx.Err()
+	}, queue.WithName("x"), queue.WithWorkers(1, 1), queue.WithLogger(quietLogger()),
+		queue.WithObserver(func(ev queue.Event) {
+			if ev.Kind == queue.EventCancelled || ev.Kind == queue.EventDone || ev.Kind == queue.EventRetried || ev.Kind == queue.EventDead {
+				ended <- ev
+			}
+		}))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, q.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = q.Shutdown(sctx)
+	})
+	_, a := adminOnly(t, prefix, "x")
+	require.NoError(t, q.Enqueue(ctx, queue.Job[storetest.Payload]{Key: "long"}))
+	id := <-started
+	got, err := a.Get(ctx, id, false)
+	require.NoError(t, err)
+	require.Equal(t, admin.Running, got.State)
+	require.NoError(t, a.Cancel(ctx, id))
+	require.NoError(t, a.Cancel(ctx, id), "twice is not an error")
+	got, err = a.Get(ctx, id, false)
+	require.NoError(t, err)
+	require.Equal(t, "cancel requested", got.LastError)
+	select {
+	case ev := <-ended:
+		require.Equal(t, queue.EventCancelled, ev.Kind, "%v", ev)
+		require.Equal(t, id, ev.JobID)
+	case <-time.After(time.Minute):
+		t.Fatal("the running job was not cancelled through the store")
+	}
+	require.EqualValues(t, 1, q.Stats().Cancelled)
+	_, err = a.Get(ctx, id, false)
+	require.ErrorIs(t, err, admin.ErrNotFound)
+	require.False(t, s.CancelRequested(id))
+
+	// Pause through the other store: this process claims nothing.
+	require.NoError(t, a.Pause(ctx))
+	require.NoError(t, q.Enqueue(ctx, queue.Job[storetest.Payload]{Key: "after"}))
+	n, err := a.Counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n[admin.Ready])
+	select {
+	case id := <-started:
+		t.Fatalf("job %d claimed while paused", id)
+	default:
+	}
+	require.NoError(t, a.Resume(ctx))
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("no claim after Resume")
+	}
+}
+
+// A job whose holder died after an operator cancelled it ends cancelled
+// at the lease rescue, rather than running again.
+func TestAdminCancelRescued(t *testing.T) {
+	t.Parallel()
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	clk := queuetest.NewFakeClock(time.Now())
+	var evs []queue.Event
+	s, err := New[storetest.Payload](c, WithPrefix(prefix))
+	require.NoError(t, err)
+	require.NoError(t, s.Init(storetest.Config("r", 100, clk, func(ev queue.Event) { evs = append(evs, ev) })))
+	require.NoError(t, s.Start(context.Background()))
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	ctx := context.Background()
+	_, err = s.Add(ctx, queue.Job[storetest.Payload]{Key: "k"})
+	require.NoError(t, err)
+	j, err := s.Claim(ctx)
+	require.NoError(t, err)
+	a := admin.New(s.Admin())
+	require.NoError(t, a.Cancel(ctx, j.ID))
+	// The holder "dies": its lease expires by the fake clock.
+	clk.Advance(time.Hour)
+	n, err := s.RescueExpired(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	var kinds []queue.EventKind
+	for _, ev := range evs {
+		kinds = append(kinds, ev.Kind)
+	}
+	require.Contains(t, kinds, queue.EventCancelled)
+	_, err = a.Get(ctx, j.ID, false)
+	require.ErrorIs(t, err, admin.ErrNotFound)
+	// The key is free again, and the outcome of the stale run is refused.
+	_, err = s.Add(ctx, queue.Job[storetest.Payload]{Key: "k"})
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Complete(ctx, j), queue.ErrLeaseLost)
+	c2, err := a.Counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, c2[admin.Ready])
+	require.Zero(t, c2[admin.Running])
+}
+
+// Retry of a dead job whose key another job took meanwhile is refused
+// with ErrDuplicate, and the job stays dead; Delete of a dead job frees
+// nothing else.
+func TestAdminRetryDuplicate(t *testing.T) {
+	t.Parallel()
+	c := needRedis(t)
+	s, a := adminOnly(t, testPrefix(t, c), "d")
+	ctx := context.Background()
+	require.NoError(t, s.Start(ctx))
+	t.Cleanup(func() { _ = s.Close(ctx) })
+	_, err := s.Add(ctx, queue.Job[storetest.Payload]{Key: "k"})
+	require.NoError(t, err)
+	j, err := s.Claim(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Dead(ctx, j, errors.New("boom")))
+	_, err = s.Add(ctx, queue.Job[storetest.Payload]{Key: "k"})
+	require.NoError(t, err)
+	err = a.Retry(ctx, j.ID)
+	require.ErrorIs(t, err, queue.ErrDuplicate)
+	got, err := a.Get(ctx, j.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, admin.Dead, got.State)
+	require.Equal(t, "boom", got.LastError)
+	held, err := a.GetKey(ctx, "k", false)
+	require.NoError(t, err)
+	require.Equal(t, admin.Ready, held.State)
+	require.NoError(t, a.Delete(ctx, held.ID))
+	require.NoError(t, a.Retry(ctx, j.ID))
+	got, err = a.Get(ctx, j.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, admin.Ready, got.State)
+	require.Zero(t, got.Attempt)
+	j2, err := s.Claim(ctx)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, j2.ID)
+	require.NoError(t, s.Complete(ctx, j2))
+}
+
+// Paging stays exact over many jobs enqueued in the same millisecond
+// (EnqueueMany), in both orders, with a priority filter.
+func TestAdminPagingSameMillisecond(t *testing.T) {
+	t.Parallel()
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	s, err := New[storetest.Payload](c, WithPrefix(prefix))
+	require.NoError(t, err)
+	clk := queuetest.NewFakeClock(time.Now())
+	require.NoError(t, s.Init(storetest.Config("m", 10000, clk, func(queue.Event) {})))
+	ctx := context.Background()
+	var jobs []queue.Job[storetest.Payload]
+	for i := range 1050 {
+		p := "high"
+		if i%3 == 0 {
+			p = "low"
+		}
+		jobs = append(jobs, queue.Job[storetest.Payload]{Key: fmt.Sprintf("j%04d", i), Priority: p})
+	}
+	added, err := s.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	want := map[int64]bool{}
+	for _, ad := range added {
+		want[ad.ID] = true
+	}
+	a := admin.New(s.Admin())
+	for _, oldest := range []bool{true, false} {
+		seen := map[int64]bool{}
+		var prev *admin.Cursor
+		q := admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: oldest, Limit: 97}
+		for {
+			p, err := a.List(ctx, q)
+			require.NoError(t, err)
+			for _, j := range p.Jobs {
+				require.False(t, seen[j.ID], "job %d twice", j.ID)
+				seen[j.ID] = true
+				pos := admin.Position(j)
+				if prev != nil {
+					require.Equal(t, oldest, prev.Before(pos), "order at job %d", j.ID)
+				}
+				prev = &pos
+			}
+			if p.Next == "" {
+				break
+			}
+			q.After = p.Next
+		}
+		require.Equal(t, want, seen)
+	}
+	low := 0
+	for _, j := range jobs {
+		if j.Priority == "low" {
+			low++
+		}
+	}
+	p, err := a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Ready, Priority: "low"}, Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, p.Jobs, low)
+	n, err := a.Counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(jobs), n[admin.Ready])
+}
