@@ -207,7 +207,9 @@ func (o *observers) call(h func(Event), ev Event) {
 }
 
 // startRun is called as job's handler is about to run. It observes the
-// job's wait and reports whether the run is timed, and when it started.
+// job's wait and reports whether the run is timed, and when it started;
+// the caller emits EventStarted for a timed run once the run is
+// published.
 func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 	o := q.obs
 	wait := o.prom != nil && !job.RunAt.IsZero()
@@ -218,9 +220,6 @@ func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 	start = q.clock.Now()
 	if wait {
 		o.prom.waitTime.Observe(max(start.Sub(job.RunAt), 0).Seconds())
-	}
-	if timed {
-		q.emit(EventStarted, job, nil, 0)
 	}
 	return start, timed
 }

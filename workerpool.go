@@ -26,7 +26,7 @@ type worker[T any] struct {
 	id     int
 	ctx    context.Context // cancelled to retire the worker between jobs
 	retire context.CancelFunc
-	cur    atomic.Int64 // ID of the running job, 0 when idle
+	cur    atomic.Int64 // ID of the running job, 0 when idle, negated while the admin API pins it (pin)
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memstore.WorkerClaim
@@ -73,7 +73,7 @@ func (p *pool[T]) runningIDs() []int64 {
 	defer p.q.mu.Unlock()
 	var ids []int64
 	for _, w := range p.all() {
-		if id := w.cur.Load(); id != 0 {
+		if id := w.running(); id != 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -147,6 +147,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	p.q.targets.workers.Store(int64(len(p.workers)))
 	p.leaving = remove(p.leaving, w)
 	p.exited.add(&w.ctr)
+	q.leaveRuns(w)
 	w.run.stop()
 }
 
@@ -183,7 +184,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 		var ids []int64
 		byID := map[int64]*worker[T]{}
 		for _, w := range q.pool.all() {
-			if id := w.cur.Load(); id != 0 {
+			if id := w.running(); id != 0 {
 				ids = append(ids, id)
 				byID[id] = w
 			}
@@ -212,7 +213,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 				continue
 			}
 			lostSet[id] = true
-			if w := byID[id]; w != nil && w.cur.Load() == id {
+			if w := byID[id]; w != nil && w.running() == id {
 				if c := w.lost.Load(); c != nil {
 					(*c)()
 				}

@@ -24,16 +24,20 @@ import (
 //   - admin: the dashboard mounted with WithAdmin(q.Admin()), no Recorder,
 //     no page polling it (the cost of the admin API's running-job
 //     tracking);
-//   - poll-10Hz: WithAdmin and a Recorder, with a page polling the
-//     dashboard 10 times a second (state and dead jobs, as the page does
-//     at a 100 ms interval).
+//   - poll-10Hz: the dashboard mounted with WithAdmin, its chart's run
+//     time from the admin API's sample (no Recorder), with a page
+//     polling it 10 times a second (state and dead jobs, as the page
+//     does at a 100 ms interval);
+//   - poll-10Hz-recorder: the same with a Recorder as well, which times
+//     every run through an observer.
 //
 // The target is poll-10Hz within 1 % of none.
 func BenchmarkEnqueueRunDashboard(b *testing.B) {
 	for _, c := range []struct {
 		name            string
 		rec, dash, poll bool
-	}{{"none", false, false, false}, {"recorder", true, false, false}, {"admin", false, true, false}, {"poll-10Hz", true, true, true}} {
+	}{{"none", false, false, false}, {"recorder", true, false, false}, {"admin", false, true, false},
+		{"poll-10Hz", false, true, true}, {"poll-10Hz-recorder", true, true, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			var wg sync.WaitGroup
 			wg.Add(b.N)
