@@ -152,7 +152,7 @@ type workerRun[T any] struct {
 // runSampleEvery is how many of its runs a tracking worker lets pass
 // between two it times for admin.RunTimes, when the coarse clock does
 // not move meanwhile.
-const runSampleEvery = 64
+const runSampleEvery = 256
 
 // stampNow refreshes the coarse clock that dates running jobs and paces
 // the sampling of run times: a clock read, on the scaler's tick and on

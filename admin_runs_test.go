@@ -13,7 +13,7 @@ import (
 	"github.com/queuekit/queue/admin"
 )
 
-// The admin API samples run times without an observer: one run in 64
+// The admin API samples run times without an observer: one run in 256
 // per worker, and the first run after each refresh of the coarse clock
 // (a RunTimes call is one); Longest is taken by the call that reads it.
 func TestAdminRunTimes(t *testing.T) {
@@ -31,18 +31,19 @@ func TestAdminRunTimes(t *testing.T) {
 		rt, ok := a.RunTimes()
 		require.True(t, ok, "a queue's Admin times runs")
 		require.Zero(t, rt.Runs)
-		// The first run after Admin's stamp is timed; the next 63 are
+		// The first run after RunTimes' stamp is timed; the next 255 are
 		// not. All of it ends before the scaler's tick at 1 s moves the
 		// coarse clock.
-		for i := range 64 {
-			require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 10 + i%2}))
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 10}))
+		for range 255 {
+			require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 2}))
 		}
-		time.Sleep(700 * time.Millisecond) // 672 ms of runs
+		time.Sleep(600 * time.Millisecond) // 520 ms of runs
 		rt, _ = a.RunTimes()
 		require.EqualValues(t, 1, rt.Runs)
 		require.Equal(t, 10*time.Millisecond, rt.Total)
 		require.Equal(t, 10*time.Millisecond, rt.Longest)
-		// The 64th run since the sample is timed.
+		// The 256th run since the sample is timed.
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 30}))
 		time.Sleep(40 * time.Millisecond)
 		rt, _ = a.RunTimes()

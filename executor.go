@@ -74,12 +74,13 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	w.cur.Store(job.ID)                                // publishes the run to the admin API (beginRun)
 	periodic := q.per.on.Load() && q.per.starting(job) // one load when there are none
 	if timed {
-		q.emit(EventStarted, job, nil, 0)
+		q.emitAt(EventStarted, job, nil, 0, start)
 	}
 	err := q.call(ctx, job)
 	var took time.Duration
 	if timed || sampled {
-		took = max(q.clock.Now().Sub(start), 1)
+		w.ended = q.clock.Now() // EventDone's or EventDead's time, for a timed run
+		took = max(w.ended.Sub(start), 1)
 		if sampled {
 			w.run.timed(took)
 		}
@@ -229,7 +230,7 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.done.Add(1)
-	q.emit(EventDone, job, nil, took)
+	q.emitAt(EventDone, job, nil, took, w.endedAt(took))
 }
 
 // leaseLost reports whether err says the store no longer holds this run's
@@ -278,7 +279,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause er
 	w.ctr.dead.Add(1)
 	q.keepDead(job, cause)
 	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
-	q.emit(EventDead, job, cause, took)
+	q.emitAt(EventDead, job, cause, took, w.endedAt(took))
 	q.callOnDead(ctx, job, cause)
 }
 

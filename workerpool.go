@@ -32,7 +32,17 @@ type worker[T any] struct {
 	mc     memstore.WorkerClaim
 	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
 	run    *workerRun[T] // the running job, for the admin API (admin.go)
-	_      [48]byte      // 256 bytes in all: workers on other cores share no cache line
+	ended  time.Time     // when the last timed run ended (endedAt)
+	_      [24]byte      // 256 bytes in all: workers on other cores share no cache line
+}
+
+// endedAt returns when the run that took took ended, if it was timed;
+// else zero, for emitAt to read the clock.
+func (w *worker[T]) endedAt(took time.Duration) time.Time {
+	if took <= 0 {
+		return time.Time{}
+	}
+	return w.ended
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }

@@ -4,11 +4,11 @@ import "time"
 
 // RunTimes is a sample of how long a queue's handlers ran, from the
 // workers of the process whose Queue made the Admin. The workers time
-// about one run in 64 each, and the first run each starts after a
+// about one run in 256 each, and the first run each starts after a
 // refresh of the queue's coarse clock (every scale interval, and every
 // call of RunTimes, Counts or a listing of running jobs), so that a
 // dashboard polling it has fresh samples at any throughput while a
-// queue of short jobs pays two clock reads per 64 runs. Runs are picked
+// queue of short jobs pays two clock reads per 256 runs. Runs are picked
 // by when they start, never by how long they run, so Total/Runs is an
 // unbiased estimate of the mean run time; Longest is the longest run
 // sampled, not necessarily the longest run.
