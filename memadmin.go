@@ -138,7 +138,7 @@ func (m memAdmin[T]) running() []found[T] {
 	m.q.eachWorker(func(w *worker[T]) {
 		if id, ok := w.pin(); ok {
 			r := w.run
-			out = append(out, found[T]{job: *r.job, st: admin.Running, updated: r.start})
+			out = append(out, found[T]{job: *r.job, st: admin.Running, updated: *r.start})
 			w.unpin(id)
 		}
 	})

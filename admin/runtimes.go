@@ -3,15 +3,15 @@ package admin
 import "time"
 
 // RunTimes is a sample of how long a queue's handlers ran, from the
-// workers of the process whose Queue made the Admin. The workers time
-// about one run in 256 each, and the first run each starts after a
-// refresh of the queue's coarse clock (every scale interval, and every
-// call of RunTimes, Counts or a listing of running jobs), so that a
-// dashboard polling it has fresh samples at any throughput while a
-// queue of short jobs pays two clock reads per 256 runs. Runs are picked
-// by when they start, never by how long they run, so Total/Runs is an
-// unbiased estimate of the mean run time; Longest is the longest run
-// sampled, not necessarily the longest run.
+// workers of the process whose Queue made the Admin: they time the runs
+// of one job ID in 256, and each worker its first run after a refresh of
+// the queue's coarse clock (every scale interval, and every call of
+// RunTimes, Counts or a listing of running jobs), so that a dashboard
+// polling it has fresh samples at any throughput while a queue of short
+// jobs pays two clock reads per 256 runs. Runs are picked by ID and by
+// when they start, never by how long they run, so Total/Runs estimates
+// the mean run time without bias; Longest is the longest run sampled,
+// not necessarily the longest run.
 type RunTimes struct {
 	// Runs is how many runs were timed since the queue's first Admin
 	// call.
