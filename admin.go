@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/queuekit/queue/internal/core"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 // redisstore), workers track their runs from the start.
 func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
+		q.stampNow()
 		q.adm.used.Store(true)
 		if s, ok := q.store.(admin.Store); ok {
 			q.adm.api = admin.New(durableAdmin[T]{Store: s, q: q})
@@ -80,6 +82,10 @@ type adminState[T any] struct {
 	used   atomic.Bool
 	resume chan struct{} // closed by Resume; made by Pause
 	dead   []deadJob[T]  // oldest first, at most deadKeep
+	// now is the coarse clock (stampNow): the start of a running job
+	// in the in-memory admin listing is the stamp before it.
+	now  atomic.Pointer[time.Time]
+	gone admin.RunTimes // the run times of exited workers; Queue.mu
 }
 
 type deadJob[T any] struct {
@@ -118,53 +124,137 @@ func (q *Queue[T]) keepDead(job *Job[T], cause error) {
 }
 
 // workerRun is what a worker shows of its running job to the admin API,
-// and how the API cancels it. Only the worker's goroutine and the admin
-// API take mu, once each at the start and end of a run.
+// and how the API cancels it. It costs a run no lock and, but for one
+// run in runSampleEvery, no clock read: the worker publishes the run
+// through worker.cur, which it stores anyway, and an admin call that
+// reads or cancels the run first pins it (pin), which holds the worker
+// at the end of that run (endRun) until the call unpins it. Every field
+// but the atomics is written by the worker before it publishes a run,
+// and read by the admin API only while it holds the run pinned.
 type workerRun[T any] struct {
-	mu     sync.Mutex
-	job    *Job[T] // nil when idle
-	start  time.Time
-	ctx    context.Context // the runs' parent context, remade after a cancel
-	cancel context.CancelFunc
-	cut    bool // the admin API cancelled the run
-	on     bool // begin tracked the run; only the worker's goroutine reads and writes it
+	job    *Job[T]    // the worker's job; valid while on
+	start  *time.Time // when the run started: the coarse clock's stamp, or exact
+	exact  time.Time  // start points here when the worker read the clock anyway
+	ctx    context.Context
+	cancel context.CancelFunc // the runs' parent context, remade after a cut
+	cut    bool               // the admin API cancelled the run (pinned)
+	on     bool               // the run is tracked; once set, set for every run
+
+	stamp *time.Time // worker only: the coarse clock's stamp at the last timed run
+
+	// The runs this worker timed (admin.RunTimes).
+	runs, nanos, longest atomic.Int64
+	_                    [24]byte // 128 bytes in all: one size class, no line shared with another worker's
 }
 
-// begin marks job running on w and returns the context its run derives
-// from.
-func (r *workerRun[T]) begin(q *Queue[T], job *Job[T]) context.Context {
+// runSampleEvery: a tracking worker times the runs of one job ID in
+// runSampleEvery for admin.RunTimes, besides its first run after each
+// stamp of the coarse clock. A power of two.
+const runSampleEvery = 256
+
+// stampNow refreshes the coarse clock that dates running jobs and paces
+// the sampling of run times: a clock read, on the scaler's tick and on
+// the admin calls a dashboard polls, never on a run.
+func (q *Queue[T]) stampNow() {
+	t := q.clock.Now()
+	q.adm.now.Store(&t)
+}
+
+// beginRun readies w's slot for job, before run publishes it (storing
+// worker.cur), and returns the context the run derives from, and whether
+// to time the run for admin.RunTimes. start is the run's start if the
+// caller read the clock anyway, else zero. A tracked run costs a few
+// loads from the worker's own cache lines: no lock, no clock, and no
+// store but when the coarse clock moves.
+func (q *Queue[T]) beginRun(w *worker[T], job *Job[T], start time.Time) (context.Context, bool) {
 	if !q.adm.used.Load() {
-		return q.runCtx
+		return q.runCtx, false
 	}
-	now := q.clock.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r := w.run
 	if r.ctx == nil || r.cut {
 		if r.cancel != nil {
 			r.cancel()
 		}
 		r.ctx, r.cancel = context.WithCancel(q.runCtx)
+		r.cut, r.on = false, true
 	}
-	r.job, r.start, r.cut, r.on = job, now, false, true
-	return r.ctx
+	stamp := q.adm.now.Load()
+	sample := job.ID&(runSampleEvery-1) == 0 || stamp != r.stamp
+	if sample {
+		r.stamp = stamp
+	}
+	// Stored only when they change: between two stamps, a worker's
+	// runs write nothing here.
+	switch {
+	case !start.IsZero():
+		r.exact = start
+		r.start = &r.exact
+	case stamp == nil:
+		r.exact = q.clock.Now() // no stamp yet
+		r.start = &r.exact
+	case r.start != stamp:
+		r.start = stamp
+	}
+	if r.job != job {
+		r.job = job // the worker's loop variable: set once
+	}
+	return r.ctx, sample
 }
 
-// end marks w idle and reports whether the admin API cancelled the run.
-func (r *workerRun[T]) end() bool {
-	if !r.on {
-		return false // begin did not track the run
+// endRun unpublishes w's run of job id and reports whether the admin API
+// cancelled it. It waits while an admin call holds the run pinned.
+func (q *Queue[T]) endRun(w *worker[T], id int64) bool {
+	for !w.cur.CompareAndSwap(id, 0) {
+		runtime.Gosched() // pinned: an admin call copies or cancels the run
 	}
-	r.on = false
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.job = nil
-	return r.cut
+	r := w.run
+	return r.on && r.cut
+}
+
+// timed adds a run that took d to w's sample for admin.RunTimes.
+func (r *workerRun[T]) timed(d time.Duration) {
+	r.runs.Add(1)
+	r.nanos.Add(int64(d))
+	if int64(d) > r.longest.Load() {
+		r.longest.Store(int64(d)) // one racing a RunTimes swap counts in the next interval
+	}
+}
+
+// pin holds w's running job, if any, until unpin: the worker cannot end
+// the run meanwhile, so the run's fields can be read. It returns the
+// job's ID and false when w runs no tracked job. Hold it for a copy or a
+// cancel only.
+func (w *worker[T]) pin() (int64, bool) {
+	for {
+		id := w.cur.Load()
+		switch {
+		case id == 0:
+			return 0, false
+		case id < 0:
+			runtime.Gosched() // another admin call holds it
+		case w.cur.CompareAndSwap(id, -id):
+			if !w.run.on {
+				w.unpin(id)
+				return 0, false
+			}
+			return id, true
+		}
+	}
+}
+
+func (w *worker[T]) unpin(id int64) { w.cur.Store(id) }
+
+// running returns the ID of the job w runs, 0 when idle.
+func (w *worker[T]) running() int64 {
+	id := w.cur.Load()
+	if id < 0 {
+		return -id // pinned by the admin API
+	}
+	return id
 }
 
 // stop releases the context when the worker exits.
 func (r *workerRun[T]) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.cancel != nil {
 		r.cancel()
 	}
@@ -175,15 +265,47 @@ func (r *workerRun[T]) stop() {
 func (q *Queue[T]) cancelRunning(id int64) bool {
 	found := false
 	q.eachWorker(func(w *worker[T]) {
-		r := w.run
-		r.mu.Lock()
-		if r.job != nil && r.job.ID == id && !found {
+		if found || w.running() != id {
+			return
+		}
+		got, ok := w.pin()
+		if !ok {
+			return
+		}
+		if got == id {
+			r := w.run
 			r.cut, found = true, true
 			r.cancel()
 		}
-		r.mu.Unlock()
+		w.unpin(got)
 	})
 	return found
+}
+
+// runTimes sums the workers' samples of run times (admin.RunTimer).
+func (q *Queue[T]) runTimes() admin.RunTimes {
+	q.stampNow()
+	q.mu.Lock()
+	ws := q.pool.all()
+	rt := q.adm.gone
+	q.adm.gone.Longest = 0
+	q.mu.Unlock()
+	for _, w := range ws {
+		r := w.run
+		rt.Runs += uint64(r.runs.Load())
+		rt.Total += time.Duration(r.nanos.Load())
+		rt.Longest = max(rt.Longest, time.Duration(r.longest.Swap(0)))
+	}
+	return rt
+}
+
+// leaveRuns keeps the sample of an exiting worker; Queue.mu is held.
+func (q *Queue[T]) leaveRuns(w *worker[T]) {
+	r := w.run
+	g := &q.adm.gone
+	g.Runs += uint64(r.runs.Load())
+	g.Total += time.Duration(r.nanos.Load())
+	g.Longest = max(g.Longest, time.Duration(r.longest.Load()))
 }
 
 // eachWorker calls fn for every live or retiring worker.
@@ -236,8 +358,10 @@ func (q *Queue[T]) setPaused(p bool) {
 	if changed {
 		if p {
 			q.log.Info("queue paused by the admin API: workers stop claiming; enqueues continue")
+			q.emitQueue(EventPaused)
 		} else {
 			q.log.Info("queue resumed by the admin API")
+			q.emitQueue(EventUnpaused)
 		}
 	}
 }
@@ -276,6 +400,17 @@ func (q *Queue[T]) matches(f admin.Filter, job *Job[T]) bool {
 type durableAdmin[T any] struct {
 	admin.Store
 	q *Queue[T]
+}
+
+// Delete asks the store, and reports the job deleted (EventDeleted):
+// the store does not say whether the job had ended, so the event names
+// only its ID.
+func (d durableAdmin[T]) Delete(ctx context.Context, id int64) error {
+	if err := d.Store.Delete(ctx, id); err != nil {
+		return err
+	}
+	d.q.emit(EventDeleted, &Job[T]{ID: id}, nil, 0)
+	return nil
 }
 
 // Cancel asks the store, and cancels the job at once if this process
@@ -320,10 +455,16 @@ func (d durableAdmin[T]) Enable(ctx context.Context, name string) error {
 	return memAdmin[T]{q: d.q}.Enable(ctx, name)
 }
 
+// RunTimes implements admin.RunTimer: this process's workers time runs
+// whatever the store.
+func (d durableAdmin[T]) RunTimes() admin.RunTimes { return d.q.runTimes() }
+
 var (
-	_ admin.Targets = durableAdmin[int]{}
-	_ admin.Targets = memAdmin[int]{}
-	_ admin.Store   = memAdmin[int]{}
+	_ admin.RunTimer = durableAdmin[int]{}
+	_ admin.RunTimer = memAdmin[int]{}
+	_ admin.Targets  = durableAdmin[int]{}
+	_ admin.Targets  = memAdmin[int]{}
+	_ admin.Store    = memAdmin[int]{}
 )
 
 // memPos converts an admin cursor to the in-memory store's position.
@@ -336,4 +477,12 @@ func (q *Queue[T]) memPos(c *admin.Cursor, ready bool) *memstore.Position {
 		p.At = q.mem.Instant(c.At)
 	}
 	return &p
+}
+
+// emitQueue reports an event about the queue itself (EventPaused,
+// EventUnpaused) to the hooks.
+func (q *Queue[T]) emitQueue(kind EventKind) {
+	if q.obs != nil && len(q.obs.hooks) > 0 {
+		q.obs.send(Event{Kind: kind, Time: q.clock.Now()})
+	}
 }

@@ -22,6 +22,18 @@ const (
 	EventSuspended = core.EventSuspended // a target was suspended
 	EventDisabled  = core.EventDisabled  // a target was disabled
 	EventResumed   = core.EventResumed   // a target was resumed
+	// EventPaused and EventUnpaused: the admin API paused the queue
+	// (workers stop claiming), and resumed it. They name no job or
+	// target, and are not counted (no job ends).
+	EventPaused   = core.EventPaused
+	EventUnpaused = core.EventUnpaused
+	// EventDeleted: the admin API deleted a job that had ended (a dead
+	// job; a durable store's done or cancelled one too), which was
+	// counted when it ended. A pending job that Delete removes is
+	// cancelled instead (EventCancelled, counted), and a dead job that
+	// the admin API retries is enqueued again as a new job
+	// (EventEnqueued, with the new ID).
+	EventDeleted = core.EventDeleted
 )
 
 // Event describes one lifecycle event: its Kind, Time, the job's JobID,

@@ -53,7 +53,11 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 			}
 		}()
 	}
-	ctx = w.run.begin(q, job)
+	start, timed := q.startRun(job)
+	ctx, sampled := q.beginRun(w, job, start)
+	if sampled && !timed {
+		start = q.clock.Now()
+	}
 	var cancel context.CancelFunc
 	if q.cfg.jobTimeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, q.cfg.jobTimeout)
@@ -67,22 +71,30 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		}
 		defer cancel()
 	}
-	w.cur.Store(job.ID)
+	w.cur.Store(job.ID)                                // publishes the run to the admin API (beginRun)
 	periodic := q.per.on.Load() && q.per.starting(job) // one load when there are none
-	start, timed := q.startRun(job)
+	if timed {
+		q.emitAt(EventStarted, job, nil, 0, start)
+	}
 	err := q.call(ctx, job)
-	w.cur.Store(0)
-	cut := w.run.end()
+	var took time.Duration
+	if timed || sampled {
+		w.ended = q.clock.Now() // EventDone's or EventDead's time, for a timed run
+		took = max(w.ended.Sub(start), 1)
+		if sampled {
+			w.run.timed(took)
+		}
+		if !timed {
+			took = 0 // timed for the admin API only: not a metrics sample
+		}
+	}
+	cut := q.endRun(w, job.ID)
 	if q.leaser != nil {
 		w.lost.Store(nil)
 	}
 	if cut {
 		q.endCut(w, job)
 		return false
-	}
-	var took time.Duration
-	if timed {
-		took = max(q.clock.Now().Sub(start), 1)
 	}
 	if periodic {
 		q.per.finishRun(w, job, err, took)
@@ -218,7 +230,7 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took
 		q.log.Error("store: complete failed", "job", job.ID, "key", job.Key, "err", err)
 	}
 	w.ctr.done.Add(1)
-	q.emit(EventDone, job, nil, took)
+	q.emitAt(EventDone, job, nil, took, w.endedAt(took))
 }
 
 // leaseLost reports whether err says the store no longer holds this run's
@@ -267,7 +279,7 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause er
 	w.ctr.dead.Add(1)
 	q.keepDead(job, cause)
 	q.log.Warn("job dead-lettered", "outcome", "dead", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "err", cause)
-	q.emit(EventDead, job, cause, took)
+	q.emitAt(EventDead, job, cause, took, w.endedAt(took))
 	q.callOnDead(ctx, job, cause)
 }
 

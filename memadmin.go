@@ -134,13 +134,13 @@ func (m memAdmin[T]) keep(f admin.Filter) func(prio int, target string) bool {
 
 func (m memAdmin[T]) running() []found[T] {
 	var out []found[T]
+	m.q.stampNow()
 	m.q.eachWorker(func(w *worker[T]) {
-		r := w.run
-		r.mu.Lock()
-		if r.job != nil {
-			out = append(out, found[T]{job: *r.job, st: admin.Running, updated: r.start})
+		if id, ok := w.pin(); ok {
+			r := w.run
+			out = append(out, found[T]{job: *r.job, st: admin.Running, updated: *r.start})
+			w.unpin(id)
 		}
-		r.mu.Unlock()
 	})
 	return out
 }
@@ -288,9 +288,11 @@ func (m memAdmin[T]) Delete(ctx context.Context, id int64) error {
 	q.adm.mu.Lock()
 	i := slices.IndexFunc(q.adm.dead, func(d deadJob[T]) bool { return d.job.ID == id })
 	if i >= 0 {
+		d := q.adm.dead[i]
 		q.adm.dead = slices.Delete(q.adm.dead, i, i+1)
 		q.adm.mu.Unlock()
 		q.log.Info("dead job deleted by the admin API", "job", id)
+		q.emit(EventDeleted, &d.job, nil, 0)
 		return nil
 	}
 	q.adm.mu.Unlock()
@@ -328,6 +330,9 @@ func (m memAdmin[T]) Cancel(_ context.Context, id int64) error {
 	}
 	return m.notHere(id, "cancel")
 }
+
+// RunTimes implements admin.RunTimer.
+func (m memAdmin[T]) RunTimes() admin.RunTimes { return m.q.runTimes() }
 
 // Pause implements admin.Store.
 func (m memAdmin[T]) Pause(context.Context) error { m.q.setPaused(true); return nil }

@@ -207,7 +207,9 @@ func (o *observers) call(h func(Event), ev Event) {
 }
 
 // startRun is called as job's handler is about to run. It observes the
-// job's wait and reports whether the run is timed, and when it started.
+// job's wait and reports whether the run is timed, and when it started;
+// the caller emits EventStarted for a timed run once the run is
+// published.
 func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 	o := q.obs
 	wait := o.prom != nil && !job.RunAt.IsZero()
@@ -218,9 +220,6 @@ func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 	start = q.clock.Now()
 	if wait {
 		o.prom.waitTime.Observe(max(start.Sub(job.RunAt), 0).Seconds())
-	}
-	if timed {
-		q.emit(EventStarted, job, nil, 0)
 	}
 	return start, timed
 }
@@ -250,6 +249,13 @@ func (q *Queue[T]) finishRun(w *worker[T], job *Job[T], err error, took time.Dur
 // emit reports an event about job. It is cheap when nobody listens. d is
 // the run time for EventDone and EventDead, otherwise as Event.Delay says.
 func (q *Queue[T]) emit(kind EventKind, job *Job[T], err error, d time.Duration) {
+	q.emitAt(kind, job, err, d, time.Time{})
+}
+
+// emitAt is emit with the event's time, if the caller has read the clock
+// already (zero: emitAt reads it). A clock read is most of what an
+// observer costs a run of a short job.
+func (q *Queue[T]) emitAt(kind EventKind, job *Job[T], err error, d time.Duration, at time.Time) {
 	o := q.obs
 	if !o.active {
 		return
@@ -260,7 +266,10 @@ func (q *Queue[T]) emit(kind EventKind, job *Job[T], err error, d time.Duration)
 	if len(o.hooks) == 0 {
 		return
 	}
-	o.send(Event{Kind: kind, Time: q.clock.Now(), JobID: job.ID, Key: job.Key, Target: job.Target,
+	if at.IsZero() {
+		at = q.clock.Now()
+	}
+	o.send(Event{Kind: kind, Time: at, JobID: job.ID, Key: job.Key, Target: job.Target,
 		Priority: job.Priority, Attempt: job.Attempt, Err: err, Delay: d})
 }
 

@@ -14,6 +14,9 @@ func (q *Queue[T]) scaler(ctx context.Context) {
 		}
 		q.scale()
 		q.obs.tick()
+		if q.adm.used.Load() {
+			q.stampNow() // the coarse clock of the admin API's running jobs
+		}
 		t.Reset(q.cfg.scaleInterval)
 	}
 }

@@ -26,13 +26,23 @@ type worker[T any] struct {
 	id     int
 	ctx    context.Context // cancelled to retire the worker between jobs
 	retire context.CancelFunc
-	cur    atomic.Int64 // ID of the running job, 0 when idle
+	cur    atomic.Int64 // ID of the running job, 0 when idle, negated while the admin API pins it (pin)
 	lost   atomic.Pointer[context.CancelFunc]
 	ctr    counters // this worker's outcome counts, summed by Stats
 	mc     memstore.WorkerClaim
 	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
 	run    *workerRun[T] // the running job, for the admin API (admin.go)
-	_      [48]byte      // 256 bytes in all: workers on other cores share no cache line
+	ended  time.Time     // when the last timed run ended (endedAt)
+	_      [24]byte      // 256 bytes in all: workers on other cores share no cache line
+}
+
+// endedAt returns when the run that took took ended, if it was timed;
+// else zero, for emitAt to read the clock.
+func (w *worker[T]) endedAt(took time.Duration) time.Time {
+	if took <= 0 {
+		return time.Time{}
+	}
+	return w.ended
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
@@ -73,7 +83,7 @@ func (p *pool[T]) runningIDs() []int64 {
 	defer p.q.mu.Unlock()
 	var ids []int64
 	for _, w := range p.all() {
-		if id := w.cur.Load(); id != 0 {
+		if id := w.running(); id != 0 {
 			ids = append(ids, id)
 		}
 	}
@@ -147,6 +157,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	p.q.targets.workers.Store(int64(len(p.workers)))
 	p.leaving = remove(p.leaving, w)
 	p.exited.add(&w.ctr)
+	q.leaveRuns(w)
 	w.run.stop()
 }
 
@@ -183,7 +194,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 		var ids []int64
 		byID := map[int64]*worker[T]{}
 		for _, w := range q.pool.all() {
-			if id := w.cur.Load(); id != 0 {
+			if id := w.running(); id != 0 {
 				ids = append(ids, id)
 				byID[id] = w
 			}
@@ -212,7 +223,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 				continue
 			}
 			lostSet[id] = true
-			if w := byID[id]; w != nil && w.cur.Load() == id {
+			if w := byID[id]; w != nil && w.running() == id {
 				if c := w.lost.Load(); c != nil {
 					(*c)()
 				}

@@ -52,6 +52,7 @@ type config struct {
 	actions  bool
 	recorder *Recorder
 	jobs     *admin.Admin // WithAdmin
+	runTimes bool         // jobs samples run times (admin.RunTimer), for the chart without a Recorder
 	interval time.Duration
 	history  int
 }
@@ -69,10 +70,15 @@ func WithActions(on bool) Option {
 }
 
 // WithRecorder gives the dashboard a Recorder the queue feeds through
-// queue.WithObserver(r.Observe): it adds the jobs' run time (latency) to
-// the chart, and lists healthy targets, which Stats leaves out. Default
-// nil: no latency, and only the targets that are suspended, disabled or
-// failing are listed. Give each Handler a Recorder of its own.
+// queue.WithObserver(r.Observe): it times every run for the chart's run
+// time (latency), and lists healthy targets, which Stats leaves out.
+// Default nil: the chart's run time comes from the admin API's sample
+// (WithAdmin, admin.Admin.RunTimes), or is left out without WithAdmin,
+// and only the targets that are suspended, disabled or failing are
+// listed. A Recorder costs the queue an observer: an Event built and
+// delivered for every enqueue, start and end of a job (see
+// docs/benchmarks.md); prefer WithAdmin alone when jobs are short. Give
+// each Handler a Recorder of its own.
 func WithRecorder(r *Recorder) Option {
 	return func(c *config) error {
 		if r == nil {
@@ -87,7 +93,8 @@ func WithRecorder(r *Recorder) Option {
 // lists dead jobs, with retry and delete when actions are enabled, shows
 // one job's detail (never its payload) and the jobs per state, and shows
 // whether the queue is paused, with pause and resume when actions are
-// enabled. Default nil: the page shows that these need the admin API,
+// enabled. The chart's run time comes from the admin API's sample of
+// run times (admin.Admin.RunTimes) unless a Recorder is given. Default nil: the page shows that these need the admin API,
 // and the job endpoints answer 501 Not Implemented.
 func WithAdmin(a *admin.Admin) Option {
 	return func(c *config) error {
@@ -135,6 +142,9 @@ func New(src Source, opts ...Option) (*Handler, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.jobs != nil {
+		_, cfg.runTimes = cfg.jobs.RunTimes()
 	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)

@@ -9,15 +9,17 @@
 // Mount it as you mount the queue's StatsHandler, at a path that ends in
 // a slash, with the prefix stripped:
 //
-//	rec := new(dashboard.Recorder)
-//	q, err := queue.New(handle, queue.WithObserver(rec.Observe))
+//	q, err := queue.New(handle)
 //	...
-//	dash, err := dashboard.New(q, dashboard.WithRecorder(rec))
+//	dash, err := dashboard.New(q, dashboard.WithAdmin(q.Admin()))
 //	...
 //	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", requireAdmin(dash)))
 //
-// The Recorder is optional: it adds the jobs' run time to the chart and
-// lists healthy targets, which the queue's Stats leaves out.
+// With WithAdmin the chart's run time is the admin API's sample of run
+// times (admin.Admin.RunTimes), which costs the queue no observer. A
+// Recorder (WithRecorder, fed by queue.WithObserver(rec.Observe)) is
+// optional: it times every run instead, and lists healthy targets, which
+// the queue's Stats leaves out, at the cost of an observer on every job.
 //
 // # Authentication
 //
@@ -62,7 +64,8 @@
 // one ring, so a page opened late shows the minutes others watched, and a
 // stretch nobody watched is drawn as a gap. Throughput is the change of
 // Stats' Done counter between samples; run time is the mean (and the
-// longest) of the runs that ended in between, from the Recorder. History
+// longest) of the runs that ended in between, from the Recorder, or
+// without one of the runs the admin API sampled (WithAdmin). History
 // that must survive while nobody watches belongs in the queue's
 // Prometheus metrics.
 //

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -131,4 +132,33 @@ func TestTargetsMergeRecorderAndStats(t *testing.T) {
 	assert.Equal(t, "disabled", s.Targets[0].Health)
 	assert.Equal(t, "b-healthy", s.Targets[1].Name)
 	assert.Equal(t, "healthy", s.Targets[1].Health)
+}
+
+// With WithAdmin and no Recorder, the chart's run time is the admin
+// API's sample: no observer on the queue.
+func TestLatencyFromAdminWithoutRecorder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
+			time.Sleep(time.Duration(j.Payload) * time.Millisecond)
+			return nil
+		}, queue.WithWorkers(2, 2))
+		require.NoError(t, err)
+		h := newHandler(t, q, WithAdmin(q.Admin()), WithInterval(100*time.Millisecond))
+		require.NoError(t, q.Start(ctx))
+		defer func() { require.NoError(t, q.Shutdown(ctx)) }()
+		s, _ := getState(t, h)
+		assert.True(t, s.Latency)
+		// The first run of each worker after the poll is timed.
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 20}))
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 40}))
+		time.Sleep(100 * time.Millisecond)
+		s, _ = getState(t, h)
+		require.Len(t, s.History, 2)
+		p := s.History[1]
+		require.NotNil(t, p.LatencyMs)
+		assert.InDelta(t, 30, *p.LatencyMs, 1e-9)
+		assert.InDelta(t, 40, *p.LatencyMaxMs, 1e-9)
+		assert.InDelta(t, 20, p.Throughput, 1e-9, "2 jobs in 100 ms")
+	})
 }

@@ -34,7 +34,7 @@ type state struct {
 	Periodic        []queue.PeriodicStatus `json:"periodic"` // the periodic jobs, by name
 	History         []point                `json:"history"`
 	IntervalMs      int64                  `json:"interval_ms"`
-	Latency         bool                   `json:"latency"` // a Recorder times runs
+	Latency         bool                   `json:"latency"` // a Recorder or the admin API times runs
 	Actions         bool                   `json:"actions"`
 	Jobs            bool                   `json:"jobs"`             // WithAdmin plugged in the job lists
 	Paused          bool                   `json:"paused"`           // the admin API paused the queue
@@ -96,6 +96,10 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		if rec := h.cfg.recorder; rec != nil {
 			s.runs, s.runNanos, s.maxNanos = rec.take()
 			s.hasLatency = true
+		} else if h.cfg.runTimes {
+			rt, _ := h.cfg.jobs.RunTimes()
+			s.runs, s.runNanos, s.maxNanos = rt.Runs, int64(rt.Total), int64(rt.Longest)
+			s.hasLatency = true
 		}
 		h.ring.add(s)
 	}
@@ -115,7 +119,7 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		RecentErrors:    st.RecentErrors,
 		History:         history,
 		IntervalMs:      h.cfg.interval.Milliseconds(),
-		Latency:         h.cfg.recorder != nil,
+		Latency:         h.cfg.recorder != nil || h.cfg.runTimes,
 		Actions:         h.cfg.actions,
 		Jobs:            h.cfg.jobs != nil,
 		Now:             now,

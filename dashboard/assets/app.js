@@ -278,7 +278,7 @@
     // The latest run time measured: a sample in which no job ended has none.
     var lat = null;
     for (var i = h.length - 1; i >= 0 && lat == null; i--) lat = h[i].latency_ms;
-    $("cur-latency").textContent = s.latency ? fmtMs(lat) : "needs WithRecorder";
+    $("cur-latency").textContent = s.latency ? fmtMs(lat) : "needs WithAdmin or WithRecorder";
     $("chart-span").textContent = h.length + " samples";
   }
 

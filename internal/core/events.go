@@ -21,6 +21,9 @@ const (
 	EventSuspended                      // a target was suspended
 	EventDisabled                       // a target was disabled
 	EventResumed                        // a target was resumed
+	EventPaused                         // the admin API paused the queue
+	EventUnpaused                       // the admin API resumed the paused queue
+	EventDeleted                        // the admin API deleted a job that had ended (dead)
 )
 
 var eventNames = [...]string{
@@ -28,7 +31,7 @@ var eventNames = [...]string{
 	EventStarted: "started", EventDone: "done", EventRetried: "retried", EventDead: "dead",
 	EventCancelled: "cancelled", EventRequeued: "requeued", EventDeferred: "deferred",
 	EventRescued: "rescued", EventSuspended: "suspended", EventDisabled: "disabled",
-	EventResumed: "resumed",
+	EventResumed: "resumed", EventPaused: "paused", EventUnpaused: "unpaused", EventDeleted: "deleted",
 }
 
 // String returns the event's lower-case name, e.g. "done".
@@ -41,7 +44,8 @@ func (k EventKind) String() string {
 
 // Event describes one lifecycle event. Payloads are never included.
 // Fields that do not apply are zero: a target's events (EventSuspended,
-// EventDisabled, EventResumed) name only the target, and the
+// EventDisabled, EventResumed) name only the target, the queue's
+// (EventPaused, EventUnpaused) nothing, and the
 // EventCancelled events of Cancel name only the key, those of CancelMatch
 // and Purge neither key nor job, as the store reports only how many jobs
 // it cancelled (one event each).
