@@ -90,10 +90,11 @@ func ExampleQueue_CancelMatch() {
 func ExampleJob_uniqueFor() {
 	ctx := context.Background()
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	ran := make(chan struct{})
+	// The handler hands each payload to the example's goroutine, which
+	// prints it: a print from the worker could come before "first:".
+	ran := make(chan string)
 	q, err := queue.New(func(_ context.Context, job queue.Job[string]) error {
-		fmt.Println("run:", job.Payload)
-		ran <- struct{}{}
+		ran <- job.Payload
 		return nil
 	}, queue.WithWorkers(1, 1), queue.WithClock(clk))
 	if err != nil {
@@ -105,11 +106,11 @@ func ExampleJob_uniqueFor() {
 		return q.Enqueue(ctx, queue.Job[string]{Key: "daily-report", UniqueFor: time.Hour, Payload: payload})
 	}
 	fmt.Println("first:", report("first"))
-	<-ran
+	fmt.Println("run:", <-ran)
 	fmt.Println("again:", report("again"))
 	clk.Advance(time.Hour)
 	fmt.Println("an hour later:", report("later"))
-	<-ran
+	fmt.Println("run:", <-ran)
 	// Output:
 	// first: <nil>
 	// run: first
