@@ -125,6 +125,8 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.targets.bindFleet(store, q.log)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
+	_, mem := q.store.(*memstore.Store[T])
+	q.targets.bindSlots(store, mem, q.leaser)
 	q.adm.used.Store(cancelsRuns(store)) // see cancelsRuns
 	q.joinFleet()
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -210,6 +212,9 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 	q.per.start()
 	if q.leaser != nil {
 		go q.heartbeats(bg)
+	}
+	if q.targets.slots != nil {
+		go q.renewSlots(bg)
 	}
 	q.targets.startFleet(bg)
 	go func() {

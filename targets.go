@@ -167,6 +167,8 @@ type target[T any] struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
+	acquiring int     // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
+	full      bool    // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
 	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
 	busy      bool    // counted in targets.busy (fair.go)
 	seen      int64   // the last instant a job of the target was admitted or ended
@@ -197,7 +199,8 @@ type targets[T any] struct {
 	event func(kind EventKind, name string, err error, d time.Duration)
 	m     sync.Map // name -> *target[T]
 	due   dueTable
-	fleet *fleetSync // nil unless the store is a TargetStore (fleet.go)
+	fleet *fleetSync  // nil unless the store is a TargetStore (fleet.go)
+	slots *fleetSlots // nil unless the store is a SlotStore and the limit is fixed (slots.go)
 
 	// epoch is what instants count from (see instant).
 	epoch time.Time
@@ -331,6 +334,18 @@ func (f *fifo[T]) push(job *Job[T]) {
 		f.buf, f.head = f.buf[:n], 0
 	}
 	f.buf = append(f.buf, *job)
+}
+
+// pushFront puts a copy of job before the others.
+func (f *fifo[T]) pushFront(job *Job[T]) {
+	if f.head > 0 {
+		f.head--
+		f.buf[f.head] = *job
+		return
+	}
+	f.buf = append(f.buf, Job[T]{})
+	copy(f.buf[1:], f.buf)
+	f.buf[0] = *job
 }
 
 // drop removes the first n jobs.

@@ -32,7 +32,8 @@ type worker[T any] struct {
 	mc     memstore.WorkerClaim
 	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
 	run    *workerRun[T] // the running job, for the admin API (admin.go)
-	_      [48]byte      // 256 bytes in all: workers on other cores share no cache line
+	slot   string        // the SlotStore slot the job it runs, or holds, holds (slots.go); "" for none
+	_      [32]byte      // 256 bytes in all: workers on other cores share no cache line
 }
 
 func (p *pool[T]) init(q *Queue[T]) { p.q = q }
