@@ -143,6 +143,13 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 // capacity as ready jobs do, and Cancel, CancelMatch and Purge reach
 // them. A parked job holds its key as a running job does: an Enqueue of
 // the key is coalesced into one more run (see WithCoalesce).
+//
+// On a store that implements SlotStore (pgstore, redisstore), a fixed k
+// holds across every process of the queue: a job runs only while its
+// process holds one of the target's k slots in the store, which costs a
+// round trip to take it and one to free it. A job that gets no slot is
+// parked as above until a slot frees anywhere in the fleet. The fair
+// share stays each process's own.
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {

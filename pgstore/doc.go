@@ -52,8 +52,11 @@
 // LISTEN connection is down, the queue's reload (once a second) brings
 // them. Start waits, at most 5 s, for the LISTEN connection when the queue
 // watches target state, so that nothing written after Start is missed.
-// Per-target concurrency limits are not shared: each process holds its
-// own. See "Fleet state" in docs/OPERATIONS.md.
+// A fixed per-target concurrency limit (queue.WithTargetConcurrency) is
+// shared: the store implements queue.SlotStore on the queuekit_slots
+// table (migration 006), so at most k jobs of a target run at once in the
+// fleet; the fair share stays each process's own. See "Fleet state" in
+// docs/OPERATIONS.md.
 //
 // # Dedupe and coalescing
 //

@@ -68,8 +68,12 @@
 // connect timeout, for Redis to confirm), so a change reaches the other
 // processes one round trip and one message after it was made; a message
 // lost while the subscription reconnects is made good by the queue's
-// reload, once a second. Per-target concurrency limits are not shared:
-// each process holds its own. See "Fleet state" in docs/OPERATIONS.md.
+// reload, once a second. A fixed per-target concurrency limit
+// (queue.WithTargetConcurrency) is shared: the store implements
+// queue.SlotStore with a sorted set per target,
+// "{prefix:name}:slots:<target>", so at most k jobs of a target run at
+// once in the fleet; the fair share stays each process's own. See "Fleet
+// state" in docs/OPERATIONS.md.
 //
 // # Batch enqueue
 //
