@@ -214,23 +214,27 @@ func (q *Queue[T]) awaitSlot(w *worker[T], name string, job *Job[T]) bool {
 	t := ts.get(name)
 	timer := q.clock.NewTimer(slotRetry)
 	defer timer.Stop()
-	for {
-		select {
-		case <-wake:
-			timer.Stop()
-		case <-timer.C():
-		case <-w.ctx.Done():
-			t.mu.Lock()
-			t.full = false
-			var back []Job[T]
-			if t.running == 0 && t.acquiring == 0 {
-				back = ts.unpark(t, t.waiting.len())
+	// The first time, ask at once: a slot released between the refusal
+	// and the wake-up's registration above was announced to no one.
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-wake:
+				timer.Stop()
+			case <-timer.C():
+			case <-w.ctx.Done():
+				t.mu.Lock()
+				t.full = false
+				var back []Job[T]
+				if t.running == 0 && t.acquiring == 0 {
+					back = ts.unpark(t, t.waiting.len())
+				}
+				t.mu.Unlock()
+				q.flushParked(w, back, waitJob, q.clock.Now())
+				return false
 			}
-			t.mu.Unlock()
-			q.flushParked(w, back, waitJob, q.clock.Now())
-			return false
+			timer.Reset(slotRetry)
 		}
-		timer.Reset(slotRetry)
 		t.mu.Lock()
 		idle := t.waiting.len() == 0
 		if idle {

@@ -30,6 +30,14 @@ import (
 //     "slot {queue, target}" on the schema's NOTIFY channel; the LISTEN
 //     connection of every process (WithListen) hands it to WatchSlots.
 //
+// The three commit without waiting for the WAL flush (synchronous_commit
+// off for their transaction only, as admission's takes): a NOTIFY holds a
+// cluster-wide lock through its commit, and a flush under it serialised
+// every release of the fleet (250 jobs/s at most). A server crash may
+// then forget the last changes: a forgotten release holds its slot until
+// the lease expires; a forgotten acquisition lets one more job of the
+// target start while the one holding it runs on.
+//
 // A limit lowered while slots above it are held lets their holders finish:
 // only rows below the limit are granted, so the fleet is back under the
 // new limit when those jobs end.
@@ -79,13 +87,14 @@ WITH free AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {slots} s SET holder = $3::text, expires_at = statement_timestamp() + make_interval(secs => $5::float8)
-FROM free WHERE s.queue = $1::text AND s.target = $2::text AND s.slot = free.slot
+FROM free, (SELECT set_config('synchronous_commit', 'off', true)) AS async WHERE s.queue = $1::text AND s.target = $2::text AND s.slot = free.slot
 RETURNING s.slot`
 
 // sqlRenewSlots moves the expiry of holders $3's slots of queue $1's
 // target $2 to $4 seconds from now, and returns the holders renewed. A
 // lease that expired but was not taken is still its holder's.
 const sqlRenewSlots = `UPDATE {slots} SET expires_at = statement_timestamp() + make_interval(secs => $4::float8)
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async
 WHERE queue = $1::text AND target = $2::text AND holder = ANY($3::text[])
 RETURNING holder`
 
@@ -94,6 +103,7 @@ RETURNING holder`
 const sqlReleaseSlot = `
 WITH freed AS (
     UPDATE {slots} SET holder = NULL, expires_at = '-infinity'
+    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async
     WHERE queue = $1::text AND target = $2::text AND holder = $3::text
     RETURNING 1
 )
