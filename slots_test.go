@@ -283,3 +283,32 @@ func TestSlotsParkedJobsReachable(t *testing.T) {
 		assert.Equal(t, 0, heldSlots(t, h, "x"))
 	})
 }
+
+// A shutdown while jobs wait for a slot held elsewhere puts them back in
+// the store, without using an attempt; none is lost, and the waiter
+// leaves.
+func TestSlotsShutdownPutsParkedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newSlotHub(t)
+		ok, err := h.tab.AcquireSlot(context.Background(), "x", "elsewhere:1", 1, time.Hour)
+		require.NoError(t, err)
+		require.True(t, ok)
+		g := &gauge{}
+		s := slotStore{Store: memstore.New[int](), h: h}
+		q := newStoreQueue(t, queue.Store[int](s), g.handler(time.Millisecond), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
+		require.NoError(t, q.Start(context.Background()))
+		for i := range 3 {
+			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
+		}
+		advance(time.Second)
+		require.Equal(t, 3, q.Stats().Depth)
+		require.NoError(t, q.Shutdown(context.Background()))
+		st := q.Stats()
+		assert.Equal(t, uint64(3), st.Deferred, "put back")
+		assert.Zero(t, st.Done+st.Cancelled+st.Dead)
+		stored, err := s.Stats(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 3, stored.Ready+stored.Scheduled, "in the store again")
+		assert.Equal(t, 1, heldSlots(t, h, "x"), "only the other holder's slot")
+	})
+}
