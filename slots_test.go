@@ -304,7 +304,9 @@ func TestSlotsShutdownPutsParkedBack(t *testing.T) {
 		require.Equal(t, 3, q.Stats().Depth)
 		require.NoError(t, q.Shutdown(context.Background()))
 		st := q.Stats()
-		assert.Equal(t, uint64(3), st.Deferred, "put back")
+		// At least 3: a worker still claiming as the shutdown began may
+		// take one back out and put it back once more.
+		assert.GreaterOrEqual(t, st.Deferred, uint64(3), "put back")
 		assert.Zero(t, st.Done+st.Cancelled+st.Dead)
 		stored, err := s.Stats(context.Background())
 		require.NoError(t, err)
