@@ -214,7 +214,8 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 		go q.heartbeats(bg)
 	}
 	if q.targets.slots != nil {
-		go q.renewSlots(bg)
+		q.targets.slots.started.Store(true)
+		go q.slotLoop(bg)
 	}
 	q.targets.startFleet(bg)
 	go func() {
@@ -552,6 +553,7 @@ func (q *Queue[T]) finishStop() {
 	}
 	q.mu.Unlock()
 	q.targets.stopFleet() // its last writes go before the store closes
+	q.targets.stopSlots() // and its last releases
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	q.closeErr = q.store.Close(ctx)
 	cancel()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,10 @@ import (
 //     local slot meanwhile (target.acquiring).
 //   - When its job ends, the local slot passes to the next parked job of
 //     the target, with its store slot (no round trip); a slot with no job
-//     to pass to is released in the store (one round trip).
+//     to pass to is released in the store (one round trip) by one
+//     goroutine, slotLoop, so that the worker does not wait for it. Until
+//     slotLoop takes it, a job of the target admitted in this process
+//     takes the slot over instead of acquiring one (no round trip).
 //   - A job the store refuses is parked. One worker per target, the
 //     waiter (target.full), then asks again when the store says a slot of
 //     the target was released (WatchSlots: NOTIFY, pub/sub) and every
@@ -52,8 +56,13 @@ type fleetSlots struct {
 
 	mu   sync.Mutex
 	held map[string]string        // holder -> target, for the renewals
+	idle map[string][]string      // target -> holders whose jobs ended, not yet released
 	wake map[string]chan struct{} // target -> its waiter's wake-up
 	warn time.Time                // when a failure was last logged
+
+	started atomic.Bool   // slotLoop runs (set by Start)
+	kick    chan struct{} // idle holders to release
+	done    chan struct{} // closed when slotLoop has released the last ones
 }
 
 // bindSlots gives ts the store's slots, when the store has them and a
@@ -71,7 +80,8 @@ func (ts *targets[T]) bindSlots(store any, mem bool, leaser Leaser) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	fs := &fleetSlots{store: s, ttl: ttl, prefix: hex.EncodeToString(b[:]) + ":",
-		held: map[string]string{}, wake: map[string]chan struct{}{}}
+		held: map[string]string{}, idle: map[string][]string{}, wake: map[string]chan struct{}{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	s.WatchSlots(fs.released)
 	ts.slots = fs
 }
@@ -93,6 +103,18 @@ func (fs *fleetSlots) released(target string) {
 // refusal (the job waits: it never runs without a slot).
 func (q *Queue[T]) acquireSlot(target string) (holder string, ok bool) {
 	fs := q.targets.slots
+	fs.mu.Lock()
+	if idle := fs.idle[target]; len(idle) > 0 {
+		holder = idle[len(idle)-1]
+		if len(idle) == 1 {
+			delete(fs.idle, target)
+		} else {
+			fs.idle[target] = idle[:len(idle)-1]
+		}
+		fs.mu.Unlock()
+		return holder, true // still leased: its release was not sent
+	}
+	fs.mu.Unlock()
 	holder = fs.prefix + strconv.FormatUint(fs.seq.Add(1), 36)
 	ctx, cancel := context.WithTimeout(q.bgCtx, slotCallTimeout)
 	ok, err := fs.store.AcquireSlot(ctx, target, holder, q.targets.cfg.concurrency, fs.ttl)
@@ -109,24 +131,45 @@ func (q *Queue[T]) acquireSlot(target string) (holder string, ok bool) {
 	return holder, ok
 }
 
-// releaseSlot gives back the store slot w holds, if any.
+// releaseSlot hands the store slot w holds, if any, to slotLoop to be
+// released.
 func (q *Queue[T]) releaseSlot(w *worker[T], target string) {
 	if w.slot == "" {
 		return
 	}
-	holder := w.slot
-	w.slot = ""
 	fs := q.targets.slots
 	fs.mu.Lock()
-	delete(fs.held, holder)
+	fs.idle[target] = append(fs.idle[target], w.slot)
 	fs.mu.Unlock()
-	ctx, cancel := context.WithTimeout(q.bgCtx, slotCallTimeout)
-	err := fs.store.ReleaseSlot(ctx, target, holder)
-	cancel()
-	if err != nil {
-		q.slotWarn("queue: releasing a concurrency slot failed; it is free when its lease expires", "target", target, "err", err, "lease", fs.ttl)
+	w.slot = ""
+	select {
+	case fs.kick <- struct{}{}:
+	default:
 	}
-	fs.released(target) // this process's waiter need not wait for the announcement
+}
+
+// sendReleases releases the idle holders in the store, and wakes this
+// process's waiters of their targets.
+func (q *Queue[T]) sendReleases(ctx context.Context) {
+	fs := q.targets.slots
+	fs.mu.Lock()
+	idle := fs.idle
+	fs.idle = map[string][]string{}
+	fs.mu.Unlock()
+	for target, holders := range idle {
+		for _, holder := range holders {
+			rctx, cancel := context.WithTimeout(ctx, slotCallTimeout)
+			err := fs.store.ReleaseSlot(rctx, target, holder)
+			cancel()
+			if err != nil {
+				q.slotWarn("queue: releasing a concurrency slot failed; it is free when its lease expires", "target", target, "err", err, "lease", fs.ttl)
+			}
+			fs.mu.Lock()
+			delete(fs.held, holder)
+			fs.mu.Unlock()
+		}
+		fs.released(target) // this process's waiter need not wait for the announcement
+	}
 }
 
 // slotWarn logs a store failure, at most once a second.
@@ -266,11 +309,26 @@ func (q *Queue[T]) awaitSlot(w *worker[T], name string, job *Job[T]) bool {
 	}
 }
 
-// renewSlots renews the store slots this process holds every third of
-// their TTL, until ctx ends.
-func (q *Queue[T]) renewSlots(ctx context.Context) {
+// slotLoop releases the slots whose jobs ended, and renews the store
+// slots this process holds every third of their TTL, until ctx ends; it
+// then releases the last ones.
+func (q *Queue[T]) slotLoop(ctx context.Context) {
 	fs := q.targets.slots
-	for q.sleep(ctx, fs.ttl/3) {
+	defer close(fs.done)
+	timer := q.clock.NewTimer(fs.ttl / 3)
+	defer timer.Stop()
+	for {
+		select {
+		case <-fs.kick:
+			q.sendReleases(ctx)
+			continue
+		case <-ctx.Done():
+			// The workers are gone: release what they left.
+			q.sendReleases(context.WithoutCancel(ctx))
+			return
+		case <-timer.C():
+			timer.Reset(fs.ttl / 3)
+		}
 		fs.mu.Lock()
 		by := map[string][]string{}
 		for holder, target := range fs.held {
@@ -290,6 +348,11 @@ func (q *Queue[T]) renewSlots(ctx context.Context) {
 				for _, h := range lost {
 					delete(fs.held, h)
 				}
+				// An idle one lost is not to be taken over.
+				fs.idle[target] = slices.DeleteFunc(fs.idle[target], func(h string) bool { return slices.Contains(lost, h) })
+				if len(fs.idle[target]) == 0 {
+					delete(fs.idle, target)
+				}
 				fs.mu.Unlock()
 				// The job runs on: stopping it half-way would be worse
 				// than a target over its limit for the rest of one run.
@@ -297,5 +360,13 @@ func (q *Queue[T]) renewSlots(ctx context.Context) {
 					"target", target, "lost", len(lost), "lease", fs.ttl)
 			}
 		}
+	}
+}
+
+// stopSlots waits for slotLoop, which the queue's background context
+// ended, to release the last slots, before the store closes.
+func (ts *targets[T]) stopSlots() {
+	if fs := ts.slots; fs != nil && fs.started.Load() {
+		<-fs.done
 	}
 }
