@@ -271,9 +271,9 @@ type FleetSizer interface {
 //
 // A slot is leased to a holder (an opaque string the queue makes unique)
 // for a time-to-live, judged by the store's clock; the queue renews the
-// leases it holds every third of the TTL and releases a slot when its job
-// ends, unless it hands the slot straight to a job of the same target
-// parked in the process. A process that dies holds its slots until their
+// leases it holds every third of the TTL and releases a slot, from a
+// goroutine of its own, when its job ends, unless a job of the same
+// target in the process takes the slot over first. A process that dies holds its slots until their
 // leases expire. A job that gets no slot waits, parked in process, and is
 // retried when WatchSlots says a slot of its target was released, or
 // after half a second. See "Fleet state" in docs/OPERATIONS.md.
