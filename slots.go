@@ -99,8 +99,9 @@ func (fs *fleetSlots) released(target string) {
 	}
 }
 
-// acquire asks the store for a slot of target; a failure counts as a
-// refusal (the job waits: it never runs without a slot).
+// acquireSlot takes over a slot of target whose job ended and whose
+// release was not sent yet, or else asks the store for one; a failure
+// counts as a refusal (the job waits: it never runs without a slot).
 func (q *Queue[T]) acquireSlot(target string) (holder string, ok bool) {
 	fs := q.targets.slots
 	fs.mu.Lock()
@@ -323,8 +324,11 @@ func (q *Queue[T]) slotLoop(ctx context.Context) {
 			q.sendReleases(ctx)
 			continue
 		case <-ctx.Done():
-			// The workers are gone: release what they left.
-			q.sendReleases(context.WithoutCancel(ctx))
+			// The workers are gone: release what they left, within
+			// slotCallTimeout in all.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), slotCallTimeout)
+			q.sendReleases(fctx)
+			cancel()
 			return
 		case <-timer.C():
 			timer.Reset(fs.ttl / 3)
