@@ -258,8 +258,10 @@
 //     count each other (Processes, presence rows in queuekit_processes
 //     renewed with the fill), so that queue.Admit admits one bucket's worth
 //     for the fleet and queue.ScaleByDepth scales each process on its share
-//     of the depth; docs/OPERATIONS.md ("Fleet state") lists what is
-//     shared.
+//     of the depth; they hold a target's concurrency slots in
+//     queuekit_slots (migration 006), so that a WithTargetConcurrency
+//     limit holds for the fleet; docs/OPERATIONS.md ("Fleet state") lists
+//     what is shared.
 //   - EnqueueTx's job is counted and observed by the queue once its
 //     transaction has committed (seen by the process that called it).
 //   - Jobs are claimed slightly ahead of the workers (see Claims): a job

@@ -237,7 +237,9 @@
 //     (Processes, a presence set renewed with the fill), so that
 //     queue.Admit admits one bucket's worth for the fleet and
 //     queue.ScaleByDepth scales each process on its share of the depth;
-//     docs/OPERATIONS.md ("Fleet state") lists what is shared.
+//     they hold a target's concurrency slots in a sorted set per target
+//     (SlotStore), so that a WithTargetConcurrency limit holds for the
+//     fleet; docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - Delivery is at-least-once: a job whose process dies, or whose lease
 //     expires, runs again. A job rescued so keeps its key, and a rerun
 //     coalesced while it ran keeps waiting behind it: Cancel of the key
