@@ -238,7 +238,7 @@
 //     queue.Admit admits one bucket's worth for the fleet and
 //     queue.ScaleByDepth scales each process on its share of the depth;
 //     they hold a target's concurrency slots in a sorted set per target
-//     (SlotStore), so that a WithTargetConcurrency limit holds for the
+//     (queue.SlotStore), so that a WithTargetConcurrency limit holds for the
 //     fleet; docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - Delivery is at-least-once: a job whose process dies, or whose lease
 //     expires, runs again. A job rescued so keeps its key, and a rerun
