@@ -139,7 +139,8 @@
 // and only until its first timeouts open its breaker; the other targets
 // keep the rest. WithTargetConcurrency(k) replaces the share by a fixed
 // k; jobs without a Target are not limited. The share is the engine's,
-// per process, and the same on every store.
+// per process, and the same on every store; a fixed k on a store that
+// implements SlotStore (pgstore, redisstore) holds for the whole fleet.
 //
 // # Admission control
 //

@@ -17,21 +17,25 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	if ctx.Err() != nil {
 		// Shutdown: back to the store, with any job parked behind it.
 		q.deferJob(w, job, q.clock.Now())
+		target := job.Target
 		for held {
-			h := q.targets.release(job.Target, q.clock.Now(), w.probe, job)
+			h := q.targets.release(target, q.clock.Now(), w.probe, job)
 			q.flushParked(w, h.flush, waitJob, q.clock.Now())
 			if held = h.ok; held {
 				w.probe = h.probe
 				q.deferJob(w, job, q.clock.Now())
 			}
 		}
+		q.releaseSlot(w, target)
 		return false
 	}
 	if job.Target != "" && !held {
 		now := q.clock.Now()
-		d, at, probe := q.targets.admitJob(job.Target, now, job)
+		d, at, probe := q.targets.admitJob(job.Target, now, job, false)
 		w.probe = probe
 		switch d {
+		case slotJob:
+			return q.takeSlot(w, job)
 		case cancelJob:
 			q.cancelJob(w, job)
 			return false
@@ -50,6 +54,8 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 			q.flushParked(w, h.flush, h.d, h.at)
 			if h.ok {
 				handed, w.probe = true, h.probe
+			} else {
+				q.releaseSlot(w, target)
 			}
 		}()
 	}

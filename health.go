@@ -102,6 +102,7 @@ const (
 	runJob jobDecision = iota
 	waitJob
 	cancelJob
+	slotJob // get a slot of the SlotStore first (slots.go)
 )
 
 // admitJob decides whether job, of target, may run now. waitJob comes
@@ -110,12 +111,20 @@ const (
 // (release hands it out); the waiting list keeps a copy of *job.
 // probe says a job that may run runs as a half-open breaker's probe; its
 // release must say so.
-func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T]) (d jobDecision, at time.Time, probe bool) {
+//
+// With a SlotStore (slots.go), a job that may run needs a slot of the
+// store first: admitJob answers slotJob and reserves the local slot,
+// and the caller, once it holds a store slot, asks again with slotted
+// set, which gives back the reservation.
+func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T], slotted bool) (d jobDecision, at time.Time, probe bool) {
 	inst := ts.instant(now)
 	ts.sweep(inst)
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if slotted {
+		t.acquiring--
+	}
 	switch {
 	case t.disabled:
 		return cancelJob, time.Time{}, false
@@ -140,9 +149,13 @@ func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T]) (d jobDe
 	} else {
 		ts.markBusy(t, inst)
 	}
-	if t.running >= ts.limit() {
+	if t.running+t.acquiring >= ts.limit() || !slotted && t.full {
 		ts.park(t, job)
 		return waitJob, time.Time{}, false
+	}
+	if ts.slots != nil && !slotted {
+		t.acquiring++
+		return slotJob, time.Time{}, false
 	}
 	if probe {
 		t.probes++
@@ -225,7 +238,12 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 	}
 	// Closed: next takes the slot, and every parked job the target has
 	// room for goes back to be claimed again.
-	n := min(t.waiting.len(), max(ts.limit()-t.running, 0))
+	// With a SlotStore, only when the store is not full: else the
+	// target's waiter takes the slots as they free.
+	n := min(t.waiting.len(), max(ts.limit()-t.running-t.acquiring, 0))
+	if t.full {
+		n = 0
+	}
 	if n > 0 {
 		h.flush = ts.unpark(t, n)
 	}

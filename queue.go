@@ -125,6 +125,8 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.targets.bindFleet(store, q.log)
 	q.store = store
 	q.leaser, _ = q.store.(Leaser)
+	_, mem := q.store.(*memstore.Store[T])
+	q.targets.bindSlots(store, mem, q.leaser)
 	q.adm.used.Store(cancelsRuns(store)) // see cancelsRuns
 	q.joinFleet()
 	q.mem, _ = q.store.(*memstore.Store[T])
@@ -210,6 +212,10 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 	q.per.start()
 	if q.leaser != nil {
 		go q.heartbeats(bg)
+	}
+	if q.targets.slots != nil {
+		q.targets.slots.started.Store(true)
+		go q.slotLoop(bg)
 	}
 	q.targets.startFleet(bg)
 	go func() {
@@ -547,6 +553,7 @@ func (q *Queue[T]) finishStop() {
 	}
 	q.mu.Unlock()
 	q.targets.stopFleet() // its last writes go before the store closes
+	q.targets.stopSlots() // and its last releases
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	q.closeErr = q.store.Close(ctx)
 	cancel()

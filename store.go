@@ -9,10 +9,12 @@ import (
 	"github.com/queuekit/queue/internal/memstore"
 )
 
-// The in-memory store meets the Store contract, and ClaimCanceller.
+// The in-memory store meets the Store contract, ClaimCanceller and
+// SlotStore.
 var (
 	_ Store[int]          = (*memstore.Store[int])(nil)
 	_ ClaimCanceller[int] = (*memstore.Store[int])(nil)
+	_ SlotStore           = (*memstore.Store[int])(nil)
 )
 
 // Store is the seam between the queue engine and where jobs live. The
@@ -259,4 +261,45 @@ type FleetSizer interface {
 	// one included, as last seen: at least 1. It is called by the scaler
 	// and must be cheap (a cached count).
 	Processes() int
+}
+
+// SlotStore is implemented by stores that hold per-target concurrency
+// slots for every process of a queue (pgstore, redisstore; the in-memory
+// store too, where one process is the whole fleet): with it, a
+// WithTargetConcurrency limit of k lets at most k jobs of one target run
+// at once across the fleet, not k in each process.
+//
+// A slot is leased to a holder (an opaque string the queue makes unique)
+// for a time-to-live, judged by the store's clock; the queue renews the
+// leases it holds every third of the TTL and releases a slot, from a
+// goroutine of its own, when its job ends, unless a job of the same
+// target in the process takes the slot over first. A process that dies holds its slots until their
+// leases expire. A job that gets no slot waits, parked in process, and is
+// retried when WatchSlots says a slot of its target was released, or
+// after half a second. See "Fleet state" in docs/OPERATIONS.md.
+//
+// The queue uses a SlotStore only under a fixed WithTargetConcurrency
+// limit (the fair share is each process's own), and not with the
+// in-memory store it makes itself, where the process's own count is
+// exact. All methods are safe for concurrent use.
+type SlotStore interface {
+	// AcquireSlot leases one of target's slots to holder for ttl, if
+	// fewer than limit of them are leased (unexpired), atomically, and
+	// reports whether it did. limit and ttl must be > 0, target and
+	// holder not empty.
+	AcquireSlot(ctx context.Context, target, holder string, limit int, ttl time.Duration) (bool, error)
+	// RenewSlots extends to ttl from now the leases of target's slots
+	// that holders hold, and returns the holders that hold none (their
+	// lease expired and the slot went to another holder, or was
+	// released).
+	RenewSlots(ctx context.Context, target string, holders []string, ttl time.Duration) (lost []string, err error)
+	// ReleaseSlot ends holder's lease of a slot of target (nothing
+	// happens when it holds none) and, when it held one, tells every
+	// process's WatchSlots function.
+	ReleaseSlot(ctx context.Context, target, holder string) error
+	// WatchSlots sets the function the store calls, from its own
+	// goroutine, with a target when any process of the queue released one
+	// of its slots, once Start has run. fn does not block. The queue calls
+	// it once, before Start; a store that cannot notify may ignore it.
+	WatchSlots(fn func(target string))
 }

@@ -143,6 +143,13 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 // capacity as ready jobs do, and Cancel, CancelMatch and Purge reach
 // them. A parked job holds its key as a running job does: an Enqueue of
 // the key is coalesced into one more run (see WithCoalesce).
+//
+// On a store that implements SlotStore (pgstore, redisstore), a fixed k
+// holds across every process of the queue: a job runs only while its
+// process holds one of the target's k slots in the store, which costs a
+// round trip to take it and one to free it. A job that gets no slot is
+// parked as above until a slot frees anywhere in the fleet. The fair
+// share stays each process's own.
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {
@@ -167,6 +174,8 @@ type target[T any] struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
+	acquiring int     // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
+	full      bool    // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
 	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
 	busy      bool    // counted in targets.busy (fair.go)
 	seen      int64   // the last instant a job of the target was admitted or ended
@@ -197,7 +206,8 @@ type targets[T any] struct {
 	event func(kind EventKind, name string, err error, d time.Duration)
 	m     sync.Map // name -> *target[T]
 	due   dueTable
-	fleet *fleetSync // nil unless the store is a TargetStore (fleet.go)
+	fleet *fleetSync  // nil unless the store is a TargetStore (fleet.go)
+	slots *fleetSlots // nil unless the store is a SlotStore and the limit is fixed (slots.go)
 
 	// epoch is what instants count from (see instant).
 	epoch time.Time
@@ -331,6 +341,18 @@ func (f *fifo[T]) push(job *Job[T]) {
 		f.buf, f.head = f.buf[:n], 0
 	}
 	f.buf = append(f.buf, *job)
+}
+
+// pushFront puts a copy of job before the others.
+func (f *fifo[T]) pushFront(job *Job[T]) {
+	if f.head > 0 {
+		f.head--
+		f.buf[f.head] = *job
+		return
+	}
+	f.buf = append(f.buf, Job[T]{})
+	copy(f.buf[1:], f.buf)
+	f.buf[0] = *job
 }
 
 // drop removes the first n jobs.

@@ -13,7 +13,7 @@ func BenchmarkTargetAdmitRelease(b *testing.B) {
 	now := time.Now()
 	job := Job[int]{Target: "upstream"}
 	for range b.N {
-		if d, _, _ := ts.admitJob("upstream", now, &job); d != runJob {
+		if d, _, _ := ts.admitJob("upstream", now, &job, false); d != runJob {
 			b.Fatal(d)
 		}
 		ts.release("upstream", now, false, &job)
@@ -31,10 +31,10 @@ func BenchmarkTargetParkHandoff(b *testing.B) {
 	running, next := Job[int]{Target: "upstream"}, Job[int]{Target: "upstream", Payload: 1}
 	b.ReportAllocs()
 	for range b.N {
-		if d, _, _ := ts.admitJob("upstream", now, &running); d != runJob {
+		if d, _, _ := ts.admitJob("upstream", now, &running, false); d != runJob {
 			b.Fatal(d)
 		}
-		if d, at, _ := ts.admitJob("upstream", now, &next); d != waitJob || !at.IsZero() {
+		if d, at, _ := ts.admitJob("upstream", now, &next, false); d != waitJob || !at.IsZero() {
 			b.Fatal(d, at)
 		}
 		if h := ts.release("upstream", now, false, &running); !h.ok || running.Payload != 1 {

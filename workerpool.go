@@ -33,7 +33,8 @@ type worker[T any] struct {
 	probe  bool          // the job with a target it runs, or holds, is a half-open breaker's probe
 	run    *workerRun[T] // the running job, for the admin API (admin.go)
 	ended  time.Time     // when the last timed run ended (endedAt)
-	_      [24]byte      // 256 bytes in all: workers on other cores share no cache line
+	slot   string        // the SlotStore slot the job it runs, or holds, holds (slots.go); "" for none
+	_      [8]byte       // 256 bytes in all: workers on other cores share no cache line
 }
 
 // endedAt returns when the run that took took ended, if it was timed;

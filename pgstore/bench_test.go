@@ -288,3 +288,65 @@ func BenchmarkAdmit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTargetSlots measures the cost of the fleet's concurrency slots
+// (queue.SlotStore): a queue works off PGSTORE_BENCH_N/5 no-op jobs of one
+// target with PGSTORE_BENCH_WORKERS/2 workers (default 2000, 10),
+// without a limit (none), with a limit equal to the workers (limit=W: as
+// many run at once as without, and each job takes and frees a slot: two
+// more round trips), and with a limit of 1 (limit=1: one at a time, a
+// parked job taking over the slot of the job before it, with no round
+// trip). It reports jobs/s.
+func BenchmarkTargetSlots(b *testing.B) {
+	n := benchEnv("PGSTORE_BENCH_N", 10000) / 5
+	workers := benchEnv("PGSTORE_BENCH_WORKERS", 20) / 2
+	for _, c := range []struct {
+		name  string
+		limit int
+	}{{"none", 0}, {fmt.Sprintf("limit=%d", workers), workers}, {"limit=1", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			var total time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				e := newEnv(b)
+				s := benchStore(b, e)
+				jobs := make([]queue.Job[int], n)
+				for i := range jobs {
+					jobs[i] = queue.Job[int]{Target: "x", Payload: i}
+				}
+				if _, err := s.EnqueueMany(bg, jobs); err != nil {
+					b.Fatal(err)
+				}
+				var done atomic.Int64
+				finished := make(chan struct{})
+				opts := []queue.Option{queue.WithName("bench"), queue.WithWorkers(workers, workers), queue.WithCapacity(1<<30, 0),
+					queue.WithLogger(quietLogger())}
+				if c.limit > 0 {
+					opts = append(opts, queue.WithTargetConcurrency(c.limit))
+				}
+				q, err := queue.NewWithStore(newStore[int](b, e), func(context.Context, queue.Job[int]) error {
+					if done.Add(1) == int64(n) {
+						close(finished)
+					}
+					return nil
+				}, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if err := q.Start(bg); err != nil {
+					b.Fatal(err)
+				}
+				<-finished
+				ctx, cancel := context.WithTimeout(bg, time.Minute)
+				if err := q.Stop(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+				total += time.Since(start)
+			}
+			b.ReportMetric(float64(n*b.N)/total.Seconds(), "jobs/s")
+		})
+	}
+}

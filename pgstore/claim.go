@@ -449,6 +449,8 @@ func (s *Store[T]) listenOnce(ctx context.Context) error {
 		case n.Payload == s.cfg.Name:
 			kick(s.wakeFetch)
 			kick(s.wakePromote)
+		case strings.HasPrefix(n.Payload, "slot {"): // a released slot (slots.go)
+			s.slotNoted(n.Payload)
 		case strings.HasPrefix(n.Payload, "{"): // a target entry (targets.go)
 			s.targetNoted(n.Payload)
 		}

@@ -52,8 +52,11 @@
 // LISTEN connection is down, the queue's reload (once a second) brings
 // them. Start waits, at most 5 s, for the LISTEN connection when the queue
 // watches target state, so that nothing written after Start is missed.
-// Per-target concurrency limits are not shared: each process holds its
-// own. See "Fleet state" in docs/OPERATIONS.md.
+// A fixed per-target concurrency limit (queue.WithTargetConcurrency) is
+// shared: the store implements queue.SlotStore on the queuekit_slots
+// table (migration 006), so at most k jobs of a target run at once in the
+// fleet; the fair share stays each process's own. See "Fleet state" in
+// docs/OPERATIONS.md.
 //
 // # Dedupe and coalescing
 //
@@ -255,8 +258,10 @@
 //     count each other (Processes, presence rows in queuekit_processes
 //     renewed with the fill), so that queue.Admit admits one bucket's worth
 //     for the fleet and queue.ScaleByDepth scales each process on its share
-//     of the depth; docs/OPERATIONS.md ("Fleet state") lists what is
-//     shared.
+//     of the depth; they hold a target's concurrency slots in
+//     queuekit_slots (migration 006), so that a WithTargetConcurrency
+//     limit holds for the fleet; docs/OPERATIONS.md ("Fleet state") lists
+//     what is shared.
 //   - EnqueueTx's job is counted and observed by the queue once its
 //     transaction has committed (seen by the process that called it).
 //   - Jobs are claimed slightly ahead of the workers (see Claims): a job

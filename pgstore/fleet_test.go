@@ -121,8 +121,15 @@ type fleetProc struct {
 
 func startFleetProc(t *testing.T, schema string) *fleetProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fleetEnv+"="+schema, "QUEUE_PG_URL="+pgURL())
+	return startHelperProc(t, "TestFleetHelper", fleetEnv+"="+schema)
+}
+
+// startHelperProc runs the test named helper in a process of its own,
+// with env added to its environment, and waits for it to print READY.
+func startHelperProc(t *testing.T, helper string, env ...string) *fleetProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), env...), "QUEUE_PG_URL="+pgURL())
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()

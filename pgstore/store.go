@@ -75,8 +75,10 @@ type Store[T any] struct {
 	o       options
 	q       *queries
 	fq      fleetQueries
-	owner   string // this process's name in lease and leader rows
-	channel string // NOTIFY channel, shared by the queues of one schema
+	sq      slotQueries
+	slots   slotState // queue.SlotStore's (slots.go)
+	owner   string    // this process's name in lease and leader rows
+	channel string    // NOTIFY channel, shared by the queues of one schema
 
 	cfg queue.StoreConfig
 	// passes is the weighted dispatch state; nil for strict priorities.
@@ -162,6 +164,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		wakePromote: make(chan struct{}, 1),
 	}
 	s.fq = newFleetQueries(o.schema, s.q.jobs)
+	s.sq = newSlotQueries(o.schema)
 	s.w.init(s.o.writeBatch)
 	s.w.execute = s.execBatch
 	s.nt.init()

@@ -308,3 +308,69 @@ func BenchmarkAdmit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTargetSlots measures the cost of the fleet's concurrency slots
+// (queue.SlotStore): a queue works off QUEUE_BENCH_JOBS (default 2000)
+// no-op jobs of one target with 10 workers, without a limit (none), with
+// a limit equal to the workers (limit=10: as many run at once as
+// without, and each job takes and frees a slot: two more round trips),
+// and with a limit of 1 (limit=1: one at a time, a parked job taking over
+// the slot of the job before it, with no round trip). It reports jobs/s.
+func BenchmarkTargetSlots(b *testing.B) {
+	jobs := envInt("QUEUE_BENCH_JOBS", 2000)
+	const workers = 10
+	c := benchClient(b)
+	for _, lc := range []struct {
+		name  string
+		limit int
+	}{{"none", 0}, {"limit=10", workers}, {"limit=1", 1}} {
+		b.Run(lc.name, func(b *testing.B) {
+			var total time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				s, err := New[int](c, WithPrefix(testPrefix(b, c)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var done atomic.Int64
+				all := make(chan struct{})
+				opts := []queue.Option{queue.WithWorkers(workers, workers), queue.WithCapacity(jobs+1, 0), queue.WithName("bench"),
+					queue.WithLogger(quietLogger())}
+				if lc.limit > 0 {
+					opts = append(opts, queue.WithTargetConcurrency(lc.limit))
+				}
+				q, err := queue.NewWithStore(s, func(context.Context, queue.Job[int]) error {
+					if done.Add(1) == int64(jobs) {
+						close(all)
+					}
+					return nil
+				}, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				batch := make([]queue.Job[int], jobs)
+				for i := range batch {
+					batch[i] = queue.Job[int]{Target: "x", Payload: i}
+				}
+				if _, err := s.EnqueueMany(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if err := q.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				<-all
+				total += time.Since(start)
+				b.StopTimer()
+				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = q.Stop(sctx)
+				_ = s.Close(sctx)
+				cancel()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(jobs*b.N)/total.Seconds(), "jobs/s")
+		})
+	}
+}

@@ -73,8 +73,12 @@
 // connect timeout, for Redis to confirm), so a change reaches the other
 // processes one round trip and one message after it was made; a message
 // lost while the subscription reconnects is made good by the queue's
-// reload, once a second. Per-target concurrency limits are not shared:
-// each process holds its own. See "Fleet state" in docs/OPERATIONS.md.
+// reload, once a second. A fixed per-target concurrency limit
+// (queue.WithTargetConcurrency) is shared: the store implements
+// queue.SlotStore with a sorted set per target,
+// "{prefix:name}:slots:<target>", so at most k jobs of a target run at
+// once in the fleet; the fair share stays each process's own. See "Fleet
+// state" in docs/OPERATIONS.md.
 //
 // # Batch enqueue
 //
@@ -238,7 +242,9 @@
 //     (Processes, a presence set renewed with the fill), so that
 //     queue.Admit admits one bucket's worth for the fleet and
 //     queue.ScaleByDepth scales each process on its share of the depth;
-//     docs/OPERATIONS.md ("Fleet state") lists what is shared.
+//     they hold a target's concurrency slots in a sorted set per target
+//     (queue.SlotStore), so that a WithTargetConcurrency limit holds for the
+//     fleet; docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - Delivery is at-least-once: a job whose process dies, or whose lease
 //     expires, runs again. A job rescued so keeps its key, and a rerun
 //     coalesced while it ran keeps waiting behind it: Cancel of the key

@@ -117,8 +117,15 @@ type fleetProc struct {
 
 func startFleetProc(t *testing.T, prefix string) *fleetProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fleetEnv+"="+prefix, "QUEUE_REDIS_ADDR="+redisAddr())
+	return startHelperProc(t, "TestFleetHelper", fleetEnv+"="+prefix)
+}
+
+// startHelperProc runs the test named helper in a process of its own,
+// with env added to its environment, and waits for it to print READY.
+func startHelperProc(t *testing.T, helper string, env ...string) *fleetProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), env...), "QUEUE_REDIS_ADDR="+redisAddr())
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()

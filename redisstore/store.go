@@ -65,6 +65,7 @@ type Store[T any] struct {
 
 	lead  durable.Leader
 	tw    targetWatch  // queue.TargetStore's subscription (targets.go)
+	sw    slotWatch    // queue.SlotStore's subscription (slots.go)
 	procs atomic.Int64 // live processes of the queue, for Processes
 
 	// Outage accounting, for logs and tests.

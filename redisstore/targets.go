@@ -135,14 +135,24 @@ func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) 
 func (s *Store[T]) WatchTargets(fn func(queue.TargetState)) { s.tw.fn.Store(&fn) }
 
 // subscribeTargets subscribes to the queue's channel when WatchTargets
-// was called, waiting for Redis to confirm (at most the connect timeout),
+// was called, and to its slot channel when WatchSlots was, waiting for Redis to confirm (at most the connect timeout),
 // so that no entry written after Start is missed; nil otherwise.
 func (s *Store[T]) subscribeTargets() *redis.PubSub {
 	sh, _, _, channel, ok := s.targetKeys()
-	if s.tw.fn.Load() == nil || !ok {
+	if !ok {
 		return nil
 	}
-	ps := sh.client.Subscribe(context.Background(), channel)
+	var channels []string
+	if s.tw.fn.Load() != nil {
+		channels = append(channels, channel)
+	}
+	if c := s.slotChannel(); c != "" {
+		channels = append(channels, c) // WatchSlots' (slots.go)
+	}
+	if len(channels) == 0 {
+		return nil
+	}
+	ps := sh.client.Subscribe(context.Background(), channels...)
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.connectTimeout)
 	defer cancel()
 	if _, err := ps.Receive(ctx); err != nil {
@@ -161,6 +171,7 @@ func (s *Store[T]) watchTargets(ps *redis.PubSub) {
 	}
 	defer ps.Close()
 	fn := s.tw.fn.Load()
+	slots := s.slotChannel()
 	msgs := ps.Channel()
 	for {
 		select {
@@ -169,6 +180,13 @@ func (s *Store[T]) watchTargets(ps *redis.PubSub) {
 		case m, open := <-msgs:
 			if !open {
 				return
+			}
+			if m.Channel == slots {
+				s.slotReleased(m)
+				continue
+			}
+			if fn == nil {
+				continue
 			}
 			var st queue.TargetState
 			if err := json.Unmarshal([]byte(m.Payload), &st); err == nil {

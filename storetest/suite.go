@@ -42,6 +42,9 @@ type harness struct {
 	// Watched receives what a queue.TargetStore announces to
 	// WatchTargets (registered before Start); nil for other stores.
 	Watched chan queue.TargetState
+	// Released receives the targets a queue.SlotStore announces to
+	// WatchSlots (registered before Start); nil for other stores.
+	Released chan string
 }
 
 // Config returns the configuration the suite binds stores to, for a
@@ -90,6 +93,10 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		if ts, ok := h.Store.(queue.TargetStore); ok {
 			h.Watched = make(chan queue.TargetState, 1024)
 			ts.WatchTargets(func(st queue.TargetState) { h.Watched <- st })
+		}
+		if ss, ok := h.Store.(queue.SlotStore); ok {
+			h.Released = make(chan string, 1024)
+			ss.WatchSlots(func(target string) { h.Released <- target })
 		}
 		if err := h.Store.Start(context.Background()); err != nil {
 			t.Fatalf("Start: %v", err)
@@ -142,6 +149,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "TargetState", run: testTargetState},
 		{name: "Admission", run: testAdmission},
 		{name: "FleetSize", run: testFleetSize},
+		{name: "Slots", run: testSlots},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {

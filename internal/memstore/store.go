@@ -60,6 +60,7 @@ type Store[T any] struct {
 	events  []core.Event         // events gathered under s.mu, reported after it
 	running [runStripes]stripe   // claimed jobs, striped so that workers do not share a counter; only the sum means anything
 	popMu   [runStripes]rwStripe // read-locked by pops, on the popping worker's stripe; write-locked by admin scans (admin.go)
+	slotTab slotTable            // queue.SlotStore's slots (slots.go)
 }
 
 // runStripes is the number of stripes of the running counter. A queue's
