@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/storebench"
 	"github.com/queuekit/queue/pgstore"
 )
 
@@ -202,54 +203,10 @@ func BenchmarkBurnDown(b *testing.B) {
 	}
 }
 
-// BenchmarkFanout compares Fanout over 100 targets (10 suspended, 10 not
-// yet due for the key) on the in-memory store and on pgstore, whose
-// target health and cadence are shared through the database: nothing
-// changes during the loop, so Fanout reads the process's own view and
-// makes no round trip (the view's reload, once a second, runs beside it).
+// BenchmarkFanout compares Fanout over 100 targets on the in-memory
+// store and on pgstore (storebench.Fanout).
 func BenchmarkFanout(b *testing.B) {
-	nop := func(context.Context, queue.Job[int]) error { return nil }
-	b.Run("memory", func(b *testing.B) {
-		q, err := queue.New(nop, queue.WithLogger(quietLogger()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchFanout(b, q)
-	})
-	b.Run("pgstore", func(b *testing.B) {
-		e := newEnv(b)
-		q, err := queue.NewWithStore(newStore[int](b, e), nop, queue.WithName("bench"), queue.WithLogger(quietLogger()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchFanout(b, q)
-	})
-}
-
-func benchFanout(b *testing.B, q *queue.Queue[int]) {
-	if err := q.Start(bg); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = q.Shutdown(bg) }()
-	cands := make([]string, 100)
-	for i := range cands {
-		cands[i] = fmt.Sprintf("udp://tracker%03d.example:6969/announce", i)
-	}
-	for _, c := range cands[:10] {
-		if err := q.Suspend(c, time.Hour); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, c := range cands[10:20] {
-		q.SetNextDue(c, "infohash", time.Now().Add(time.Hour))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if got := q.Fanout("infohash", cands); len(got) != 80 {
-			b.Fatalf("got %d targets", len(got))
-		}
-	}
+	storebench.Fanout(b, "pgstore", func(b *testing.B) queue.Store[int] { return newStore[int](b, newEnv(b)) })
 }
 
 // BenchmarkAdmit measures Queue.Admit on pgstore: below the fill

@@ -1,43 +1,24 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/stretchr/testify/require"
 )
 
 // The fleet tests run a queue in this process and another in a helper
 // process (TestFleetHelper, this test binary re-run), both on one schema,
-// and check that target health and cadence set in one hold in the other.
-// The helper takes commands on stdin, "<id> <command> <args>", and
-// answers "R <id> <answer>" on stdout.
+// and check that target health and cadence set in one hold in the other
+// (fleetflow.TargetHealth, whose helper protocol is fleetflow's).
 
 const fleetEnv = "PGSTORE_FLEET"
-
-// fleetOpts are the queue options of both processes: a breaker that one
-// failure opens for an hour.
-func fleetOpts() []queue.Option {
-	return []queue.Option{queue.WithName("fleet"), queue.WithWorkers(1, 1), queue.WithLogger(quietLogger()),
-		queue.WithCircuitBreaker(1, time.Hour, 1)}
-}
-
-// errFleet is what every job of the fleet tests fails with.
-var errFleet = errors.New("downstream failed")
-
-func failing(context.Context, queue.Job[int]) error { return errFleet }
 
 // TestFleetHelper is the helper process of the fleet tests; it does
 // nothing in a normal test run.
@@ -45,8 +26,7 @@ func TestFleetHelper(t *testing.T) {
 	if os.Getenv(fleetEnv) == "" {
 		t.Skip("helper process of the fleet tests")
 	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgURL())
+	pool, err := pgxpool.New(context.Background(), pgURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,228 +35,43 @@ func TestFleetHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.NewWithStore(s, failing, fleetOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("READY")
-	fleetCommands(q, os.Stdin, os.Stdout)
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_ = q.Shutdown(sctx)
+	fleetflow.ServeHealth(t, s)
 }
 
-// fleetCommands answers the parent's commands until stdin ends.
-func fleetCommands(q *queue.Queue[int], in io.Reader, out io.Writer) {
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), " ", 4)
-		for len(f) < 4 {
-			f = append(f, "")
-		}
-		id, cmd, a, b := f[0], f[1], f[2], f[3]
-		ans := "ok"
-		switch cmd {
-		case "suspend":
-			_ = q.Suspend(a, time.Hour)
-		case "disable":
-			_ = q.Disable(a, errors.New(b))
-		case "nextdue":
-			q.SetNextDue(a, b, time.Now().Add(time.Hour))
-		case "due":
-			ans = fmt.Sprint(q.Due(a, b))
-		case "fanout":
-			got := q.Fanout(a, strings.Split(b, ","))
-			slices.Sort(got)
-			ans = strings.Join(got, ",")
-		case "status":
-			ans = fleetStatus(q, a)
-		default:
-			ans = "unknown command " + cmd
-		}
-		fmt.Fprintf(out, "R %s %s\n", id, ans)
-	}
-}
-
-// fleetStatus describes target's health in one line.
-func fleetStatus(q *queue.Queue[int], target string) string {
-	st, ok := q.Target(target)
-	if !ok {
-		return "unknown"
-	}
-	return fmt.Sprintf("disabled=%v reason=%q suspended=%v breaker=%s", st.Disabled, st.Reason, !st.SuspendedUntil.IsZero(), st.Breaker)
-}
-
-// fleetProc is a running helper process.
-type fleetProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	done  chan struct{}
-	n     int
-}
-
-func startFleetProc(t *testing.T, schema string) *fleetProc {
+func startFleetProc(t *testing.T, schema string) *fleetflow.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetHelper", fleetEnv+"="+schema)
 }
 
 // startHelperProc runs the test named helper in a process of its own,
 // with env added to its environment, and waits for it to print READY.
-func startHelperProc(t *testing.T, helper string, env ...string) *fleetProc {
+func startHelperProc(t *testing.T, helper string, env ...string) *fleetflow.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), env...), "QUEUE_PG_URL="+pgURL())
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	p := &fleetProc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	p.expect(t, func(l string) bool { return l == "READY" }, "the helper to start")
-	return p
-}
-
-func (p *fleetProc) expect(t *testing.T, match func(string) bool, what string) string {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case l := <-p.lines:
-			if match(l) {
-				return l
-			}
-		case <-p.done:
-			t.Fatalf("the helper exited waiting for %s", what)
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// ask sends a command and returns the helper's answer.
-func (p *fleetProc) ask(t *testing.T, cmd string) string {
-	t.Helper()
-	p.n++
-	_, err := fmt.Fprintf(p.stdin, "%d %s\n", p.n, cmd)
-	require.NoError(t, err)
-	prefix := fmt.Sprintf("R %d ", p.n)
-	l := p.expect(t, func(l string) bool { return strings.HasPrefix(l, prefix) }, cmd)
-	return strings.TrimPrefix(l, prefix)
-}
-
-// await asks until the answer is want: the helper's view follows the
-// database's notifications, in another process, so it is polled.
-func (p *fleetProc) await(t *testing.T, cmd, want string) {
-	t.Helper()
-	tick := time.NewTicker(pollTick)
-	defer tick.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := p.ask(t, cmd)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: got %q, want %q", cmd, got, want)
-		}
-		<-tick.C
-	}
-}
-
-// stop closes the helper's stdin, which stops its queue, and waits.
-func (p *fleetProc) stop(t *testing.T) {
-	t.Helper()
-	p.stdin.Close()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the helper did not stop")
-	}
+	return fleetflow.StartHelper(t, helper, append(env, "QUEUE_PG_URL="+pgURL())...)
 }
 
 // fleetQueue starts this process's queue on e's schema.
 func fleetQueue(t *testing.T, e *env) *queue.Queue[int] {
 	t.Helper()
-	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent")), failing, fleetOpts()...)
+	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent")), fleetflow.Failing, fleetflow.HealthOptions()...)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
 	return q
 }
 
-// awaitLocal waits for this process's view, fed by notifications from the
-// database, to satisfy cond.
-func awaitLocal(t *testing.T, q *queue.Queue[int], target, want string) {
-	t.Helper()
-	require.Eventually(t, func() bool { return fleetStatus(q, target) == want }, 10*time.Second, pollTick,
-		"%s: want %s, have %s", target, want, fleetStatus(q, target))
-}
-
 // TestFleetTargetHealth: suspension, disabling with its reason, the
 // breaker and the fan-out cadence set in one process hold in the other;
-// and a disabled target stays disabled after both restart.
+// and a disabled target stays disabled after both restart
+// (fleetflow.TargetHealth). The views follow the database's
+// notifications.
 func TestFleetTargetHealth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	b := startFleetProc(t, e.schema)
-	a := fleetQueue(t, e)
-
-	// Suspended here, skipped there.
-	require.NoError(t, a.Suspend("s", time.Hour))
-	b.await(t, "status s", `disabled=false reason="" suspended=true breaker=closed`)
-	require.Equal(t, "x", b.ask(t, "fanout k s,x"))
-
-	// Disabled there, with its reason, disabled here.
-	require.Equal(t, "ok", b.ask(t, "disable d 404 Not Found"))
-	awaitLocal(t, a, "d", `disabled=true reason="404 Not Found" suspended=false breaker=closed`)
-	require.Equal(t, []string{"x"}, a.Fanout("k", []string{"d", "x"}))
-
-	// Cadence: next due in an hour here, not due there.
-	require.Equal(t, "true", b.ask(t, "due c k"))
-	a.SetNextDue("c", "k", time.Now().Add(time.Hour))
-	b.await(t, "due c k", "false")
-	require.Equal(t, "true", b.ask(t, "due c other"))
-
-	// The breaker: a failure, in whichever process runs the job, opens
-	// it for both.
-	require.NoError(t, a.Enqueue(context.Background(), queue.Job[int]{Target: "brk"}))
-	b.await(t, "status brk", `disabled=false reason="" suspended=false breaker=open`)
-	awaitLocal(t, a, "brk", `disabled=false reason="" suspended=false breaker=open`)
-	require.Equal(t, "x", b.ask(t, "fanout k brk,x"))
-
-	// Both restart: the disabled target is still disabled, at once.
-	b.stop(t)
-	require.NoError(t, a.Stop(context.Background()))
-	b2 := startFleetProc(t, e.schema)
-	require.Equal(t, `disabled=true reason="404 Not Found" suspended=false breaker=closed`, b2.ask(t, "status d"))
-	require.Equal(t, "false", b2.ask(t, "due c k"))
-	a2 := fleetQueue(t, e)
-	require.Equal(t, `disabled=true reason="404 Not Found" suspended=false breaker=closed`, fleetStatus(a2, "d"))
-	require.Equal(t, `disabled=false reason="" suspended=true breaker=closed`, fleetStatus(a2, "s"))
-	require.Equal(t, `disabled=false reason="" suspended=false breaker=open`, fleetStatus(a2, "brk"))
-
-	// A Resume in one process clears the target in the other.
-	require.NoError(t, a2.Resume("d"))
-	b2.await(t, "status d", `disabled=false reason="" suspended=false breaker=closed`)
-	b2.stop(t)
+	fleetflow.TargetHealth(t,
+		func(t *testing.T) *fleetflow.Proc { return startFleetProc(t, e.schema) },
+		func(t *testing.T) *queue.Queue[int] { return fleetQueue(t, e) },
+		pollTick)
 }
 
 // TestFleetWithoutListen: a process that does not LISTEN sees another's
@@ -285,13 +80,14 @@ func TestFleetWithoutListen(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	b := startFleetProc(t, e.schema)
-	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("deaf"), pgstore.WithListen(false)), failing, fleetOpts()...)
+	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("deaf"), pgstore.WithListen(false)),
+		fleetflow.Failing, fleetflow.HealthOptions()...)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
-	require.Equal(t, "ok", b.ask(t, "disable d gone"))
+	require.Equal(t, "ok", b.Ask(t, "disable d gone"))
 	changed := time.Now()
-	awaitLocal(t, q, "d", `disabled=true reason="gone" suspended=false breaker=closed`)
+	fleetflow.AwaitStatus(t, q, "d", `disabled=true reason="gone" suspended=false breaker=closed`, pollTick)
 	seen := time.Since(changed)
 	t.Logf("seen by the reload %s after the change", seen.Round(time.Millisecond))
 	require.Less(t, seen, 5*time.Second, "the reload runs every second (the bound leaves room for a loaded machine)")

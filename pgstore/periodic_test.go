@@ -1,14 +1,12 @@
 package pgstore_test
 
 import (
-	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,48 +51,10 @@ func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	rows, _ := e.pool.Query(bg, "SELECT key, attempt, worker FROM "+e.schema+".periodic_runs")
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	checkPeriodicRuns(t, len(got), func(i int) (string, int, string) { return got[i].Key, got[i].Attempt, got[i].Worker })
+	fleetflow.CheckPeriodicRuns(t, len(got), 9, func(i int) (string, int, string) { return got[i].Key, got[i].Attempt, got[i].Worker })
 	if t.Failed() {
 		rows, _ := e.pool.Query(bg, "SELECT key || ' ' || state || ' attempt ' || attempt FROM "+jobsTable(e)+" ORDER BY id")
 		jobs, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 		t.Logf("jobs:\n%s", strings.Join(jobs, "\n"))
 	}
-}
-
-// checkPeriodicRuns checks n recorded runs (key, attempt, worker) of a
-// one-second schedule: no period enqueued twice (the same attempt twice),
-// and no period missing between the first and the last.
-func checkPeriodicRuns(t *testing.T, n int, run func(int) (key string, attempt int, worker string)) {
-	t.Helper()
-	attempts := map[int64]map[int]string{}
-	byWorker := map[string]int{}
-	for i := range n {
-		key, attempt, worker := run(i)
-		stamp, ok := strings.CutPrefix(key, "periodic:tick:")
-		require.True(t, ok, key)
-		sec, err := strconv.ParseInt(stamp, 10, 64)
-		require.NoError(t, err, key)
-		if attempts[sec] == nil {
-			attempts[sec] = map[int]string{}
-		}
-		if w, dup := attempts[sec][attempt]; dup {
-			t.Errorf("period %s enqueued twice: attempt %d ran in %s and %s", key, attempt, w, worker)
-		}
-		attempts[sec][attempt] = worker
-		byWorker[worker]++
-	}
-	periods := make([]int64, 0, len(attempts))
-	for p := range attempts {
-		periods = append(periods, p)
-	}
-	sort.Slice(periods, func(i, j int) bool { return periods[i] < periods[j] })
-	require.GreaterOrEqual(t, len(periods), 9)
-	var missing []string
-	for p := periods[0]; p <= periods[len(periods)-1]; p++ {
-		if attempts[p] == nil {
-			missing = append(missing, fmt.Sprint(p))
-		}
-	}
-	assert.Empty(t, missing, "periods not run")
-	t.Logf("%d periods, each run once, by worker: %v", len(periods), byWorker)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/stretchr/testify/require"
 )
@@ -58,12 +59,6 @@ func slotHandler(pool *pgxpool.Pool, schema, proc string, block bool) queue.Hand
 	}
 }
 
-// slotOpts are the queue options of both processes.
-func slotOpts(workers int) []queue.Option {
-	return []queue.Option{queue.WithName("slots"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()),
-		queue.WithTargetConcurrency(1)}
-}
-
 // TestFleetConcurrencyHelper is the helper process of the fleet
 // concurrency tests; it does nothing in a normal test run. Its
 // environment gives the schema, its workers and its lease.
@@ -80,18 +75,13 @@ func TestFleetConcurrencyHelper(t *testing.T) {
 	defer pool.Close()
 	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithWorkerID("helper"), pgstore.WithLeaseTTL(lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(pool, schema, "helper", true), slotOpts(workers)...)
+	q, err := queue.NewWithStore(s, slotHandler(pool, schema, "helper", true), fleetflow.SlotOptions(workers)...)
 	require.NoError(t, err)
-	require.NoError(t, q.Start(ctx))
-	fmt.Println("READY")
-	_, _ = os.Stdin.Read(make([]byte, 1)) // until the parent closes stdin
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_ = q.Shutdown(sctx)
+	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
 // startSlotProc starts the helper process on e's schema.
-func startSlotProc(t *testing.T, e *env, workers int, lease time.Duration) *fleetProc {
+func startSlotProc(t *testing.T, e *env, workers int, lease time.Duration) *fleetflow.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+e.schema,
 		fmt.Sprint(slotsEnv, "_WORKERS=", workers), fmt.Sprint(slotsEnv, "_LEASE=", lease))
@@ -101,7 +91,7 @@ func startSlotProc(t *testing.T, e *env, workers int, lease time.Duration) *flee
 func slotQueue(t *testing.T, e *env, workers int, lease time.Duration, start bool) *queue.Queue[int] {
 	t.Helper()
 	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent"), pgstore.WithLeaseTTL(lease)),
-		slotHandler(e.pool, e.schema, "parent", false), slotOpts(workers)...)
+		slotHandler(e.pool, e.schema, "parent", false), fleetflow.SlotOptions(workers)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -161,7 +151,7 @@ func TestFleetConcurrencyLimit(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, n, jobs, "every job ran")
 	t.Logf("runs by process: %v", byProc)
-	p.stop(t)
+	p.Stop(t)
 }
 
 // TestFleetConcurrencyCrash: a process killed (SIGKILL) while a job of
@@ -176,15 +166,13 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	p := startSlotProc(t, e, 1, lease)
 	q := slotQueue(t, e, 1, lease, false) // started once the helper runs the blocking job
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: -1}))
-	p.expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
+	p.Expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: 1}))
 	require.NoError(t, q.Start(context.Background()))
 	require.Eventually(t, func() bool { st, _ := q.Target("x"); return st.Parked == 1 }, 10*time.Second, pollTick,
 		"the job parked for the slot the helper holds")
 	require.Zero(t, q.Stats().Done)
-	require.NoError(t, p.cmd.Process.Kill())
-	killed := time.Now()
-	<-p.done
+	killed := p.Kill(t)
 	awaitRuns(t, e, 2) // the helper's run of -1, and 1 here
 	waited := time.Since(killed)
 	t.Logf("the parked job ran %s after the kill (lease %s)", waited.Round(time.Millisecond), lease)

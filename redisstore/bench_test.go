@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/storebench"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -217,58 +217,17 @@ func BenchmarkEnqueueOne(b *testing.B) {
 	})
 }
 
-// BenchmarkFanout compares Fanout over 100 targets (10 suspended, 10 not
-// yet due for the key) on the in-memory store and on redisstore, whose
-// target health and cadence are shared through Redis: nothing
-// changes during the loop, so Fanout reads the process's own view and
-// makes no round trip (the view's reload, once a second, runs beside it).
+// BenchmarkFanout compares Fanout over 100 targets on the in-memory
+// store and on redisstore (storebench.Fanout).
 func BenchmarkFanout(b *testing.B) {
-	nop := func(context.Context, queue.Job[int]) error { return nil }
-	b.Run("memory", func(b *testing.B) {
-		q, err := queue.New(nop, queue.WithLogger(quietLogger()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchFanout(b, q)
-	})
-	b.Run("redisstore", func(b *testing.B) {
+	storebench.Fanout(b, "redisstore", func(b *testing.B) queue.Store[int] {
 		c := needRedis(b)
 		s, err := New[int](c, WithPrefix(testPrefix(b, c)))
 		if err != nil {
 			b.Fatal(err)
 		}
-		q, err := queue.NewWithStore(s, nop, queue.WithName("bench"), queue.WithLogger(quietLogger()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchFanout(b, q)
+		return s
 	})
-}
-
-func benchFanout(b *testing.B, q *queue.Queue[int]) {
-	if err := q.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = q.Shutdown(context.Background()) }()
-	cands := make([]string, 100)
-	for i := range cands {
-		cands[i] = fmt.Sprintf("udp://tracker%03d.example:6969/announce", i)
-	}
-	for _, c := range cands[:10] {
-		if err := q.Suspend(c, time.Hour); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, c := range cands[10:20] {
-		q.SetNextDue(c, "infohash", time.Now().Add(time.Hour))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if got := q.Fanout("infohash", cands); len(got) != 80 {
-			b.Fatalf("got %d targets", len(got))
-		}
-	}
 }
 
 // BenchmarkAdmit measures Queue.Admit on redisstore: below the fill

@@ -2,14 +2,12 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,37 +37,12 @@ func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	require.NoError(t, err)
 	runs = append(runs, rest...)
 
-	attempts := map[int64]map[string]string{}
-	byPid := map[string]int{}
-	for _, r := range runs {
-		f := strings.SplitN(r, " ", 3)
-		require.Len(t, f, 3, r)
-		attempt, pid, key := f[0], f[1], f[2]
-		stamp, ok := strings.CutPrefix(key, "periodic:tick:")
-		require.True(t, ok, key)
-		sec, err := strconv.ParseInt(stamp, 10, 64)
-		require.NoError(t, err, key)
-		if attempts[sec] == nil {
-			attempts[sec] = map[string]string{}
-		}
-		if p, dup := attempts[sec][attempt]; dup {
-			t.Errorf("period %s enqueued twice: attempt %s ran in pids %s and %s", key, attempt, p, pid)
-		}
-		attempts[sec][attempt] = pid
-		byPid[pid]++
-	}
-	periods := make([]int64, 0, len(attempts))
-	for p := range attempts {
-		periods = append(periods, p)
-	}
-	sort.Slice(periods, func(i, j int) bool { return periods[i] < periods[j] })
-	require.GreaterOrEqual(t, len(periods), 7)
-	var missing []string
-	for p := periods[0]; p <= periods[len(periods)-1]; p++ {
-		if attempts[p] == nil {
-			missing = append(missing, fmt.Sprint(p))
-		}
-	}
-	assert.Empty(t, missing, "periods not run")
-	t.Logf("%d periods, each run once, by pid: %v", len(periods), byPid)
+	// Each run is "attempt pid key"; the worker is the pid.
+	fleetflow.CheckPeriodicRuns(t, len(runs), 7, func(i int) (string, int, string) {
+		f := strings.SplitN(runs[i], " ", 3)
+		require.Len(t, f, 3, runs[i])
+		attempt, err := strconv.Atoi(f[0])
+		require.NoError(t, err, runs[i])
+		return f[2], attempt, "pid " + f[1]
+	})
 }

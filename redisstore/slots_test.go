@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -52,11 +53,6 @@ func slotHandler(c redis.UniversalClient, prefix, proc string, block bool) queue
 	}
 }
 
-func slotOpts(workers int) []queue.Option {
-	return []queue.Option{queue.WithName("slots"), queue.WithWorkers(workers, workers), queue.WithLogger(quietLogger()),
-		queue.WithTargetConcurrency(1)}
-}
-
 // TestFleetConcurrencyHelper is the helper process of the fleet
 // concurrency tests; it does nothing in a normal test run.
 func TestFleetConcurrencyHelper(t *testing.T) {
@@ -70,17 +66,12 @@ func TestFleetConcurrencyHelper(t *testing.T) {
 	defer c.Close()
 	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("helper"), WithLeaseTTL(lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "helper", true), slotOpts(workers)...)
+	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "helper", true), fleetflow.SlotOptions(workers)...)
 	require.NoError(t, err)
-	require.NoError(t, q.Start(context.Background()))
-	fmt.Println("READY")
-	_, _ = os.Stdin.Read(make([]byte, 1)) // until the parent closes stdin
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_ = q.Shutdown(sctx)
+	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
-func startSlotProc(t *testing.T, prefix string, workers int, lease time.Duration) *fleetProc {
+func startSlotProc(t *testing.T, prefix string, workers int, lease time.Duration) *fleetflow.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+prefix,
 		fmt.Sprint(slotsEnv, "_WORKERS=", workers), fmt.Sprint(slotsEnv, "_LEASE=", lease))
@@ -91,7 +82,7 @@ func slotQueue(t *testing.T, c redis.UniversalClient, prefix string, workers int
 	t.Helper()
 	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("parent"), WithLeaseTTL(lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "parent", false), slotOpts(workers)...)
+	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "parent", false), fleetflow.SlotOptions(workers)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -128,7 +119,7 @@ func TestFleetConcurrencyLimit(t *testing.T) {
 		require.Equal(t, "1", count, "job %s runs once", payload)
 	}
 	t.Logf("runs by process: %v", c.HGetAll(context.Background(), procs).Val())
-	p.stop(t)
+	p.Stop(t)
 }
 
 // TestFleetConcurrencyCrash: a process killed (SIGKILL) while a job of
@@ -142,15 +133,13 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	p := startSlotProc(t, prefix, 1, lease)
 	q := slotQueue(t, c, prefix, 1, lease, false) // started once the helper runs the blocking job
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: -1}))
-	p.expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
+	p.Expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: 1}))
 	require.NoError(t, q.Start(context.Background()))
 	require.Eventually(t, func() bool { st, _ := q.Target("x"); return st.Parked == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the job parked for the slot the helper holds")
 	require.Zero(t, q.Stats().Done)
-	require.NoError(t, p.cmd.Process.Kill())
-	killed := time.Now()
-	<-p.done
+	killed := p.Kill(t)
 	awaitRuns(t, c, prefix, 2)
 	t.Logf("the parked job ran %s after the kill (lease %s)", time.Since(killed).Round(time.Millisecond), lease)
 	require.Eventually(t, func() bool { return q.Stats().Done >= 1 }, 10*time.Second, 10*time.Millisecond)

@@ -1,8 +1,13 @@
-// Package fleetflow is the whole flow of a fleet of queue managers, shared
-// by the multi-process tests of the durable stores (TestFleetWholeFlow in
-// redisstore and pgstore). Each manager is an OS process of the store's
-// test binary, re-run (StartProc), that serves one queue with workers on
-// the store, leader election on (Serve). RunFlow drives the flow:
+// Package fleetflow holds what the multi-process fleet tests of the
+// durable stores (pgstore, redisstore) share: the helper-process
+// protocol (Proc, StartHelper, Commands: the store's test binary re-run,
+// driven over stdin and stdout), the target-health test (TargetHealth,
+// ServeHealth), the check of the periodic test's runs (CheckPeriodicRuns),
+// and the whole flow of a fleet of queue managers (TestFleetWholeFlow).
+//
+// In the whole flow, each manager is an OS process of the store's test
+// binary, re-run (StartProc), that serves one queue with workers on the
+// store, leader election on (Serve). RunFlow drives the flow:
 //
 //   - two managers start; the first leads, the second stands by;
 //   - jobs of two priorities run, at once and scheduled to become due
@@ -26,18 +31,15 @@
 package fleetflow
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,42 +124,27 @@ func Serve(t *testing.T, s queue.Store[int], owner string, record func(list, lin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("READY")
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), " ", 3)
-		for len(f) < 3 {
-			f = append(f, "")
-		}
-		n, cmd, arg := f[0], f[1], f[2]
-		ans := "ok"
+	err = RunHelper(t, q, func(cmd, arg string) string {
 		switch cmd {
 		case "who":
-			ans = fmt.Sprintf("%s %d", owner, pid)
+			return fmt.Sprintf("%s %d", owner, pid)
 		case "leader", "idle":
 			st, err := s.Stats(ctx)
 			switch {
 			case err != nil:
-				ans = "error " + err.Error()
+				return "error " + err.Error()
 			case cmd == "leader":
-				ans = strconv.FormatBool(st.Leader)
+				return strconv.FormatBool(st.Leader)
 			default:
-				ans = strconv.FormatBool(st.Ready+st.Scheduled+st.Running+st.Waiting == 0)
+				return strconv.FormatBool(st.Ready+st.Scheduled+st.Running+st.Waiting == 0)
 			}
 		case "add":
-			ans = add(ctx, q, arg)
+			return add(ctx, q, arg)
 		default:
-			ans = "unknown command " + cmd
+			return "unknown command " + cmd
 		}
-		fmt.Printf("R %s %s\n", n, ans)
-	}
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := q.Shutdown(sctx); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,106 +168,6 @@ func add(ctx context.Context, q *queue.Queue[int], specs string) string {
 		}
 	}
 	return "ok"
-}
-
-// Proc is a running manager process.
-type Proc struct {
-	Owner string // its worker ID
-	PID   int
-
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	done  chan struct{}
-	n     int
-}
-
-// StartProc re-runs this test binary with -test.run=run and env added,
-// waits for it to print READY, and asks who it is. The process is killed
-// when t ends.
-func StartProc(t *testing.T, run string, env ...string) *Proc {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proc{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	p.expect(t, func(l string) bool { return l == "READY" }, "the manager to start")
-	who := strings.Fields(p.Ask(t, "who"))
-	if len(who) != 2 {
-		t.Fatalf("who: %q", who)
-	}
-	p.Owner = who[0]
-	if p.PID, err = strconv.Atoi(who[1]); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func (p *Proc) expect(t *testing.T, match func(string) bool, what string) string {
-	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case l := <-p.lines:
-			if match(l) {
-				return l
-			}
-		case <-p.done:
-			t.Fatalf("the manager exited waiting for %s", what)
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// Ask sends a command and returns the manager's answer.
-func (p *Proc) Ask(t *testing.T, cmd string) string {
-	t.Helper()
-	p.n++
-	if _, err := fmt.Fprintf(p.stdin, "%d %s\n", p.n, cmd); err != nil {
-		t.Fatal(err)
-	}
-	prefix := fmt.Sprintf("R %d ", p.n)
-	l := p.expect(t, func(l string) bool { return strings.HasPrefix(l, prefix) }, cmd)
-	return strings.TrimPrefix(l, prefix)
-}
-
-// Stop closes the manager's stdin, which shuts its queue down, and waits.
-func (p *Proc) Stop(t *testing.T) {
-	t.Helper()
-	p.stdin.Close()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the manager did not stop")
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("manager %s exited %d", p.Owner, code)
-	}
 }
 
 // awaitLeader asks the manager until it leads, and returns when it did:
@@ -474,8 +361,8 @@ func RunFlow(t *testing.T, d Driver) {
 	f.await(t, 30*time.Second, "every job to end", func(r Records) bool {
 		return f.settled(r) && m3.Ask(t, "idle") == "true" && f.settled(f.read(t))
 	})
-	m3.Stop(t)
-	m4.Stop(t)
+	stop(t, m3)
+	stop(t, m4)
 	r := f.read(t)
 
 	f.check(t, r)
@@ -515,6 +402,14 @@ func RunFlow(t *testing.T, d Driver) {
 		took.Round(time.Millisecond), LeaderTTL, leaderless, time.Since(began).Round(time.Millisecond))
 }
 
+// stop stops the manager, which must exit 0.
+func stop(t *testing.T, m *Proc) {
+	t.Helper()
+	if code := m.Stop(t); code != 0 {
+		t.Fatalf("manager %s exited %d", m.Owner, code)
+	}
+}
+
 func (f *Flow) equal(t *testing.T, want, got, what string) {
 	t.Helper()
 	if got != want {
@@ -549,11 +444,7 @@ func (f *Flow) add(t *testing.T, m *Proc, first, n int, at func(i int) time.Time
 // the leases it held.
 func (f *Flow) kill(t *testing.T, m *Proc) {
 	t.Helper()
-	if err := m.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	f.Killed[m.PID] = time.Now()
-	<-m.done
+	f.Killed[m.PID] = m.Kill(t)
 	f.dead = append(f.dead, m)
 	f.watch(t)
 }
