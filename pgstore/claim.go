@@ -190,12 +190,18 @@ func (s *Store[T]) heldIDs() []int64 {
 	return ids
 }
 
-// fetchLoop claims jobs for waiting Claim callers.
+// fetchLoop claims jobs for waiting Claim callers: when woken, every poll
+// interval, and at the due time of each job promoted ahead (see
+// promoteAhead), on the queue's clock.
 func (s *Store[T]) fetchLoop(ctx context.Context) {
 	failures := 0
 	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
+	clk := s.cfg.Clock
+	due := clk.NewTimer(time.Hour)
+	defer due.Stop()
 	for ctx.Err() == nil && !s.drained.Load() {
+		s.fd.next(clk.Now()) // the claim below takes the jobs due by now
 		want := s.want(s.o.claimBatch)
 		if want > 0 {
 			n, err := s.fetch(ctx, want) // releases the reservation
@@ -216,11 +222,32 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 			}
 		}
 		poll.Reset(s.o.PollInterval)
-		select {
-		case <-s.wakeFetch:
-		case <-poll.C:
-		case <-s.drainCh:
-		case <-ctx.Done():
+		due.Stop()
+		at, passed := s.fd.next(clk.Now())
+		if passed {
+			continue // a due time passed during the claim: claim again
+		}
+		if !at.IsZero() {
+			due.Reset(max(at.Sub(clk.Now()), 0))
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-s.fd.wake: // an earlier due time
+				due.Stop()
+				at, passed := s.fd.next(clk.Now())
+				if !at.IsZero() {
+					due.Reset(max(at.Sub(clk.Now()), 0))
+				}
+				if !passed {
+					continue
+				}
+			case <-due.C():
+			case <-s.wakeFetch:
+			case <-poll.C:
+			case <-s.drainCh:
+			case <-ctx.Done():
+			}
+			waiting = false
 		}
 	}
 }

@@ -125,13 +125,23 @@
 //
 // Every process promotes its queue's due scheduled and retryable jobs to
 // available on a timer to the earliest due time (on the queue's Clock, so
-// fake clocks work), not on a poll. The timer moves when a job due earlier
+// fake clocks work), not on a poll. The promoter runs 25 ms before the
+// earliest due time and makes available the jobs due within the next
+// 50 ms; they are not claimed before their due time (a claim takes only
+// jobs with run_at at or before its clock's now): the process's claimer
+// claims each at its due time, on a timer of its own, so that a job that
+// falls due costs one claim statement, the promotion being done before.
+// (Such a job shows as available, and counts in Len, up to 50 ms before
+// it is due.) The promoter's timer moves when a job due earlier
 // is scheduled: at once for this process's own Add, and on the
 // notification of another process's insert, which makes the promoter read
 // the earliest due time again (one indexed read; it promotes only if a job
 // is due). Processes whose timers fire together share the due rows (SKIP
-// LOCKED): one promotes each job and notifies, and every process's
-// workers may claim it. The poll interval remains a safety net. Inserts
+// LOCKED): one promotes each job and both claim it at its due time. A
+// promotion notifies for the jobs due already; the jobs it promoted ahead
+// are claimed at their due time by the process that promoted them and by
+// the others that aimed at the same due time, and by any process's
+// workers returning from an outcome. The poll interval remains a safety net. Inserts
 // and promotions NOTIFY a channel per schema; a dedicated connection
 // LISTENs and wakes the claimer and promoter, so a new job starts within
 // milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in

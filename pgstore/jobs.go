@@ -87,22 +87,25 @@ const promoteBatch = 1000
 // runs it by itself when the next job is due and on wake-ups; it is safe
 // to run concurrently (rows are taken with SKIP LOCKED).
 func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
-	return s.promoteDue(ctx, nil)
+	return s.promoteDue(ctx, nil, 0)
 }
 
 // promoteDue is PromoteDue; when next is not nil, it also reads the
 // earliest due time left into *next, in the same round trip as the last
-// promotion statement.
-func (s *Store[T]) promoteDue(ctx context.Context, next **time.Time) (int, error) {
+// promotion statement. ahead promotes the jobs due within that time too
+// (see promoteAhead): they are available but not claimed before their due
+// time, when the fetcher claims them (see fetchDue).
+func (s *Store[T]) promoteDue(ctx context.Context, next **time.Time, ahead time.Duration) (int, error) {
 	// One promotion at a time per process: a caller that finds one running
 	// waits for it (and for the events it reports) instead of skipping
 	// the rows it holds.
 	s.promoteMu.Lock()
 	defer s.promoteMu.Unlock()
-	moved := 0
+	moved, dueNow := 0, 0
 	for range 100 {
-		n, full, err := s.promoteOnce(ctx, next)
+		n, now, full, err := s.promoteOnce(ctx, next, ahead)
 		moved += n
+		dueNow += now
 		if err != nil {
 			return moved, err
 		}
@@ -112,16 +115,19 @@ func (s *Store[T]) promoteDue(ctx context.Context, next **time.Time) (int, error
 	}
 	if moved > 0 {
 		s.ready.Add(int64(moved))
-		kick(s.wakeFetch)
+	}
+	if dueNow > 0 {
+		kick(s.wakeFetch) // the jobs promoted ahead: at their due time
 	}
 	return moved, nil
 }
 
-// promoteOnce runs one promotion statement; full reports a full batch.
+// promoteOnce runs one promotion statement; full reports a full batch,
+// dueNow how many of the jobs it made available are due already.
 // When next is not nil, the earliest due time left is read into *next in
 // the same round trip (and implicit transaction, so it sees the rows just
 // promoted as gone).
-func (s *Store[T]) promoteOnce(ctx context.Context, next **time.Time) (moved int, full bool, err error) {
+func (s *Store[T]) promoteOnce(ctx context.Context, next **time.Time, ahead time.Duration) (moved, dueNow int, full bool, err error) {
 	now := s.cfg.Clock.Now()
 	capacity := 0
 	if s.o.checkCapacity {
@@ -136,18 +142,23 @@ func (s *Store[T]) promoteOnce(ctx context.Context, next **time.Time) (moved int
 	var (
 		total int
 		back  []requeued
+		later []time.Time // due times of the jobs promoted ahead
 	)
 	b := &pgx.Batch{}
-	b.Queue(s.q.promote, s.cfg.Name, now, promoteBatch, capacity, requeueAt, s.channel).Query(func(rows pgx.Rows) error {
+	b.Queue(s.q.promote, s.cfg.Name, now.Add(ahead), promoteBatch, capacity, requeueAt, s.channel, now).Query(func(rows pgx.Rows) error {
 		var (
 			r     requeued
 			avail bool
+			runAt time.Time
 			notes int64
 		)
-		_, err := pgx.ForEachRow(rows, []any{&r.id, &avail, &r.key, &r.target, &r.weight, &r.attempt, &notes}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&r.id, &avail, &r.key, &r.target, &r.weight, &r.attempt, &runAt, &notes}, func() error {
 			total++
 			if avail {
 				moved++
+				if runAt.After(now) {
+					later = append(later, runAt)
+				}
 			} else {
 				back = append(back, r)
 			}
@@ -161,10 +172,11 @@ func (s *Store[T]) promoteOnce(ctx context.Context, next **time.Time) (moved int
 	err = s.pool.SendBatch(ctx, b).Close()
 	s.noteErr(err)
 	if err != nil {
-		return 0, false, fmt.Errorf("pgstore: promote: %w", err)
+		return 0, 0, false, fmt.Errorf("pgstore: promote: %w", err)
 	}
+	s.fd.add(later)
 	for _, r := range back {
 		s.report(queue.EventRequeued, r.id, r.key, r.target, r.weight, r.attempt, s.cfg.RequeueDelay, nil)
 	}
-	return moved, total == promoteBatch && len(back) == 0, nil
+	return moved, moved - len(later), total == promoteBatch && len(back) == 0, nil
 }

@@ -107,3 +107,93 @@ func TestJobDueWhilePromotingStartsAtOnce(t *testing.T) {
 		t.Fatal("the clock did not move during a promotion; the test checked nothing")
 	}
 }
+
+// TestJobPromotedAheadStartsAtItsDueTime: the promoter makes a job
+// available shortly before its due time, no claim takes it early, and the
+// fetcher claims it when it falls due, on a timer of its own (no poll, no
+// notification: the poll is a minute away and LISTEN off).
+func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	start := time.Now().Truncate(time.Second)
+	due := start.Add(time.Second)
+	clk := queuetest.NewFakeClock(start)
+	var promoteSQL, claimSQL atomic.Pointer[string]
+	looked := make(chan struct{}, 1)   // the promoter read the next due time
+	promoted := make(chan struct{}, 1) // a promotion statement ended
+	claimed := make(chan struct{}, 1)  // a claim statement ended
+	signal := func(c chan struct{}) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
+			p, c := promoteSQL.Load(), claimSQL.Load()
+			switch {
+			case p == nil || c == nil:
+			case strings.Contains(sql, "min(run_at)"):
+				signal(looked)
+			case sql == *p:
+				signal(promoted)
+			case sql == *c:
+				signal(claimed)
+			}
+		}}
+	})
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute),
+		pgstore.WithJanitorInterval(time.Hour), pgstore.WithListen(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, promote, _ := pgstore.HotSQL(s)
+	claimSQL.Store(&claim)
+	promoteSQL.Store(&promote)
+	producer := newStore[P](t, e)
+	if err := producer.Init(storetest.Config("promoted-ahead", 100, clk, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.Add(bg, queue.Job[P]{Key: "k", RunAt: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, "promoted-ahead", clk)
+	<-looked // the promoter's timer is set for the job
+	select {
+	case <-promoted: // the promotion at start, in the same batch
+	default:
+	}
+	clk.Advance(time.Second - 10*time.Millisecond)
+	<-promoted
+	state := func() string {
+		var st string
+		if err := e.pool.QueryRow(bg, "SELECT state FROM "+e.schema+".queuekit_jobs WHERE queue = 'promoted-ahead'").Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := state(); st != "available" {
+		t.Fatalf("10 ms before its due time the job is %s, want available (promoted ahead)", st)
+	}
+	got := make(chan queue.Job[P], 1)
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	go func() {
+		j, err := s.Claim(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	<-claimed // the waiting worker's claim looked, 10 ms early
+	if st := state(); st != "available" {
+		t.Fatalf("10 ms before its due time the job is %s: claimed early", st)
+	}
+	clk.Advance(10 * time.Millisecond)
+	if j := <-got; j.Key != "k" || clk.Now().Before(j.RunAt) {
+		t.Fatalf("claimed %q due %v at %v", j.Key, j.RunAt, clk.Now())
+	}
+}

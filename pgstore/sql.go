@@ -167,7 +167,10 @@ RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts,
 
 // sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
 // to available while the queue has room ($4, 0: no check); the rest wait
-// until $5 (RequeueDelay later). $2 is now, $6 the channel.
+// until $5 (RequeueDelay later). $2 is the due limit (now, or a little
+// later for the promoter, see promoteAhead), $6 the channel, $7 now: the
+// notification is sent for jobs due by now only (the processes claim the
+// others at their due time, see fetchDue).
 var sqlPromote = `
 WITH due AS (
     SELECT id, run_at FROM {jobs}
@@ -189,10 +192,10 @@ up AS (
         run_at = CASE WHEN r.fits THEN j.run_at ELSE $5::timestamptz END,
         scheduled_at = CASE WHEN r.fits THEN j.scheduled_at ELSE $5::timestamptz END
     FROM ranked r WHERE j.id = r.id
-    RETURNING j.id, j.state, j.key, j.target, j.priority, j.attempt
+    RETURNING j.id, j.state, j.key, j.target, j.priority, j.attempt, j.run_at
 )
-SELECT id, state = 'available', key, target, priority, attempt,
-    (SELECT count(*) FROM (SELECT pg_notify($6::text, $1::text) FROM up WHERE state = 'available' LIMIT 1) n)
+SELECT id, state = 'available', key, target, priority, attempt, run_at,
+    (SELECT count(*) FROM (SELECT pg_notify($6::text, $1::text) FROM up WHERE state = 'available' AND run_at <= $7::timestamptz LIMIT 1) n)
 FROM up`
 
 // sqlNextDue returns queue $1's earliest scheduled time.

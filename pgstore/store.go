@@ -118,6 +118,7 @@ type Store[T any] struct {
 	nt  notifier    // wake-ups for Add, sent after its commit
 	tw  targetWatch // queue.TargetStore's announcements (targets.go)
 	due dueTimer    // the promoter's timer, moved by Add
+	fd  fetchDue    // due times of jobs promoted ahead, for the fetcher
 
 	promoteMu sync.Mutex // one PromoteDue at a time
 	rescueMu  sync.Mutex // one RescueExpired at a time
@@ -170,6 +171,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	s.nt.init()
 	s.tw.listenUp = make(chan struct{})
 	s.due.wake = make(chan struct{}, 1)
+	s.fd.wake = make(chan struct{}, 1)
 	s.healthy.Store(true)
 	return s, nil
 }
