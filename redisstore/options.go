@@ -91,7 +91,9 @@ func WithLeaseTTL(d time.Duration) Option { return shared((*durable.Options).Set
 // Labels given the same client share a shard. Dedupe by Key and Group and
 // the Capacity bound hold per shard: jobs sharing a Key must use priorities
 // of one shard. The label is checked against the queue's priorities in
-// Init.
+// Init. Two shards must not be one Redis database (the queue's keys carry
+// no shard part): Start refuses two plain clients that reach the same
+// server (by its run_id) and DB number.
 func WithShard(label string, client redis.UniversalClient) Option {
 	return func(o *options) error {
 		if client == nil {

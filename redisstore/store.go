@@ -262,6 +262,9 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			s.markDown(sh, err)
 		}
 	}
+	if err := s.checkShardDatabases(ctx); err != nil {
+		return err
+	}
 	s.startOnce.Do(func() {
 		for _, sh := range s.shards {
 			s.wg.Add(2)
@@ -276,6 +279,55 @@ func (s *Store[T]) Start(ctx context.Context) error {
 		close(s.started)
 	})
 	return nil
+}
+
+// checkShardDatabases refuses two shards on one Redis database: every key
+// of the queue is under one hash tag with no shard part, so they would
+// share the keys, the capacity count and the dedupe sets while each
+// believed itself alone. Shards on one server but different databases
+// (DB numbers) are separate. Only plain clients (*redis.Client) are
+// checked, by the server's run_id and the client's DB; an unreachable
+// shard is checked when it is not, at the next Start.
+func (s *Store[T]) checkShardDatabases(ctx context.Context) error {
+	if len(s.shards) < 2 {
+		return nil
+	}
+	seen := map[string]*shard{}
+	for _, sh := range s.shards {
+		c, ok := sh.client.(*redis.Client)
+		if !ok || !sh.healthy.Load() {
+			continue
+		}
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			if isOutage(ctx, err) {
+				continue
+			}
+			return fmt.Errorf("redisstore: reading the server of priorities %s: %w", sh.label, err)
+		}
+		id := infoField(info, "run_id")
+		if id == "" {
+			continue
+		}
+		db := c.Options().DB
+		k := fmt.Sprintf("%s/%d", id, db)
+		if o, dup := seen[k]; dup {
+			return fmt.Errorf("redisstore: WithShard: priorities %s and %s are served by one Redis database (server run_id %s, db %d), so their keys would collide; give them one client, or each a Redis (or DB) of its own",
+				o.label, sh.label, id, db)
+		}
+		seen[k] = sh
+	}
+	return nil
+}
+
+// infoField returns the value of field in an INFO reply, "" if absent.
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // Drain makes Claim return queue.ErrDrained as soon as this process holds

@@ -670,3 +670,35 @@ func TestOutcomeAfterLeaseLostAndJobEnded(t *testing.T) {
 		t.Fatalf("Complete of the dead-lettered job's run = %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestShardsOnOneDatabaseRefused: two shards whose clients reach the same
+// Redis database would share every key of the queue; Start says so and
+// names the priorities. The same server with another DB is accepted.
+func TestShardsOnOneDatabaseRefused(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	same := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	t.Cleanup(func() { same.Close() })
+	s, err := New[int](c, WithPrefix(prefix), WithShard("low", same))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := storetest.Config("q", 100, nil, func(queue.Event) {})
+	cfg.Logger = quietLogger()
+	if err := s.Init(cfg); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "WithShard") || !strings.Contains(err.Error(), "low") {
+		t.Fatalf("Start with two shards on one database = %v, want an error naming WithShard and the priorities", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	other := redis.NewClient(&redis.Options{Addr: redisAddr(), DB: 1})
+	t.Cleanup(func() { deleteKeys(other, "{"+prefix+":*"); other.Close() })
+	openStore(t, c, nil, WithPrefix(prefix), WithShard("low", other)) // DB 1: accepted
+}
