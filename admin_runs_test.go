@@ -11,6 +11,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/queuetest"
 )
 
 // The admin API samples run times without an observer: the runs of one
@@ -21,7 +22,7 @@ func TestAdminRunTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
-			time.Sleep(time.Duration(j.Payload) * time.Millisecond)
+			<-time.After(time.Duration(j.Payload) * time.Millisecond) // the run's work, in the bubble's time
 			return nil
 		}, queue.WithWorkers(1, 1))
 		require.NoError(t, err)
@@ -39,14 +40,14 @@ func TestAdminRunTimes(t *testing.T) {
 		for range 254 {
 			require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 2}))
 		}
-		time.Sleep(600 * time.Millisecond) // 520 ms of runs
+		queuetest.Advance(600 * time.Millisecond) // 520 ms of runs
 		rt, _ = a.RunTimes()
 		require.EqualValues(t, 1, rt.Runs)
 		require.Equal(t, 10*time.Millisecond, rt.Total)
 		require.Equal(t, 10*time.Millisecond, rt.Longest)
 		// Job 256 is timed.
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 30}))
-		time.Sleep(40 * time.Millisecond)
+		queuetest.Advance(40 * time.Millisecond)
 		rt, _ = a.RunTimes()
 		require.EqualValues(t, 2, rt.Runs)
 		require.Equal(t, 40*time.Millisecond, rt.Total)
@@ -56,7 +57,7 @@ func TestAdminRunTimes(t *testing.T) {
 		require.EqualValues(t, 2, rt.Runs, "runs are cumulative")
 		// RunTimes refreshed the coarse clock: the next run is timed.
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 5}))
-		time.Sleep(10 * time.Millisecond)
+		queuetest.Advance(10 * time.Millisecond)
 		rt, _ = a.RunTimes()
 		require.EqualValues(t, 3, rt.Runs)
 		require.Equal(t, 5*time.Millisecond, rt.Longest)
@@ -77,7 +78,7 @@ func TestAdminRunningStart(t *testing.T) {
 		a := q.Admin()
 		require.NoError(t, q.Start(ctx))
 		defer func() { require.NoError(t, q.Shutdown(ctx)) }()
-		time.Sleep(1500 * time.Millisecond) // the scaler ticked at 1 s
+		queuetest.Advance(1500 * time.Millisecond) // the scaler ticked at 1 s
 		start := time.Now()
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Key: "k"}))
 		synctest.Wait()
