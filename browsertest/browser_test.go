@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,10 @@ func chromium(t *testing.T) string {
 // violations among them) and dialogs (alert, confirm, prompt).
 type browser struct {
 	ctx context.Context
+
+	// accept is the answer given to every dialog (confirm's OK); false
+	// dismisses them.
+	accept atomic.Bool
 
 	mu       sync.Mutex
 	problems []string
@@ -138,8 +143,9 @@ func (b *browser) event(ev any) {
 	case *page.EventJavascriptDialogOpening:
 		b.dialogs = append(b.dialogs, string(ev.Type)+": "+ev.Message)
 		// Close it, or the page hangs; commands cannot run in a listener.
+		accept := b.accept.Load()
 		go func() {
-			_, _ = chromedp.Call(b.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+			_, _ = chromedp.Call(b.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept})
 		}()
 	}
 }

@@ -204,3 +204,44 @@ func TestRetryClickWhileDeadListRefreshes(t *testing.T) {
 	s.ev.await(t, "the retried job to run to done", is(queue.EventDone, key))
 	waitJS(t, b, `document.getElementById("notice").textContent === "retry job `+id+`: done"`)
 }
+
+func TestDeleteAsksFirst(t *testing.T) {
+	const key = "invoice-44"
+	d := openDeadJob(t, key)
+	b, s, id := d.b, d.s, d.id
+	del := `#dead button[data-job-action="delete"][data-job="` + id + `"]`
+	want := "confirm: Delete job " + id + "? It cannot be undone."
+
+	// The operator answers Cancel: nothing is sent, the job stays dead.
+	b.do(t, chromedp.Click(chromedp.CSS(del)))
+	eventually(t, "the confirmation to open", func() bool { _, dl := b.reported(); return len(dl) == 1 })
+	_, dialogs := b.reported()
+	assert.Equal(t, []string{want}, dialogs)
+	// The page is answered (the dialog closed) before it reads on: a
+	// round trip through it proves the click's handler returned.
+	assert.True(t, eval[bool](t, b, `true`))
+	assert.Empty(t, s.postsSeen(), "a dismissed delete posts nothing")
+	counts, err := s.q.Admin().Counts(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, counts[admin.Dead])
+
+	// Now OK: the job is deleted.
+	b.accept.Store(true)
+	b.do(t, chromedp.Click(chromedp.CSS(del)))
+	waitJS(t, b, `document.getElementById("notice").textContent === "delete job `+id+`: done"`)
+	_, dialogs = b.reported()
+	assert.Equal(t, []string{want, want}, dialogs)
+	assert.Equal(t, []string{"/api/jobs/" + id + "/delete 200"}, s.postsSeen())
+	_, err = s.q.Admin().Get(t.Context(), mustID(t, id), false)
+	assert.ErrorIs(t, err, admin.ErrNotFound)
+	waitJS(t, b, `document.querySelector("#dead tbody td.empty")?.textContent === "no dead jobs"`)
+	problems, _ := b.reported()
+	assert.Empty(t, problems)
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return id
+}

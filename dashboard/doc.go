@@ -35,7 +35,8 @@
 // The dashboard is read-only unless the host passes WithActions(true):
 // then the page can suspend, resume, disable and enable a target (and,
 // with WithAdmin, retry and delete dead jobs and pause and resume the
-// queue). Actions are POSTs with a
+// queue; the page asks the operator to confirm a delete, which cannot be
+// undone). Actions are POSTs with a
 // JSON body and are refused (403) when cross-origin by their
 // Sec-Fetch-Site or Origin header (net/http's CrossOriginProtection), or
 // without the handler's secret token in the TokenHeader header; the page

@@ -375,6 +375,9 @@
         .then(function (r) { notice("queue " + (r.paused ? "paused" : "resumed"), false); refresh(); })
         .catch(function (e) { notice(b.dataset.queueAction + ": " + e.message, true); });
     } else if (b.dataset.jobAction) {
+      // Deleting cannot be undone: ask first. Retrying asks nothing.
+      if (b.dataset.jobAction === "delete" &&
+          !window.confirm("Delete job " + b.dataset.job + "? It cannot be undone.")) return;
       post("api/jobs/" + encodeURIComponent(b.dataset.job) + "/" + b.dataset.jobAction, {})
         .then(function () { notice(b.dataset.jobAction + " job " + b.dataset.job + ": done", false); deadLoaded = 0; refresh(); })
         .catch(function (e) { notice(b.dataset.jobAction + " job " + b.dataset.job + ": " + e.message, true); });
