@@ -6,25 +6,48 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/internal/durable"
 )
 
-var _ admin.Store = (*adminStore[int])(nil)
+var (
+	_ admin.Store   = (*adminStore[int])(nil)
+	_ admin.Targets = (*adminStore[int])(nil)
+)
 
 // Admin returns the store's admin API backend: pass it to admin.New to
 // inspect and act on the queue's jobs (queue.Queue's Admin does). It
 // works once the store was passed to queue.New, whether the queue runs
 // or not, as queuectl uses it; before that, every method returns
 // ErrNotBound.
-func (s *Store[T]) Admin() admin.Store { return &adminStore[T]{s} }
+//
+// It also implements admin.Targets on the fleet's target health in the
+// queuekit_targets table (see queue.TargetStore): every running queue
+// applies a change at once through the NOTIFY announcement, or at its
+// next reload, within a second. Failures, Running and Parked are each
+// process's own and listed as 0; a Suspend of 0 suspends for 5 minutes,
+// the default WithSuspend, since the store does not know the queues'
+// options; ResumeTarget leaves a disabled target disabled and Enable
+// leaves a suspension. Times are the store's clock's (the queue's Clock;
+// the system clock in queuectl), compared by each process with its own:
+// clock skew between the hosts lengthens or shortens a suspension.
+// (queue.Queue's Admin acts on targets through the queue instead.)
+func (s *Store[T]) Admin() admin.Store {
+	return &adminStore[T]{s: s, Targets: durable.Targets{Load: s.LoadTargets, Save: s.SaveTargets,
+		Now: func() time.Time { return s.cfg.Clock.Now() }}}
+}
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel
-// are queue.Store's).
-type adminStore[T any] struct{ s *Store[T] }
+// are queue.Store's), and admin.Targets with durable.Targets.
+type adminStore[T any] struct {
+	s *Store[T]
+	durable.Targets
+}
 
 // errCancelledByAdmin is the reason recorded on a job an operator
 // cancelled (admin Cancel).
