@@ -51,7 +51,7 @@ func (t Targets) TargetList(ctx context.Context) ([]admin.TargetInfo, error) {
 		return nil, err
 	}
 	now := t.Now()
-	var out []admin.TargetInfo
+	out := []admin.TargetInfo{} // not nil: JSON lists it as [], as the in-memory queue does
 	for i := range states {
 		st := &states[i]
 		if st.Key != "" {
