@@ -34,7 +34,10 @@ import (
 // The failure count, the running and the parked jobs are each process's
 // own and not in the store: TargetList reports them as 0.
 type Targets struct {
+	// Load is the store's LoadTargets; it returns the store's ErrNotBound
+	// before the store is bound to its queue.
 	Load func(ctx context.Context) ([]queue.TargetState, error)
+	// Save is the store's SaveTargets, which announces the entries.
 	Save func(ctx context.Context, states []queue.TargetState) error
 	// Now is called after Load, so it may read what binding set.
 	Now func() time.Time
