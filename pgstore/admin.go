@@ -26,17 +26,13 @@ var (
 // or not, as queuectl uses it; before that, every method returns
 // ErrNotBound.
 //
-// It also implements admin.Targets on the fleet's target health in the
-// queuekit_targets table (see queue.TargetStore): every running queue
-// applies a change at once through the NOTIFY announcement, or at its
-// next reload, within a second. Failures, Running and Parked are each
-// process's own and listed as 0; a Suspend of 0 suspends for 5 minutes,
-// the default WithSuspend, since the store does not know the queues'
-// options; ResumeTarget leaves a disabled target disabled and Enable
-// leaves a suspension. Times are the store's clock's (the queue's Clock;
-// the system clock in queuectl), compared by each process with its own:
-// clock skew between the hosts lengthens or shortens a suspension.
-// (queue.Queue's Admin acts on targets through the queue instead.)
+// Its target actions (admin.Targets, what queuectl targets uses) work on
+// the fleet's target health in the queuekit_targets table
+// (queue.TargetStore), which every running queue applies on the NOTIFY
+// announcement or within its 1 s reload; the last write wins.
+// docs/OPERATIONS.md ("Target health and cadence") says what each action
+// keeps and what a listing cannot show. (queue.Queue's Admin acts on
+// targets through the queue instead.)
 func (s *Store[T]) Admin() admin.Store {
 	return &adminStore[T]{s: s, Targets: durable.Targets{Load: s.LoadTargets, Save: s.SaveTargets,
 		Now: func() time.Time { return s.cfg.Clock.Now() }}}

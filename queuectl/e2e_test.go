@@ -345,41 +345,34 @@ func p0(h *harness) pageJSON { return h.ls("--state", "dead", "--limit", "1") }
 // TestPG drives queuectl against a queue running on PostgreSQL.
 func TestPG(t *testing.T) {
 	t.Parallel()
+	h := newPGHarness(t, pgstore.WithLeaseTTL(300*time.Millisecond), pgstore.WithPollInterval(50*time.Millisecond))
+	exercise(t, h, true)
+}
+
+// newPGHarness runs queue "mail" on a pgstore with opts in a fresh,
+// migrated schema.
+func newPGHarness(t *testing.T, opts ...pgstore.Option) *harness {
 	pool := newPool(t)
 	schema := freshSchema(t, pool)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool, pgstore.WithSchema(schema)))
-	store, err := pgstore.New[P](pool, pgstore.WithSchema(schema), pgstore.WithLeaseTTL(300*time.Millisecond),
-		pgstore.WithPollInterval(50*time.Millisecond))
+	store, err := pgstore.New[P](pool, append([]pgstore.Option{pgstore.WithSchema(schema)}, opts...)...)
 	require.NoError(t, err)
-	h := newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
+	return newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
 		func() *admin.Admin { return admin.New(store.Admin()) })
-	exercise(t, h, true)
 }
 
 // TestPGTargets drives queuectl targets against a queue running on
 // PostgreSQL.
 func TestPGTargets(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t)
-	schema := freshSchema(t, pool)
-	require.NoError(t, pgstore.Migrate(context.Background(), pool, pgstore.WithSchema(schema)))
-	store, err := pgstore.New[P](pool, pgstore.WithSchema(schema))
-	require.NoError(t, err)
-	h := newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
-		func() *admin.Admin { return admin.New(store.Admin()) })
+	h := newPGHarness(t)
 	exerciseTargets(t, h, true)
 }
 
 // TestRetryConfirm: a filter retry on a terminal asks first, and does
 // nothing unless the answer is yes.
 func TestRetryConfirm(t *testing.T) {
-	pool := newPool(t)
-	schema := freshSchema(t, pool)
-	require.NoError(t, pgstore.Migrate(context.Background(), pool, pgstore.WithSchema(schema)))
-	store, err := pgstore.New[P](pool, pgstore.WithSchema(schema))
-	require.NoError(t, err)
-	h := newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
-		func() *admin.Admin { return admin.New(store.Admin()) })
+	h := newPGHarness(t)
 	h.setFailing(true, "c-1", "c-2")
 	h.enqueue("c-1", "x", 1, 0)
 	h.enqueue("c-2", "x", 2, 0)
