@@ -396,7 +396,12 @@ func (q *Queue[T]) matches(f admin.Filter, job *Job[T]) bool {
 
 // durableAdmin is a durable store's admin.Store with the queue's
 // in-process parts: a running job of this process is cancelled at once,
-// and the target actions are the queue's.
+// and the target actions are the queue's. They act on the engine, which
+// changes its view at once (so TargetList reports the change, with this
+// process's failure counts, running and parked jobs) and writes it
+// through to a TargetStore, whose announcement reaches every process.
+// The store's own admin.Targets (what queuectl uses, with no queue
+// running) is not promoted: only admin.Store's methods are embedded.
 type durableAdmin[T any] struct {
 	admin.Store
 	q *Queue[T]

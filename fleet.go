@@ -37,6 +37,11 @@ type fleetSync struct {
 	mu      sync.Mutex
 	pending map[string]TargetState // entry -> latest local state not yet written
 	failing bool                   // the last load or save failed (logged once)
+	// heard counts the announcements applied; heardAt maps an entry to
+	// the count at its last one. A reload keeps the entries heard of
+	// while it loaded: its result may predate their writes.
+	heard   uint64
+	heardAt map[string]uint64
 
 	kick chan struct{}
 	stop context.CancelFunc
@@ -52,7 +57,8 @@ func (ts *targets[T]) bindFleet(store any, log *slog.Logger) {
 	if !ok {
 		return
 	}
-	ts.fleet = &fleetSync{store: s, log: log, pending: map[string]TargetState{}, kick: make(chan struct{}, 1)}
+	ts.fleet = &fleetSync{store: s, log: log, pending: map[string]TargetState{}, heardAt: map[string]uint64{},
+		kick: make(chan struct{}, 1)}
 	s.WatchTargets(ts.applyState)
 }
 
@@ -185,19 +191,31 @@ func (f *fleetSync) noteLocked(what string, err error, n int) {
 }
 
 // reload loads the stored state and makes it the view, except for
-// entries with a local change not yet written.
+// entries with a local change not yet written and entries announced
+// while it loaded (the load may have read them before the announced
+// write: the announcement is the newer).
 func (ts *targets[T]) reload(ctx context.Context) {
 	f := ts.fleet
+	f.mu.Lock()
+	since := f.heard
+	f.mu.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, targetSyncTimeout)
 	states, err := f.store.LoadTargets(lctx)
 	cancel()
 	f.mu.Lock()
 	f.noteLocked("loading target state", err, 0)
-	var pend map[string]bool
-	if len(f.pending) > 0 {
+	var pend map[string]bool // the entries the load does not replace
+	if len(f.pending) > 0 || len(f.heardAt) > 0 {
 		pend = make(map[string]bool, len(f.pending))
 		for k := range f.pending {
 			pend[k] = true
+		}
+		for k, at := range f.heardAt {
+			if at > since {
+				pend[k] = true
+			} else if err == nil {
+				delete(f.heardAt, k) // the load read it after its write
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -258,8 +276,13 @@ func addDue(due map[string]map[string]int64, target, key string, inst int64) {
 // applyState applies an entry a process wrote, as the store announced it.
 func (ts *targets[T]) applyState(st TargetState) {
 	f := ts.fleet
+	k := entryKey(st.Target, st.Key)
 	f.mu.Lock()
-	_, local := f.pending[entryKey(st.Target, st.Key)]
+	_, local := f.pending[k]
+	if !local {
+		f.heard++
+		f.heardAt[k] = f.heard
+	}
 	f.mu.Unlock()
 	if local {
 		return // this process's newer change is on its way

@@ -26,6 +26,9 @@ type hub struct {
 	mute  bool
 	saves int
 	gate  chan struct{} // when set, each save waits for a receive from it
+	// loadGate, when set, holds each load after it read the entries
+	// until it is closed: a load whose result predates later writes.
+	loadGate chan struct{}
 }
 
 func newHub() *hub { return &hub{m: map[[2]string]queue.TargetState{}} }
@@ -38,10 +41,14 @@ type fleetStore struct {
 
 func (s fleetStore) LoadTargets(context.Context) ([]queue.TargetState, error) {
 	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
 	out := make([]queue.TargetState, 0, len(s.h.m))
 	for _, st := range s.h.m {
 		out = append(out, st)
+	}
+	gate := s.h.loadGate
+	s.h.mu.Unlock()
+	if gate != nil {
+		<-gate
 	}
 	return out, nil
 }
@@ -170,6 +177,50 @@ func TestFleetReloadBackstop(t *testing.T) {
 		require.NoError(t, a.Resume("t"))
 		queuetest.Advance(time.Second)
 		assert.False(t, targetStatus(t, b, "t").Disabled, "a resume b missed is seen at the reload too")
+	})
+}
+
+// TestFleetReloadKeepsNewerAnnouncement: a reload whose load read the
+// state before a write that was announced while it ran does not undo the
+// announced change (it did, for up to a second: a target an operator
+// disabled with queuectl ran jobs again until the next reload).
+func TestFleetReloadKeepsNewerAnnouncement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHub()
+		q := fleetQueue(t, h)
+		gate := make(chan struct{})
+		h.mu.Lock()
+		h.loadGate = gate
+		h.mu.Unlock()
+		queuetest.Advance(time.Second) // the reload reads nothing, and waits
+		// Another process (queuectl) disables t and suspends u, due k of u.
+		operator := fleetStore{memstore.New[int](), h}
+		require.NoError(t, operator.SaveTargets(context.Background(), []queue.TargetState{
+			{Target: "t", Disabled: true, Reason: "down"},
+			{Target: "u", SuspendedUntil: time.Now().Add(time.Hour)},
+			{Target: "u", Key: "k", NextDue: time.Now().Add(time.Hour)},
+		}))
+		queuetest.Settle()
+		assert.True(t, targetStatus(t, q, "t").Disabled, "announced")
+		h.mu.Lock()
+		h.loadGate = nil
+		h.mu.Unlock()
+		close(gate) // the reload applies what it read before the write
+		queuetest.Settle()
+		assert.True(t, targetStatus(t, q, "t").Disabled, "the older load does not enable t again")
+		assert.False(t, targetStatus(t, q, "u").SuspendedUntil.IsZero(), "nor end u's suspension")
+		assert.False(t, q.Due("u", "k"), "nor u's next-due time")
+		queuetest.Advance(time.Second) // the next reload reads the write
+		assert.True(t, targetStatus(t, q, "t").Disabled)
+		assert.False(t, q.Due("u", "k"))
+		// And it forgets the announcements: a later resume no process
+		// heard of is seen at the next reload.
+		h.mu.Lock()
+		h.mute = true
+		h.mu.Unlock()
+		require.NoError(t, operator.SaveTargets(context.Background(), []queue.TargetState{{Target: "t"}}))
+		queuetest.Advance(time.Second)
+		assert.False(t, targetStatus(t, q, "t").Disabled)
 	})
 }
 

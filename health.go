@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"math"
 	"time"
-)
 
-// maxReasonLen bounds the stored disable reason.
-const maxReasonLen = 256
+	"github.com/queuekit/queue/internal/core"
+)
 
 type breakerState uint8
 
@@ -341,9 +340,7 @@ func (ts *targets[T]) disable(name string, reason error) {
 	if reason != nil {
 		msg = reason.Error()
 	}
-	if len(msg) > maxReasonLen {
-		msg = msg[:maxReasonLen-3] + "..."
-	}
+	msg = core.ShortReason(msg)
 	t := ts.get(name)
 	t.mu.Lock()
 	was := t.disabled

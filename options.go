@@ -49,7 +49,7 @@ const (
 	defaultBackoffMax      = 5 * time.Minute
 	defaultRetryFloor      = time.Second // WithRetryAfterBounds: the shortest RetryAfter delay
 	defaultRetryCeiling    = 10 * time.Minute
-	defaultSuspendDuration = 300 * time.Second
+	defaultSuspendDuration = core.DefaultSuspend
 )
 
 // minInterval is the shortest scale interval and requeue delay: below it

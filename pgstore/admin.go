@@ -6,25 +6,44 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/internal/durable"
 )
 
-var _ admin.Store = (*adminStore[int])(nil)
+var (
+	_ admin.Store   = (*adminStore[int])(nil)
+	_ admin.Targets = (*adminStore[int])(nil)
+)
 
 // Admin returns the store's admin API backend: pass it to admin.New to
 // inspect and act on the queue's jobs (queue.Queue's Admin does). It
 // works once the store was passed to queue.New, whether the queue runs
 // or not, as queuectl uses it; before that, every method returns
 // ErrNotBound.
-func (s *Store[T]) Admin() admin.Store { return &adminStore[T]{s} }
+//
+// Its target actions (admin.Targets, what queuectl targets uses) work on
+// the fleet's target health in the queuekit_targets table
+// (queue.TargetStore), which every running queue applies on the NOTIFY
+// announcement or within its 1 s reload; the last write wins.
+// docs/OPERATIONS.md ("Target health and cadence") says what each action
+// keeps and what a listing cannot show. (queue.Queue's Admin acts on
+// targets through the queue instead.)
+func (s *Store[T]) Admin() admin.Store {
+	return &adminStore[T]{s: s, Targets: durable.Targets{Load: s.LoadTargets, Save: s.SaveTargets,
+		Now: func() time.Time { return s.cfg.Clock.Now() }}}
+}
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel
-// are queue.Store's).
-type adminStore[T any] struct{ s *Store[T] }
+// are queue.Store's), and admin.Targets with durable.Targets.
+type adminStore[T any] struct {
+	s *Store[T]
+	durable.Targets
+}
 
 // errCancelledByAdmin is the reason recorded on a job an operator
 // cancelled (admin Cancel).

@@ -445,6 +445,9 @@ func TestAdminNotBound(t *testing.T) {
 	s := newStore[P](t, e)
 	_, err := adminOf(s).Counts(bg)
 	require.ErrorIs(t, err, pgstore.ErrNotBound)
+	_, err = adminOf(s).TargetList(bg)
+	require.ErrorIs(t, err, pgstore.ErrNotBound)
+	require.ErrorIs(t, adminOf(s).Disable(bg, "t", "down"), pgstore.ErrNotBound)
 }
 
 // Through a running queue: an operator's cancel of a running job cancels

@@ -389,7 +389,7 @@ func (c *cli) noArgs(cmd string, args []string, f func(b *backend) error) error 
 // targets lists the targets or acts on one.
 func (c *cli) targets(args []string) error {
 	fs := flag.NewFlagSet("targets", flag.ContinueOnError)
-	d := fs.Duration("for", 0, "suspend: how long (default: the queue's WithSuspend)")
+	d := fs.Duration("for", 0, "suspend: how long (default 5m, the library's default WithSuspend: queuectl does not know the queue's)")
 	reason := fs.String("reason", "disabled with queuectl", "disable: why")
 	out := outputFlag(fs)
 	pos, err := parse(fs, args)

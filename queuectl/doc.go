@@ -41,7 +41,8 @@
 //	pause, resume                   stop (and restart) claims on every process of the queue;
 //	                                enqueues continue while paused
 //	targets [list | suspend NAME [--for D] | resume NAME | disable NAME [--reason R] | enable NAME]
-//	                                target health and actions, on stores that keep them
+//	   [-o json]                    the targets' health kept in the store for every process
+//	                                of the queue, and actions on it (see Targets below)
 //	migrate                         create or update pgstore's tables (pgstore.Migrate);
 //	                                PostgreSQL only: Redis needs none
 //
@@ -59,6 +60,30 @@
 // a job that is not found or not in a state that allows the action; 2 for
 // a mistake on the command line (an unknown command or flag, a malformed
 // ID, URL or cursor).
+//
+// # Targets
+//
+// targets works on the target health that pgstore and redisstore keep
+// for every process of the queue (queue.TargetStore): list shows the
+// targets that are disabled, suspended or whose circuit breaker is not
+// closed; suspend NAME suspends the target for --for (default 5m, the
+// library's default WithSuspend: queuectl does not know the queue's
+// option); resume NAME ends its suspension and closes its breaker, but
+// leaves it disabled; disable NAME records --reason (at most 256 bytes;
+// longer ones are cut and end in "..."); enable NAME ends the disabling,
+// but not a suspension. Each running process of the queue applies the
+// change as soon as the store announces it, and within a second (its
+// reload) if the announcement is lost. The failure counts and the running
+// and parked jobs are each process's own: queuectl shows them as 0 (a
+// queue's own Admin, as on its dashboard, shows its process's).
+//
+// Each action reads the target's entry, changes it and writes it back:
+// it is not atomic against the running processes, which write the same
+// entry when the target's health changes there (a 429 suspends it again,
+// a breaker opens), and the last write wins. A suspension's end is the
+// time on queuectl's host plus --for, and each process compares it with
+// its own clock: a host clock ahead of the processes' lengthens the
+// suspension by the skew, one behind shortens it.
 //
 // # Unknown queues
 //

@@ -345,31 +345,34 @@ func p0(h *harness) pageJSON { return h.ls("--state", "dead", "--limit", "1") }
 // TestPG drives queuectl against a queue running on PostgreSQL.
 func TestPG(t *testing.T) {
 	t.Parallel()
+	h := newPGHarness(t, pgstore.WithLeaseTTL(300*time.Millisecond), pgstore.WithPollInterval(50*time.Millisecond))
+	exercise(t, h, true)
+}
+
+// newPGHarness runs queue "mail" on a pgstore with opts in a fresh,
+// migrated schema.
+func newPGHarness(t *testing.T, opts ...pgstore.Option) *harness {
 	pool := newPool(t)
 	schema := freshSchema(t, pool)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool, pgstore.WithSchema(schema)))
-	store, err := pgstore.New[P](pool, pgstore.WithSchema(schema), pgstore.WithLeaseTTL(300*time.Millisecond),
-		pgstore.WithPollInterval(50*time.Millisecond))
+	store, err := pgstore.New[P](pool, append([]pgstore.Option{pgstore.WithSchema(schema)}, opts...)...)
 	require.NoError(t, err)
-	h := newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
+	return newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
 		func() *admin.Admin { return admin.New(store.Admin()) })
-	exercise(t, h, true)
+}
 
-	r := h.ctl("", "targets")
-	require.Equal(t, exitError, r.code)
-	require.Equal(t, "queuectl: targets: not supported by this store yet (postgres)\n", r.stderr)
+// TestPGTargets drives queuectl targets against a queue running on
+// PostgreSQL.
+func TestPGTargets(t *testing.T) {
+	t.Parallel()
+	h := newPGHarness(t)
+	exerciseTargets(t, h, true)
 }
 
 // TestRetryConfirm: a filter retry on a terminal asks first, and does
 // nothing unless the answer is yes.
 func TestRetryConfirm(t *testing.T) {
-	pool := newPool(t)
-	schema := freshSchema(t, pool)
-	require.NoError(t, pgstore.Migrate(context.Background(), pool, pgstore.WithSchema(schema)))
-	store, err := pgstore.New[P](pool, pgstore.WithSchema(schema))
-	require.NoError(t, err)
-	h := newHarness(t, []string{"--pg", pgURL(), "--schema", schema, "--queue", "mail"}, store,
-		func() *admin.Admin { return admin.New(store.Admin()) })
+	h := newPGHarness(t)
 	h.setFailing(true, "c-1", "c-2")
 	h.enqueue("c-1", "x", 1, 0)
 	h.enqueue("c-2", "x", 2, 0)
@@ -402,8 +405,116 @@ func TestRedis(t *testing.T) {
 	h := newHarness(t, []string{"--redis", redisAddr(), "--prefix", prefix, "--queue", "mail"}, store,
 		func() *admin.Admin { return adminOf(store) })
 	exercise(t, h, false)
+}
 
-	r := h.ctl("", "targets")
+// TestRedisTargets drives queuectl targets against a queue running on
+// Redis.
+func TestRedisTargets(t *testing.T) {
+	t.Parallel()
+	client, prefix := newRedis(t)
+	store, err := redisstore.New[P](client, redisstore.WithPrefix(prefix))
+	require.NoError(t, err)
+	h := newHarness(t, []string{"--redis", redisAddr(), "--prefix", prefix, "--queue", "mail"}, store,
+		func() *admin.Admin { return adminOf(store) })
+	exerciseTargets(t, h, false)
+}
+
+// targetsJSON runs queuectl targets -o json.
+func (h *harness) targetsJSON() []admin.TargetInfo {
+	h.t.Helper()
+	var ts []admin.TargetInfo
+	out := h.ok("targets", "-o", "json")
+	require.NoError(h.t, json.Unmarshal([]byte(out), &ts), out)
+	return ts
+}
+
+// awaitTarget waits until the running queue's own view of target name
+// satisfies cond: queuectl's change reaches it through the store's
+// announcement, or its reload once a second.
+func (h *harness) awaitTarget(name, what string, cond func(st queue.TargetStatus) bool) {
+	h.t.Helper()
+	var st queue.TargetStatus
+	require.Eventually(h.t, func() bool {
+		st, _ = h.q.Target(name)
+		return cond(st)
+	}, 15*time.Second, 5*time.Millisecond, "the running queue never saw target %q %s (last: %+v)", name, what, st)
+}
+
+// exerciseTargets drives queuectl targets against h's running queue: each
+// action as listed by queuectl and as the queue applies it, and a change
+// the queue makes as queuectl lists it. ended says whether the store
+// keeps cancelled jobs (as for exercise).
+func exerciseTargets(t *testing.T, h *harness, ended bool) {
+	// The queue must have had a job for queuectl to know it.
+	h.enqueue("first", "", 1, 0)
+	h.waitRan("first")
+
+	require.Equal(t, "no targets to report\n", h.ok("targets"))
+	require.Equal(t, "no targets to report\n", h.ok("targets", "list"))
+	require.Equal(t, "[]\n", h.ok("targets", "-o", "json"))
+
+	require.Equal(t, "target api: suspend done\n", h.ok("targets", "suspend", "api", "--for", "1h"))
+	out := h.ok("targets")
+	require.Regexp(t, `(?m)^TARGET +STATE +BREAKER +FAILURES +RUNNING +REASON\n`+
+		`api +suspended until in (59m\d\ds|1h00m) +closed +0 +0 +-\n$`, out)
+	h.awaitTarget("api", "suspended", func(st queue.TargetStatus) bool {
+		return st.SuspendedUntil.After(time.Now().Add(59 * time.Minute))
+	})
+
+	require.Equal(t, "target api: disable done\n", h.ok("targets", "--reason", "upstream down", "disable", "api"))
+	out = h.ok("targets")
+	require.Regexp(t, `(?m)^api +disabled (now|\d+s ago) +closed +0 +0 +upstream down\n$`, out)
+	h.awaitTarget("api", "disabled", func(st queue.TargetStatus) bool {
+		return st.Disabled && st.Reason == "upstream down"
+	})
+	// A job for the disabled target is cancelled, not run.
+	h.enqueue("to-api", "api", 2, 0)
+	if ended {
+		h.waitState("to-api", admin.Cancelled)
+	} else {
+		h.waitGone("to-api")
+	}
+
+	ts := h.targetsJSON()
+	require.Len(t, ts, 1)
+	require.Equal(t, "api", ts[0].Name)
+	require.True(t, ts[0].Disabled)
+	require.Equal(t, "upstream down", ts[0].Reason)
+	require.False(t, ts[0].DisabledAt.IsZero())
+	require.True(t, ts[0].SuspendedUntil.After(time.Now()), "disable keeps the suspension")
+	require.Equal(t, "closed", ts[0].Breaker)
+
+	require.Equal(t, "target api: resume done\n", h.ok("targets", "resume", "api"))
+	ts = h.targetsJSON()
+	require.Len(t, ts, 1)
+	require.True(t, ts[0].Disabled, "resume leaves the target disabled")
+	require.Zero(t, ts[0].SuspendedUntil)
+	h.awaitTarget("api", "resumed, still disabled", func(st queue.TargetStatus) bool {
+		return st.Disabled && st.SuspendedUntil.IsZero()
+	})
+
+	require.Equal(t, "target api: enable done\n", h.ok("targets", "enable", "api"))
+	require.Equal(t, "no targets to report\n", h.ok("targets"))
+	h.awaitTarget("api", "enabled", func(st queue.TargetStatus) bool { return !st.Disabled && st.SuspendedUntil.IsZero() })
+	h.enqueue("to-api-2", "api", 3, 0)
+	h.waitRan("to-api-2")
+
+	// --for defaults to 5 minutes.
+	h.ok("targets", "suspend", "slowpoke")
+	ts = h.targetsJSON()
+	require.Len(t, ts, 1)
+	left := time.Until(ts[0].SuspendedUntil)
+	require.True(t, left > 4*time.Minute && left <= 5*time.Minute, "suspended for %s", left)
+	h.ok("targets", "resume", "slowpoke")
+
+	// What the queue does, queuectl lists.
+	require.NoError(t, h.q.Disable("from-queue", errors.New("by the engine")))
+	require.Eventually(t, func() bool {
+		ts := h.targetsJSON()
+		return len(ts) == 1 && ts[0].Name == "from-queue" && ts[0].Reason == "by the engine"
+	}, 15*time.Second, 10*time.Millisecond, "queuectl never listed the queue's disabling")
+
+	r := h.ctl("", "targets", "disable", "bad\x00name")
 	require.Equal(t, exitError, r.code)
-	require.Equal(t, "queuectl: targets: not supported by this store yet (redis)\n", r.stderr)
+	require.Contains(t, r.stderr, "NUL byte")
 }

@@ -12,10 +12,14 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ admin.Store = (*adminStore[int])(nil)
+var (
+	_ admin.Store   = (*adminStore[int])(nil)
+	_ admin.Targets = (*adminStore[int])(nil)
+)
 
 // Admin returns the store's admin API backend: pass it to admin.New to
 // inspect and act on the queue's jobs (queue.Queue's Admin does). It
@@ -30,16 +34,31 @@ var _ admin.Store = (*adminStore[int])(nil)
 // guarantees") says what wins each race. Redis keeps no completed or
 // cancelled jobs: Done and Cancelled list nothing, and GetKey finds a
 // key's pending, running or dead job only.
-func (s *Store[T]) Admin() admin.Store { return &adminStore[T]{s} }
+//
+// Its target actions (admin.Targets, what queuectl targets uses) work on
+// the fleet's target health in the queue's targets hash on the first
+// shard (queue.TargetStore), which every running queue applies on the
+// pub/sub announcement or within its 1 s reload; the last write wins.
+// docs/OPERATIONS.md ("Target health and cadence") says what each action
+// keeps and what a listing cannot show. (queue.Queue's Admin acts on
+// targets through the queue instead.)
+func (s *Store[T]) Admin() admin.Store {
+	return &adminStore[T]{s: s, Targets: durable.Targets{Load: s.LoadTargets, Save: s.SaveTargets,
+		Now: func() time.Time { return s.cfg.Clock.Now() }}}
+}
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel
-// are queue.Store's).
-type adminStore[T any] struct{ s *Store[T] }
+// are queue.Store's), and admin.Targets with durable.Targets.
+type adminStore[T any] struct {
+	s *Store[T]
+	durable.Targets
+}
 
-// ErrNotBound is returned by the admin API of a Store that was not passed
-// to queue.New (or queue.NewWithStore) yet: it does not know its queue's
-// name and priorities.
-var ErrNotBound = errors.New("redisstore: the store was not passed to queue.New yet: the admin API needs its queue")
+// ErrNotBound is returned by the admin API, the queue.TargetStore and
+// queue.SlotStore methods of a Store that was not passed to queue.New (or
+// queue.NewWithStore) yet: it does not know its queue's name and
+// priorities.
+var ErrNotBound = errors.New("redisstore: the store was not passed to queue.New yet: it needs its queue")
 
 // errCancelledByAdmin is the reason reported for a job an operator
 // cancelled (admin Cancel) or deleted before it ran to its end.

@@ -23,6 +23,32 @@ func TestAdmin(t *testing.T) {
 	})
 }
 
+// Before Init, the admin API and the TargetStore methods return
+// ErrNotBound; after it, with the store never started (as queuectl has
+// it), the target actions work.
+func TestAdminNotBound(t *testing.T) {
+	c := needRedis(t)
+	ctx := context.Background()
+	s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
+	require.NoError(t, err)
+	a := admin.New(s.Admin())
+	_, err = a.Counts(ctx)
+	require.ErrorIs(t, err, ErrNotBound)
+	_, err = a.TargetList(ctx)
+	require.ErrorIs(t, err, ErrNotBound)
+	require.ErrorIs(t, a.Suspend(ctx, "t", time.Minute), ErrNotBound)
+	_, err = s.LoadTargets(ctx)
+	require.ErrorIs(t, err, ErrNotBound)
+	require.ErrorIs(t, s.SaveTargets(ctx, []queue.TargetState{{Target: "t", Disabled: true}}), ErrNotBound)
+
+	require.NoError(t, s.Init(storetest.Config("nb", 100, nil, func(queue.Event) {})))
+	require.NoError(t, a.Disable(ctx, "t", "down"))
+	ts, err := a.TargetList(ctx)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, "down", ts[0].Reason)
+}
+
 // adminOnly returns a store of queue name under prefix that was Init-ed
 // and never started, as queuectl makes one, and its admin API.
 func adminOnly(t *testing.T, prefix, name string, opts ...Option) (*Store[storetest.Payload], *admin.Admin) {

@@ -99,7 +99,7 @@ func (s *Store[T]) AcquireSlot(ctx context.Context, target, holder string, limit
 	sh, key, _, ok := s.slotKeys(target)
 	switch {
 	case !ok:
-		return false, errUnbound
+		return false, ErrNotBound
 	case target == "":
 		return false, fmt.Errorf("redisstore: AcquireSlot: empty target")
 	case holder == "":
@@ -121,7 +121,7 @@ func (s *Store[T]) RenewSlots(ctx context.Context, target string, holders []stri
 	sh, key, _, ok := s.slotKeys(target)
 	switch {
 	case !ok:
-		return nil, errUnbound
+		return nil, ErrNotBound
 	case target == "":
 		return nil, fmt.Errorf("redisstore: RenewSlots: empty target")
 	case ttl < time.Millisecond:
@@ -150,7 +150,7 @@ func (s *Store[T]) ReleaseSlot(ctx context.Context, target, holder string) error
 	sh, key, channel, ok := s.slotKeys(target)
 	switch {
 	case !ok:
-		return errUnbound
+		return ErrNotBound
 	case target == "":
 		return fmt.Errorf("redisstore: ReleaseSlot: empty target")
 	}

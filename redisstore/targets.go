@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -21,9 +20,6 @@ import (
 // "{prefix:name}:targets", to which every process of the queue
 // subscribes. Both keys carry the queue's hash tag.
 var _ queue.TargetStore = (*Store[int])(nil)
-
-// errUnbound is returned by the TargetStore methods before Init.
-var errUnbound = errors.New("redisstore: store is not bound to a queue (pass it to queue.New first)")
 
 // targetWatch holds WatchTargets' function.
 type targetWatch struct {
@@ -79,7 +75,7 @@ func (s *Store[T]) targetKeys() (sh *shard, hash, due, channel string, ok bool) 
 func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error) {
 	sh, hash, due, _, ok := s.targetKeys()
 	if !ok {
-		return nil, errUnbound
+		return nil, ErrNotBound
 	}
 	vals, err := scriptLoadTargets.Run(ctx, sh.client, []string{hash, due}).StringSlice()
 	if err != nil {
@@ -102,7 +98,7 @@ func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) 
 	sh, hash, due, channel, ok := s.targetKeys()
 	switch {
 	case !ok:
-		return errUnbound
+		return ErrNotBound
 	case len(states) == 0:
 		return nil
 	}

@@ -22,7 +22,10 @@ import (
 // initialised: NewWithStore initialises them): listing per state with
 // filters, orders and paging while jobs move, Get and GetKey, Counts,
 // Retry, Delete, Cancel of a queued and of a running job, Pause and
-// Resume, and actions racing the workers. It uses the system clock but
+// Resume, actions racing the workers, and the target actions: through
+// the queue, and, on a store with an admin backend of its own that
+// implements admin.Targets (pgstore, redisstore: what queuectl uses),
+// through that backend, seen by the running queue. It uses the system clock but
 // makes no timing assumption: it waits on the queue's events, never on
 // time passing.
 func RunAdmin(t *testing.T, newStore func(t *testing.T) queue.Store[Payload]) {
@@ -35,6 +38,7 @@ func RunAdmin(t *testing.T, newStore func(t *testing.T) queue.Store[Payload]) {
 	t.Run("PauseResume", func(t *testing.T) { adminPause(t, newStore(t)) })
 	t.Run("CancelRacesComplete", func(t *testing.T) { adminCancelRace(t, newStore(t)) })
 	t.Run("RetryRacesDelete", func(t *testing.T) { adminRetryRace(t, newStore(t)) })
+	t.Run("Targets", func(t *testing.T) { adminTargets(t, newStore(t)) })
 }
 
 // events counts a queue's events by kind and wakes waiters.

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // TargetState is one entry a TargetStore keeps: a target's health (Key
 // is "") or its next-due time for one fan-out key (Key is not "").
@@ -34,4 +37,28 @@ func (st *TargetState) Empty() bool {
 		return st.NextDue.IsZero()
 	}
 	return st.SuspendedUntil.IsZero() && !st.Disabled && st.BreakerUntil.IsZero()
+}
+
+// DefaultSuspend is how long a target is suspended unless WithSuspend
+// says otherwise: the queue's default, and what an admin Suspend of 0
+// on a durable store's own admin backend (queuectl) uses, since that
+// backend does not know the running queues' WithSuspend.
+const DefaultSuspend = 300 * time.Second
+
+// MaxReasonLen bounds a disabled target's stored reason, in bytes.
+const MaxReasonLen = 256
+
+// ShortReason returns msg if it fits MaxReasonLen bytes, or else its
+// start cut at a character boundary and ended with "...", at most
+// MaxReasonLen bytes in all: a cut never splits a UTF-8 sequence, which
+// PostgreSQL would refuse to store.
+func ShortReason(msg string) string {
+	if len(msg) <= MaxReasonLen {
+		return msg
+	}
+	cut := MaxReasonLen - len("...")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }
