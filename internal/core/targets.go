@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -51,8 +52,13 @@ const MaxReasonLen = 256
 // ShortReason returns msg if it fits MaxReasonLen bytes, or else its
 // start cut at a character boundary and ended with "...", at most
 // MaxReasonLen bytes in all: a cut never splits a UTF-8 sequence, which
-// PostgreSQL would refuse to store.
+// PostgreSQL would refuse to store. Invalid UTF-8 and NUL bytes (an
+// error text may hold any bytes; PostgreSQL stores neither) become
+// U+FFFD first.
 func ShortReason(msg string) string {
+	if !utf8.ValidString(msg) || strings.IndexByte(msg, 0) >= 0 {
+		msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
+	}
 	if len(msg) <= MaxReasonLen {
 		return msg
 	}
