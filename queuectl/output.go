@@ -217,7 +217,9 @@ func (r statsReport) table(w io.Writer) error {
 	return err
 }
 
-// writeTargets prints the targets' health.
+// writeTargets prints the targets' health. It has no failure or running
+// columns: on a durable store those are each process's own (TargetInfo's
+// Failures and Running are 0), and queuectl runs no queue.
 func writeTargets(w io.Writer, ts []admin.TargetInfo) error {
 	if len(ts) == 0 {
 		fmt.Fprintln(w, "no targets to report")
@@ -225,7 +227,7 @@ func writeTargets(w io.Writer, ts []admin.TargetInfo) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tSTATE\tBREAKER\tFAILURES\tRUNNING\tREASON")
+	fmt.Fprintln(tw, "TARGET\tSTATE\tBREAKER\tREASON")
 	for _, t := range ts {
 		state := "ok"
 		switch {
@@ -234,7 +236,7 @@ func writeTargets(w io.Writer, ts []admin.TargetInfo) error {
 		case t.SuspendedUntil.After(now):
 			state = "suspended until " + ago(t.SuspendedUntil, now)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", printable(t.Name), state, dash(t.Breaker), t.Failures, t.Running, dash(printable(t.Reason)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", printable(t.Name), state, dash(t.Breaker), dash(printable(t.Reason)))
 	}
 	return tw.Flush()
 }
