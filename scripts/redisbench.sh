@@ -18,11 +18,15 @@
 # that other clients use, their scripts are counted too, so give the
 # benchmark a Redis of its own); "ceiling÷PING" is the best any client
 # could do with that script, redis-benchmark's PING round trip plus the
-# script's time (1 / (1 + PING/s × script s)); "queue÷goPING" sets
-# Queue.Enqueue beside go-redis's own PING, the floor of a Go client.
+# script's time (1 / (1 + PING/s × script s)); "asynq µs" is Redis's
+# time per EVALSHA during the asynq run (its enqueue script), beside
+# "script µs"; "queue÷asynq" is Queue.Enqueue's rate over asynq's in the
+# round; "queue÷goPING" sets Queue.Enqueue beside go-redis's own PING,
+# the floor of a Go client.
 #
 #   scripts/redisbench.sh                 # 3 rounds of 20000 ops each
 #   ROUNDS=5 N=50000 BATCH=100 scripts/redisbench.sh
+#   REDISSTORE_TEST=/tmp/before.test BENCH_TEST=/tmp/bench.test scripts/redisbench.sh
 #
 # Redis: QUEUE_REDIS_ADDR (default 127.0.0.1:6379); the benchmarks work
 # under key prefixes of their own and delete them.
@@ -44,9 +48,18 @@ redis-cli -h "$host" -p "$port" ping >/dev/null || { echo "redisbench: no Redis 
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd redisstore && go test -c -o "$tmp/redisstore.test" .)
+# REDISSTORE_TEST and BENCH_TEST name test binaries built already (say,
+# of two commits, to set them side by side); by default both are built
+# from the working tree.
+if [ -n "${REDISSTORE_TEST:-}" ]; then
+  cp "$REDISSTORE_TEST" "$tmp/redisstore.test"
+else
+  (cd redisstore && go test -c -o "$tmp/redisstore.test" .)
+fi
 have_asynq=0
-if (cd bench && go test -tags redisstore -c -o "$tmp/bench.test" .) 2>/dev/null; then
+if [ -n "${BENCH_TEST:-}" ]; then
+  cp "$BENCH_TEST" "$tmp/bench.test" && have_asynq=1
+elif (cd bench && go test -tags redisstore -c -o "$tmp/bench.test" .) 2>/dev/null; then
   have_asynq=1
 fi
 
@@ -81,8 +94,8 @@ evalsha() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "redisbench: $(redis-server --version | awk '{print $3}') at $addr, $rounds rounds, $n ops per run, batch $batch; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s | %9s %12s %12s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
-  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq" "script µs" "ceiling÷PING" "queue÷goPING"
+printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
+  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq" "queue÷asynq" "script µs" "asynq µs" "ceiling÷PING" "queue÷goPING"
 for r in $(seq 1 "$rounds"); do
   read -r p1 l1 < <(ping)
   read -r q lq < <(gobench "$tmp/redisstore.test" 'EnqueueOne/queue$' "$n")
@@ -91,14 +104,17 @@ for r in $(seq 1 "$rounds"); do
   read -r c1 u1 < <(evalsha)
   read -r p2 l2 < <(ping)
   read -r m _ < <(gobench "$tmp/redisstore.test" 'EnqueueOne/many$' $(((n + batch - 1) / batch)))
+  read -r c2 u2 < <(evalsha)
   a=$(asynqrate "$n")
+  read -r c3 u3 < <(evalsha)
   read -r g lg < <(gobench "$tmp/redisstore.test" 'EnqueueOne/ping$' "$n")
   read -r p3 l3 < <(ping)
   p=$(awk -v a="$p1" -v b="$p2" -v c="$p3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
   l=$(awk -v a="$l1" -v b="$l2" -v c="$l3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
   su=$(awk -v c="$((c1 - c0))" -v u="$((u1 - u0))" 'BEGIN { if (c > 0) printf "%.1f", u / c; else print "-" }')
+  au=$(awk -v c="$((c3 - c2))" -v u="$((u3 - u2))" 'BEGIN { if (c > 0) printf "%.1f", u / c; else print "-" }')
   ceil=$(awk -v p="$p" -v u="$su" 'BEGIN { if (u == "-") print "-"; else printf "%.2f", 1 / (1 + p * u / 1e6) }')
-  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s | %9s %12s %12s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
-    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")" "$su" "$ceil" "$(ratio "$q" "$g")"
+  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
+    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")" "$(ratio "$q" "$a")" "$su" "$au" "$ceil" "$(ratio "$q" "$g")"
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
