@@ -885,7 +885,7 @@ func TestWakeUpsDoNotRecount(t *testing.T) {
 		if strings.Contains(sql, "LIMIT $2::bigint) c") {
 			counts.Add(1)
 		}
-		if strings.Contains(sql, "SELECT (SELECT min(run_at)") {
+		if strings.Contains(sql, "SELECT (SELECT run_at FROM") {
 			select {
 			case stepped <- struct{}{}:
 			default:
