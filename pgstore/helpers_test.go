@@ -186,7 +186,8 @@ func count(tb require.TestingT, pool *pgxpool.Pool, sql string, args ...any) int
 	return n
 }
 
-// queryTracer calls onEnd when a statement of the pool ends, so that a
+// queryTracer calls onEnd when a statement of the pool ends (alone or in
+// a batch), so that a
 // test can wait for the store's own statements (LISTEN acknowledged, a
 // claim that found no job) instead of polling for their effect.
 type queryTracer struct {
@@ -203,6 +204,18 @@ func (t queryTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 	sql, _ := ctx.Value(tracedSQL{}).(string)
 	t.onEnd(sql, data.CommandTag, data.Err)
 }
+
+func (t queryTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery reports each statement of a batch (a write batch's
+// claim, a promotion) as it ends.
+func (t queryTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	t.onEnd(data.SQL, data.CommandTag, data.Err)
+}
+
+func (t queryTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // tracedStore returns a store on a pool of its own, polling once a
 // minute, that calls onEnd after each of its statements with the

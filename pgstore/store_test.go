@@ -343,7 +343,8 @@ func TestEnqueueMany(t *testing.T) {
 // tracedConsumer returns a store on a pool of its own, polling once a
 // minute, whose statements are traced: listening closes when the server
 // has acknowledged its LISTEN, and idle receives after each of its claims
-// that found no job.
+// that found no job (the fetcher's, or a write batch's for the workers
+// whose outcomes it writes).
 func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
 	t.Helper()
 	listen := make(chan struct{})
@@ -373,10 +374,6 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 	bind(t, consumer, "wake", nil)
 	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
 	for i := range 3 {
-		select { // a stale signal, from before this Claim
-		case <-idle:
-		default:
-		}
 		got := make(chan time.Duration, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
@@ -386,6 +383,13 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 				got <- -1
 				return
 			}
+			select { // a stale signal, from before this job's claim
+			case <-idle:
+			default:
+			}
+			// The outcome's write batch claims the worker's next job,
+			// finds none and the queue stays dry: the next Claim waits
+			// for a wake-up without a claim of its own.
 			_ = consumer.Complete(bg, j)
 			got <- 0
 		}()
