@@ -872,6 +872,62 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 	}
 }
 
+// TestDryQueueClaimsOnWakeUp: once a claim found the queue without a job
+// (here the claim in a completion's write batch), workers that come back
+// and wait make no claim of their own — the claim would find nothing —
+// and the next wake-up (an Add) brings them the next job at once.
+func TestDryQueueClaimsOnWakeUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var claims, empty atomic.Int64
+	s := tracedStore(t, e, func(sql, claimSQL string, tag pgconn.CommandTag, err error) {
+		if err == nil && claimSQL != "" && sql == claimSQL {
+			claims.Add(1)
+			if tag.RowsAffected() == 0 {
+				empty.Add(1)
+			}
+		}
+	})
+	bind(t, s, "dry", nil)
+	if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	j := claimWithin(t, s, 10*time.Second)
+	if err := s.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+	if empty.Load() == 0 {
+		t.Fatal("the completion's write batch did not claim the worker's next job")
+	}
+	before := claims.Load()
+	// Workers coming back, one after another, to a queue that nothing has
+	// refilled (the poll is a minute away).
+	for range 5 {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+		_, err := s.Claim(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Claim on a dry queue = %v", err)
+		}
+	}
+	if n := claims.Load() - before; n != 0 {
+		t.Fatalf("%d claim statements by workers waiting on a queue known to be empty; want 0", n)
+	}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		_, err := s.Claim(ctx)
+		got <- err
+	}()
+	if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the job added to a dry queue did not reach the waiting worker: %v", err)
+	}
+}
+
 // TestWakeUpsDoNotRecount: Len's count of the available jobs (up to twice
 // the capacity: an index walk of thousands of entries) is refreshed every
 // poll interval, as documented, not on every promoter wake-up; a process
