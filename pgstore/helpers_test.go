@@ -218,10 +218,10 @@ func (t queryTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.Tr
 func (t queryTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // tracedStore returns a store on a pool of its own, polling once a
-// minute, that calls onEnd after each of its statements with the
+// minute (then opts), that calls onEnd after each of its statements with the
 // statement, the store's claim statement (empty until New returns) and
 // the statement's outcome.
-func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error)) *pgstore.Store[P] {
+func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error), opts ...pgstore.Option) *pgstore.Store[P] {
 	t.Helper()
 	var claimSQL atomic.Pointer[string]
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
@@ -233,7 +233,7 @@ func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgco
 			onEnd(sql, claim, tag, err)
 		}}
 	})
-	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	s, err := pgstore.New[P](pool, append([]pgstore.Option{pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -875,7 +875,9 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 // TestDryQueueClaimsOnWakeUp: once a claim found the queue without a job
 // (here the claim in a completion's write batch), workers that come back
 // and wait make no claim of their own — the claim would find nothing —
-// and the next wake-up (an Add) brings them the next job at once.
+// and the next wake-up (an Add) brings them the next job at once. LISTEN
+// is off, so that no wake-up comes but the test's: the notification of
+// the store's own first Add, arriving late, is one.
 func TestDryQueueClaimsOnWakeUp(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -887,7 +889,7 @@ func TestDryQueueClaimsOnWakeUp(t *testing.T) {
 				empty.Add(1)
 			}
 		}
-	})
+	}, pgstore.WithListen(false), pgstore.WithJanitorInterval(time.Hour))
 	bind(t, s, "dry", nil)
 	if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: 1}}); err != nil {
 		t.Fatal(err)
