@@ -272,8 +272,9 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 // its workers: those claims would find nothing. With scheduled jobs
 // falling due one at a time, each worker's return made two claims (one
 // in its outcome's transaction, one by the fetcher) that found nothing:
-// 1 600 empty claim statements a second in BenchmarkScheduleLateness,
-// which competed with the claims of the jobs falling due.
+// 1 000-1 600 empty claim statements a second in
+// BenchmarkScheduleLateness, which competed with the claims of the jobs
+// falling due.
 //
 // Wake-ups are counted (supplied, by the fetcher as it takes each one); a
 // claim that started at count c and found fewer jobs than it asked for
