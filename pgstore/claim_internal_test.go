@@ -118,3 +118,48 @@ func TestFetchedJobFreesItsReservation(t *testing.T) {
 		t.Fatalf("after the hand-outs: %d claims reserved, %d spare; want 0 and 1", s.claiming, len(s.spare))
 	}
 }
+
+// TestDryClaims: a claim that found fewer jobs than it asked for makes the
+// queue dry until a wake-up is taken; a wake-up taken while a claim ran
+// ends the dry spell that claim starts; a full claim ends a dry spell
+// started at the same count.
+func TestDryClaims(t *testing.T) {
+	var d dryClaims
+	if d.dry() {
+		t.Fatal("dry before any claim")
+	}
+	g := d.mark()
+	d.claimed(g, 0, 3)
+	if !d.dry() {
+		t.Fatal("not dry after a claim that found nothing")
+	}
+	d.supplied()
+	if d.dry() {
+		t.Fatal("still dry after a wake-up")
+	}
+	// A wake-up taken while a claim runs: that claim's empty result is
+	// stale.
+	g = d.mark()
+	d.supplied()
+	d.claimed(g, 1, 2)
+	if d.dry() {
+		t.Fatal("dry after a wake-up that came during the claim")
+	}
+	// Two claims at one count: the one that found all it asked for after
+	// the one that found none.
+	g = d.mark()
+	d.claimed(g, 0, 1)
+	d.claimed(g, 4, 4)
+	if d.dry() {
+		t.Fatal("still dry after a claim that found all it asked for")
+	}
+	// A full claim at an older count leaves a newer dry spell alone.
+	old := d.mark()
+	d.supplied()
+	g = d.mark()
+	d.claimed(g, 0, 1)
+	d.claimed(old, 2, 2)
+	if !d.dry() {
+		t.Fatal("a claim from before the last wake-up ended the dry spell")
+	}
+}

@@ -115,7 +115,12 @@
 // the claim batch size: a busy worker's cycle costs one round trip and one
 // commit, and it finds its next job waiting when its outcome returns. A
 // fetcher goroutine claims for the Claim callers nobody else claims for
-// (at start, after an idle spell, beyond the claim batch size). Before it
+// (at start, after an idle spell, beyond the claim batch size). Once a
+// claim found no job left, neither a write batch nor a worker that starts
+// waiting claims again until something may have made a job claimable (an
+// Add, a notification, a promotion, a job put back, the due time of a job
+// promoted ahead, a poll): with scheduled jobs falling due one at a time,
+// each worker's return cost two claims that found nothing. Before it
 // writes a batch, the writer gives the workers its last batch answered a
 // moment to come back (for at most half that batch's write, and only while
 // they keep coming), so that workers with short jobs share one commit per
@@ -141,7 +146,8 @@
 // promotion notifies for the jobs due already; the jobs it promoted ahead
 // are claimed at their due time by the process that promoted them and by
 // the others that aimed at the same due time, and by any process's
-// workers returning from an outcome. The poll interval remains a safety net. Inserts
+// workers returning from an outcome while its last claim found jobs (else
+// at its next wake-up). The poll interval remains a safety net. Inserts
 // and promotions NOTIFY a channel per schema; a dedicated connection
 // LISTENs and wakes the claimer and promoter, so a new job starts within
 // milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in

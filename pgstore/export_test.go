@@ -14,3 +14,6 @@ func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
 
 // WeightedClaimSQL returns the claim statement under weighted dispatch.
 func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }
+
+// NextDueSQL returns the statement that reads a queue's next due time.
+func NextDueSQL[T any](s *Store[T]) string { return s.q.nextDue }

@@ -186,7 +186,8 @@ func count(tb require.TestingT, pool *pgxpool.Pool, sql string, args ...any) int
 	return n
 }
 
-// queryTracer calls onEnd when a statement of the pool ends, so that a
+// queryTracer calls onEnd when a statement of the pool ends (alone or in
+// a batch), so that a
 // test can wait for the store's own statements (LISTEN acknowledged, a
 // claim that found no job) instead of polling for their effect.
 type queryTracer struct {
@@ -204,11 +205,23 @@ func (t queryTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 	t.onEnd(sql, data.CommandTag, data.Err)
 }
 
+func (t queryTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery reports each statement of a batch (a write batch's
+// claim, a promotion) as it ends.
+func (t queryTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	t.onEnd(data.SQL, data.CommandTag, data.Err)
+}
+
+func (t queryTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // tracedStore returns a store on a pool of its own, polling once a
-// minute, that calls onEnd after each of its statements with the
+// minute (then opts), that calls onEnd after each of its statements with the
 // statement, the store's claim statement (empty until New returns) and
 // the statement's outcome.
-func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error)) *pgstore.Store[P] {
+func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error), opts ...pgstore.Option) *pgstore.Store[P] {
 	t.Helper()
 	var claimSQL atomic.Pointer[string]
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
@@ -220,7 +233,7 @@ func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgco
 			onEnd(sql, claim, tag, err)
 		}}
 	})
-	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute))
+	s, err := pgstore.New[P](pool, append([]pgstore.Option{pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestJobDueWhilePromotingStartsAtOnce(t *testing.T) {
 			p := promoteSQL.Load()
 			switch {
 			case p == nil:
-			case strings.Contains(sql, "min(run_at)"):
+			case strings.Contains(sql, "ORDER BY run_at LIMIT 1"):
 				select {
 				case looked <- struct{}{}:
 				default:
@@ -133,7 +133,7 @@ func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
 			p, c := promoteSQL.Load(), claimSQL.Load()
 			switch {
 			case p == nil || c == nil:
-			case strings.Contains(sql, "min(run_at)"):
+			case strings.Contains(sql, "ORDER BY run_at LIMIT 1"):
 				signal(looked)
 			case sql == *p:
 				signal(promoted)

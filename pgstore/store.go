@@ -111,8 +111,10 @@ type Store[T any] struct {
 	held        map[int64]int
 	cancelMu    sync.Mutex
 	cancelReq   map[int64]bool // running jobs an operator asked to cancel (see CancelRequested)
-	wakeFetch   chan struct{}
+	wakeFetch   chan struct{}  // jobs may have become claimable (see dryClaims)
+	wantFetch   chan struct{}  // a Claim caller may need a claim (see dryClaims)
 	wakePromote chan struct{}
+	dry         dryClaims
 
 	w   writer
 	nt  notifier    // wake-ups for Add, sent after its commit
@@ -162,6 +164,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		held:        make(map[int64]int),
 		cancelReq:   make(map[int64]bool),
 		wakeFetch:   make(chan struct{}, 1),
+		wantFetch:   make(chan struct{}, 1),
 		wakePromote: make(chan struct{}, 1),
 	}
 	s.fq = newFleetQueries(o.schema, s.q.jobs)

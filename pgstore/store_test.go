@@ -343,7 +343,8 @@ func TestEnqueueMany(t *testing.T) {
 // tracedConsumer returns a store on a pool of its own, polling once a
 // minute, whose statements are traced: listening closes when the server
 // has acknowledged its LISTEN, and idle receives after each of its claims
-// that found no job.
+// that found no job (the fetcher's, or a write batch's for the workers
+// whose outcomes it writes).
 func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
 	t.Helper()
 	listen := make(chan struct{})
@@ -373,10 +374,6 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 	bind(t, consumer, "wake", nil)
 	queuetest.Await(t, listening, 10*time.Second, "the consumer to listen")
 	for i := range 3 {
-		select { // a stale signal, from before this Claim
-		case <-idle:
-		default:
-		}
 		got := make(chan time.Duration, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
@@ -386,6 +383,13 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 				got <- -1
 				return
 			}
+			select { // a stale signal, from before this job's claim
+			case <-idle:
+			default:
+			}
+			// The outcome's write batch claims the worker's next job,
+			// finds none and the queue stays dry: the next Claim waits
+			// for a wake-up without a claim of its own.
 			_ = consumer.Complete(bg, j)
 			got <- 0
 		}()
@@ -868,6 +872,64 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 	}
 }
 
+// TestDryQueueClaimsOnWakeUp: once a claim found the queue without a job
+// (here the claim in a completion's write batch), workers that come back
+// and wait make no claim of their own — the claim would find nothing —
+// and the next wake-up (an Add) brings them the next job at once. LISTEN
+// is off, so that no wake-up comes but the test's: the notification of
+// the store's own first Add, arriving late, is one.
+func TestDryQueueClaimsOnWakeUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var claims, empty atomic.Int64
+	s := tracedStore(t, e, func(sql, claimSQL string, tag pgconn.CommandTag, err error) {
+		if err == nil && claimSQL != "" && sql == claimSQL {
+			claims.Add(1)
+			if tag.RowsAffected() == 0 {
+				empty.Add(1)
+			}
+		}
+	}, pgstore.WithListen(false), pgstore.WithJanitorInterval(time.Hour))
+	bind(t, s, "dry", nil)
+	if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	j := claimWithin(t, s, 10*time.Second)
+	if err := s.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+	if empty.Load() == 0 {
+		t.Fatal("the completion's write batch did not claim the worker's next job")
+	}
+	before := claims.Load()
+	// Workers coming back, one after another, to a queue that nothing has
+	// refilled (the poll is a minute away).
+	for range 5 {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+		_, err := s.Claim(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Claim on a dry queue = %v", err)
+		}
+	}
+	if n := claims.Load() - before; n != 0 {
+		t.Fatalf("%d claim statements by workers waiting on a queue known to be empty; want 0", n)
+	}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		_, err := s.Claim(ctx)
+		got <- err
+	}()
+	if _, err := s.Add(bg, queue.Job[P]{Payload: P{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the job added to a dry queue did not reach the waiting worker: %v", err)
+	}
+}
+
 // TestWakeUpsDoNotRecount: Len's count of the available jobs (up to twice
 // the capacity: an index walk of thousands of entries) is refreshed every
 // poll interval, as documented, not on every promoter wake-up; a process
@@ -885,7 +947,7 @@ func TestWakeUpsDoNotRecount(t *testing.T) {
 		if strings.Contains(sql, "LIMIT $2::bigint) c") {
 			counts.Add(1)
 		}
-		if strings.Contains(sql, "SELECT (SELECT min(run_at)") {
+		if strings.Contains(sql, "SELECT (SELECT run_at FROM") {
 			select {
 			case stepped <- struct{}{}:
 			default:

@@ -443,6 +443,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	// The workers whose runs end here come back for their next jobs:
 	// claim them in the same transaction.
 	var got []claimed[T]
+	gen := s.dry.mark()
 	refill, rest := s.refill(ended)
 	if refill > 0 {
 		sql, args := s.claimSQL(now, refill)
@@ -461,8 +462,11 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	}
 	// Committed: hand out the claims first, so that each worker finds its
 	// next job when its outcome returns; then set the results.
+	if refill > 0 {
+		s.dry.claimed(gen, len(got), refill)
+	}
 	if s.handOutClaimed(got, refill, ended) {
-		kick(s.wakeFetch) // the reservation may have held the fetcher back
+		kick(s.wantFetch) // the reservation may have held the fetcher back
 	}
 	for _, o := range batch {
 		var r opResult
