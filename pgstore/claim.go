@@ -203,9 +203,21 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 	clk := s.cfg.Clock
 	due := clk.NewTimer(time.Hour)
 	defer due.Stop()
+	// handOn: a due time of a job this process promoted ahead passed, and
+	// no claim here has taken every job due since. Only this process knows
+	// that due time; when no Claim caller here waits for the job, the
+	// other processes are told (the NOTIFY Add sends), so that an idle one
+	// claims it instead of finding it at its next poll.
+	handOn := false
 	for ctx.Err() == nil && !s.drained.Load() {
-		s.fd.next(clk.Now()) // the claim below takes the jobs due by now
+		if _, passed := s.fd.next(clk.Now()); passed { // the claim below takes the jobs due by now
+			handOn = true
+		}
 		want := s.want(s.o.claimBatch)
+		if want == 0 && handOn {
+			handOn = false
+			s.notifyAdded()
+		}
 		if want > 0 {
 			n, err := s.fetch(ctx, want) // releases the reservation
 			if err != nil {
@@ -223,12 +235,14 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 			if n == want {
 				continue // there may be more
 			}
+			handOn = false // every job due by now was taken
 		}
 		poll.Reset(s.o.PollInterval)
 		due.Stop()
 		at, passed := s.fd.next(clk.Now())
 		if passed {
 			s.dry.supplied()
+			handOn = true
 			continue // a due time passed during the claim: claim again
 		}
 		if !at.IsZero() {
@@ -246,12 +260,14 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 					continue
 				}
 				s.dry.supplied()
+				handOn = true
 			case <-s.wantFetch:
 				if s.dry.dry() {
 					continue // nothing to claim until a wake-up
 				}
 			case <-due.C():
 				s.dry.supplied()
+				handOn = true
 			case <-s.wakeFetch:
 				s.dry.supplied()
 			case <-poll.C:

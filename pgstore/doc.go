@@ -147,7 +147,9 @@
 // are claimed at their due time by the process that promoted them and by
 // the others that aimed at the same due time, and by any process's
 // workers returning from an outcome while its last claim found jobs (else
-// at its next wake-up). The poll interval remains a safety net. Inserts
+// at its next wake-up); when the process that promoted a job ahead has no
+// worker waiting at its due time, it sends the NOTIFY an Add sends, so
+// that an idle process claims it. The poll interval remains a safety net. Inserts
 // and promotions NOTIFY a channel per schema; a dedicated connection
 // LISTENs and wakes the claimer and promoter, so a new job starts within
 // milliseconds. Polling alone (WithListen(false), e.g. behind PgBouncer in

@@ -17,3 +17,10 @@ func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }
 
 // NextDueSQL returns the statement that reads a queue's next due time.
 func NextDueSQL[T any](s *Store[T]) string { return s.q.nextDue }
+
+// FetchSettled reports whether s listens, its last claim found nothing
+// and no wake-up of its fetcher is pending: it claims again only when
+// woken.
+func FetchSettled[T any](s *Store[T]) bool {
+	return s.listening.Load() && s.dry.dry() && len(s.wakeFetch) == 0
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
 	"github.com/queuekit/queue/storetest"
+	"github.com/stretchr/testify/require"
 )
 
 // stmtTracer calls onEnd after each statement, alone or in a batch.
@@ -195,5 +196,93 @@ func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	if j := <-got; j.Key != "k" || clk.Now().Before(j.RunAt) {
 		t.Fatalf("claimed %q due %v at %v", j.Key, j.RunAt, clk.Now())
+	}
+}
+
+// TestPromotedAheadHandedToIdleProcess: a job one process promoted ahead
+// of its due time, with no worker of its own waiting, is claimed at its
+// due time by another process's idle worker, which the first process
+// tells (it alone knows the due time; the other would otherwise find the
+// job at its next poll, an hour away here).
+func TestPromotedAheadHandedToIdleProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const name = "handed-on"
+	start := time.Now().Truncate(time.Second)
+	due := start.Add(time.Second)
+	clk := queuetest.NewFakeClock(start)
+	opts := []pgstore.Option{pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Hour), pgstore.WithJanitorInterval(time.Hour)}
+
+	producer := newStore[P](t, e)
+	if err := producer.Init(storetest.Config(name, 100, clk, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.Add(bg, queue.Job[P]{Key: "k", RunAt: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		var st string
+		if err := e.pool.QueryRow(bg, "SELECT state FROM "+e.schema+".queuekit_jobs WHERE queue = $1", name).Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	// The busy process: no Claim caller. Its promoter makes the job
+	// available 10 ms before it is due.
+	a, err := pgstore.New[P](newPool(t, pgURL(), 4), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind(t, a, name, clk)
+	clk.Advance(time.Second - 10*time.Millisecond)
+	require.Eventually(t, func() bool { return state() == "available" }, 10*time.Second, time.Millisecond,
+		"the job promoted ahead by the busy process")
+
+	// The idle process: its worker's claim finds nothing due yet.
+	var claimSQL atomic.Pointer[string]
+	claimed := make(chan struct{}, 1)
+	pool := newPool(t, pgURL(), 4, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
+			if c := claimSQL.Load(); c != nil && sql == *c {
+				select {
+				case claimed <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	})
+	b, err := pgstore.New[P](pool, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := pgstore.HotSQL(b)
+	claimSQL.Store(&claim)
+	bind(t, b, name, clk)
+	got := make(chan queue.Job[P], 1)
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	go func() {
+		j, err := b.Claim(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- j
+	}()
+	<-claimed
+	// Its LISTEN connection's first wake-up (a look for what was sent
+	// before it listened) is taken too.
+	require.Eventually(t, func() bool { return pgstore.FetchSettled(b) }, 10*time.Second, time.Millisecond)
+	if st := state(); st != "available" {
+		t.Fatalf("before its due time the job is %s, want available", st)
+	}
+
+	// Due: the busy process hands it on.
+	clk.Advance(10 * time.Millisecond)
+	if j := <-got; j.Key != "k" || clk.Now().Before(j.RunAt) {
+		t.Fatalf("the idle process claimed %q due %v at %v", j.Key, j.RunAt, clk.Now())
 	}
 }
