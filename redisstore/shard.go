@@ -78,6 +78,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 		sh.listKeys = append(sh.listKeys, ks.fixed[nFixedKeys+i])
 	}
 	sh.adds.max = 128
+	sh.adds.flights = 4 // see combiner: 1.3× the rate of 1 with 10 producers
 	sh.claims.max = 64
 	sh.settles.max = 128
 	sh.healthy.Store(true)
