@@ -140,7 +140,7 @@ func TestLatencyFromAdminWithoutRecorder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		q, err := queue.New(func(_ context.Context, j queue.Job[int]) error {
-			time.Sleep(time.Duration(j.Payload) * time.Millisecond)
+			time.Sleep(time.Duration(j.Payload) * time.Millisecond) // the job's work, in the bubble's time
 			return nil
 		}, queue.WithWorkers(2, 2))
 		require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestLatencyFromAdminWithoutRecorder(t *testing.T) {
 		// The first run of each worker after the poll is timed.
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 20}))
 		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Payload: 40}))
-		time.Sleep(100 * time.Millisecond)
+		queuetest.Advance(100 * time.Millisecond)
 		s, _ = getState(t, h)
 		require.Len(t, s.History, 2)
 		p := s.History[1]
