@@ -224,7 +224,7 @@ func TestSlotsReleaseWakesWaiter(t *testing.T) {
 					mu.Lock()
 					start[j.Payload] = time.Now()
 					mu.Unlock()
-					time.Sleep(time.Second)
+					time.Sleep(time.Second) // the job's work, in the bubble's time
 					mu.Lock()
 					end[j.Payload] = time.Now()
 					mu.Unlock()
