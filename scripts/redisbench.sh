@@ -22,7 +22,11 @@
 # time per EVALSHA during the asynq run (its enqueue script), beside
 # "script µs"; "queue÷asynq" is Queue.Enqueue's rate over asynq's in the
 # round; "queue÷goPING" sets Queue.Enqueue beside go-redis's own PING,
-# the floor of a Go client.
+# the floor of a Go client. "asynq÷PING" is asynq's rate over PING's, and
+# "3cmd÷PING" is redis-benchmark's own rate (C client, one connection)
+# for the smallest check-then-write enqueue script there is, EXISTS then
+# HSET then LPUSH on a fresh key (asynq's shape, no capacity check), over
+# PING's: what a server-side check costs any client.
 #
 #   scripts/redisbench.sh                 # 3 rounds of 20000 ops each
 #   ROUNDS=5 N=50000 BATCH=100 scripts/redisbench.sh
@@ -91,11 +95,22 @@ evalsha() {
     awk -F'[:=,]' '/^cmdstat_evalsha:/ { c = $3; u = $5 } END { printf "%d %d\n", c, u }'
 }
 
+# threecmd prints redis-benchmark's requests per second for a three-command
+# enqueue script: EXISTS a fresh key, HSET it (a 100-byte value), LPUSH
+# its name.
+threecmd() {
+  local sha
+  sha=$(redis-cli -h "$host" -p "$port" script load "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end redis.call('HSET', KEYS[1], 'msg', ARGV[1], 'state', 'pending') redis.call('LPUSH', KEYS[2], KEYS[1]) return 1")
+  redis-benchmark -h "$host" -p "$port" -c 1 -n "$n" -r 1000000000 -q EVALSHA "$sha" 2 "redisbench:3cmd:__rand_int__" redisbench:3cmd:list \
+    "$(printf '%0100d' 0)" 2>/dev/null | tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i } END { print v }'
+  redis-cli -h "$host" -p "$port" eval "for _, k in ipairs(redis.call('KEYS', 'redisbench:3cmd:*')) do redis.call('DEL', k) end" 0 >/dev/null
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "redisbench: $(redis-server --version | awk '{print $3}') at $addr, $rounds rounds, $n ops per run, batch $batch; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
-  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq" "queue÷asynq" "script µs" "asynq µs" "ceiling÷PING" "queue÷goPING"
+printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s | %10s %9s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
+  "PING p50" "goPING" "queue" "queue÷PING" "store÷PING" "many÷asynq" "queue÷asynq" "script µs" "asynq µs" "ceiling÷PING" "queue÷goPING" "asynq÷PING" "3cmd÷PING"
 for r in $(seq 1 "$rounds"); do
   read -r p1 l1 < <(ping)
   read -r q lq < <(gobench "$tmp/redisstore.test" 'EnqueueOne/queue$' "$n")
@@ -108,13 +123,15 @@ for r in $(seq 1 "$rounds"); do
   a=$(asynqrate "$n")
   read -r c3 u3 < <(evalsha)
   read -r g lg < <(gobench "$tmp/redisstore.test" 'EnqueueOne/ping$' "$n")
+  t=$(threecmd)
   read -r p3 l3 < <(ping)
   p=$(awk -v a="$p1" -v b="$p2" -v c="$p3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
   l=$(awk -v a="$l1" -v b="$l2" -v c="$l3" 'BEGIN { printf "%.0f", (a + b + c) / 3 }')
   su=$(awk -v c="$((c1 - c0))" -v u="$((u1 - u0))" 'BEGIN { if (c > 0) printf "%.1f", u / c; else print "-" }')
   au=$(awk -v c="$((c3 - c2))" -v u="$((u3 - u2))" 'BEGIN { if (c > 0) printf "%.1f", u / c; else print "-" }')
   ceil=$(awk -v p="$p" -v u="$su" 'BEGIN { if (u == "-") print "-"; else printf "%.2f", 1 / (1 + p * u / 1e6) }')
-  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
-    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")" "$(ratio "$q" "$a")" "$su" "$au" "$ceil" "$(ratio "$q" "$g")"
+  printf '%-5s %9.0f %9.0f %9.0f %9.0f %9.0f %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s | %10s %9s\n' "$r" "$p" "$g" "$q" "$s" "$m" "$a" \
+    "${l}µs" "${lg}µs" "${lq}µs" "$(ratio "$q" "$p")" "$(ratio "$s" "$p")" "$(ratio "$m" "$a")" "$(ratio "$q" "$a")" "$su" "$au" "$ceil" "$(ratio "$q" "$g")" \
+    "$(ratio "$a" "$p")" "$(ratio "$t" "$p")"
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
