@@ -30,12 +30,6 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 	}
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
-	for _, sh := range s.shards {
-		select {
-		case sh.hasWaiter <- struct{}{}:
-		default:
-		}
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return zero, err
@@ -107,6 +101,16 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 	}
 	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
+	// Asleep: the wake listeners take wake-up tokens for this Claim (and
+	// hand back those that come when no Claim here sleeps, see listen).
+	s.sleeping.Add(1)
+	defer s.sleeping.Add(-1)
+	for _, sh := range s.shards {
+		select {
+		case sh.hasWaiter <- struct{}{}:
+		default:
+		}
+	}
 	select {
 	case <-s.notify:
 	case <-due:

@@ -60,8 +60,9 @@ type Store[T any] struct {
 	fb      *fallback[T]
 	fbReady atomic.Int64 // fb.nready, for Len
 
-	notify  chan struct{} // wakes one waiting Claim
-	waiting atomic.Int32
+	notify   chan struct{} // wakes one waiting Claim
+	waiting  atomic.Int32  // Claim calls in progress
+	sleeping atomic.Int32  // Claim calls asleep in wait, for a wake-up
 
 	lead  durable.Leader
 	tw    targetWatch  // queue.TargetStore's subscription (targets.go)
