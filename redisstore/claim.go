@@ -80,6 +80,8 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 		s.fbMu.Lock()
 		next = min(next, s.fb.nextDue())
 		s.fbMu.Unlock()
+		// What another Claim here learnt since (see due.go).
+		next = min(next, s.learntDue())
 		if err := s.wait(ctx, next); err != nil {
 			return zero, err
 		}
@@ -219,10 +221,7 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 	ready := replyInt(res[0])
 	sh.ready.Store(ready)
 	s.reportRequeued(replySlice(res[1]), now)
-	next := replyInt(res[2])
-	if next < 0 {
-		next = math.MaxInt64
-	}
+	next := dueReply(res[2])
 	jobs := res[3:]
 	out := make([]claimRes, n)
 	if len(jobs) == 1 && replyString(jobs[0]) == "paused" {
@@ -233,6 +232,7 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 		}
 		return out, nil
 	}
+	s.learnDue(sh, next)
 	for i := range out {
 		out[i] = claimRes{ready: ready, next: next}
 		if (i+1)*claimFields <= len(jobs) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -62,9 +63,16 @@ func hookedClient(t *testing.T, h redis.Hook) *redis.Client {
 }
 
 // waitingClaim starts a Claim on s and returns its job's channel, once
-// the Claim has looked, found nothing and waits (its claim call, counted
+// the Claim has looked, found nothing and sleeps (its claim call, counted
 // by h, came back empty).
 func waitingClaim(t *testing.T, s *Store[int], h *claimHook) <-chan queue.Job[int] {
+	t.Helper()
+	got, _ := cancellableClaim(t, s, h)
+	return got
+}
+
+// cancellableClaim is waitingClaim that also returns the Claim's cancel.
+func cancellableClaim(t *testing.T, s *Store[int], h *claimHook) (<-chan queue.Job[int], context.CancelFunc) {
 	t.Helper()
 	got := make(chan queue.Job[int], 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +90,20 @@ func waitingClaim(t *testing.T, s *Store[int], h *claimHook) <-chan queue.Job[in
 	}()
 	queuetest.Await(t, h.empty, 5*time.Second, "the Claim to find nothing")
 	require.Eventually(t, func() bool { return s.sleeping.Load() == before+1 }, 5*time.Second, time.Millisecond)
-	return got
+	return got, cancel
+}
+
+// initOnly returns a store bound to its queue but not started: a process
+// that enqueues and runs nothing in the background.
+func initOnly(t *testing.T, c redis.UniversalClient, clk queue.Clock, opts ...Option) *Store[int] {
+	t.Helper()
+	s, err := New[int](c, opts...)
+	require.NoError(t, err)
+	cfg := storetest.Config("q", 100000, clk, func(queue.Event) {})
+	cfg.Logger = quietLogger()
+	require.NoError(t, s.Init(cfg))
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
 }
 
 // awaitJob returns the job got brings, failing t after 5 s.
@@ -180,11 +201,46 @@ func TestWakeOnClaimable(t *testing.T) {
 	}
 }
 
-// TestScheduledDueWakesOtherWaiter: of a process's two waiting Claims,
-// the wake-up of a newly scheduled job tells one its due time; that one
-// claims it, and a second job scheduled later (which sends no wake-up:
-// it is not the first due) must still be claimed at its due time by the
-// other Claim, which never looked since.
+// TestScheduledDueHandedToIdleProcess: a scheduled job's wake-up token
+// wakes one sleeping Claim, which learns its due time; that Claim then
+// stops waiting (its worker retires) before the job is due. The Claim
+// asleep in the other process never learnt the due time, and must claim
+// the job then (the first process hands it on) rather than at its poll.
+func TestScheduledDueHandedToIdleProcess(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	ha, hb := newClaimHook(), newClaimHook()
+	a := openStore(t, hookedClient(t, ha), clk, idleOpts(prefix)...)
+	b := openStore(t, hookedClient(t, hb), clk, idleOpts(prefix)...)
+	producer := initOnly(t, c, clk, idleOpts(prefix)...)
+	gotA, cancelA := cancellableClaim(t, a, ha)
+	gotB, cancelB := cancellableClaim(t, b, hb)
+	_, err := producer.Add(context.Background(), queue.Job[int]{Payload: 1, RunAt: clk.Now().Add(time.Second)})
+	require.NoError(t, err)
+	// The token wakes one Claim, which looks again and learns the due
+	// time; it then leaves.
+	learner, idle, got := a, b, gotB
+	select {
+	case <-ha.empty:
+		cancelA()
+	case <-hb.empty:
+		cancelB()
+		learner, idle, got = b, a, gotA
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Claim woken by the scheduled job")
+	}
+	require.Eventually(t, func() bool { return learner.waiting.Load() == 0 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, int32(1), idle.sleeping.Load())
+	clk.Advance(time.Second + handOnGrace)
+	require.Equal(t, 1, awaitJob(t, got, "the due job").Payload)
+}
+
+// TestScheduledDueWakesOtherWaiter: of a process's two sleeping Claims,
+// the wake-up of a newly scheduled job tells one its due time, and a
+// ready job then takes one of them. The job must still be claimed at its
+// due time by the Claim still asleep, which may never have learnt it.
 func TestScheduledDueWakesOtherWaiter(t *testing.T) {
 	c := needRedis(t)
 	t.Parallel()
@@ -192,7 +248,7 @@ func TestScheduledDueWakesOtherWaiter(t *testing.T) {
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := newClaimHook()
 	s := openStore(t, hookedClient(t, h), clk, idleOpts(prefix)...)
-	producer := openStore(t, c, clk, idleOpts(prefix)...)
+	producer := initOnly(t, c, clk, idleOpts(prefix)...)
 	ctx := context.Background()
 	first, second := waitingClaim(t, s, h), waitingClaim(t, s, h)
 	got := make(chan queue.Job[int], 2)
@@ -209,52 +265,9 @@ func TestScheduledDueWakesOtherWaiter(t *testing.T) {
 	_, err := producer.Add(ctx, queue.Job[int]{Payload: 1, RunAt: clk.Now().Add(time.Second)})
 	require.NoError(t, err)
 	queuetest.Await(t, h.empty, 5*time.Second, "a Claim woken by the scheduled job to look")
-	_, err = producer.Add(ctx, queue.Job[int]{Payload: 2, RunAt: clk.Now().Add(2 * time.Second)})
+	_, err = producer.Add(ctx, queue.Job[int]{Payload: 2})
 	require.NoError(t, err)
-	clk.Advance(time.Second)
-	require.Equal(t, 1, awaitJob(t, got, "the first due job").Payload)
-	clk.Advance(time.Second) // the Claim that took job 1 runs it
-	require.Equal(t, 2, awaitJob(t, got, "the second due job").Payload)
-}
-
-// TestScheduledDueHandedToIdleProcess: the process that knows a job's
-// due time (its Claim learnt it) has no Claim waiting when the job falls
-// due; another process's idle Claim, which never learnt it, must claim
-// it then rather than at its next poll.
-func TestScheduledDueHandedToIdleProcess(t *testing.T) {
-	c := needRedis(t)
-	t.Parallel()
-	prefix := testPrefix(t, c)
-	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	ha, hb := newClaimHook(), newClaimHook()
-	a := openStore(t, hookedClient(t, ha), clk, idleOpts(prefix)...)
-	b := openStore(t, hookedClient(t, hb), clk, idleOpts(prefix)...)
-	producer := openStore(t, c, clk, idleOpts(prefix)...)
-	ctx := context.Background()
-	gotA, gotB := waitingClaim(t, a, ha), waitingClaim(t, b, hb)
-	_, err := producer.Add(ctx, queue.Job[int]{Payload: 1, RunAt: clk.Now().Add(time.Second)})
-	require.NoError(t, err)
-	// One Claim, in a or in b, looks again and learns the due time.
-	select {
-	case <-ha.empty:
-	case <-hb.empty:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no Claim woken by the scheduled job")
-	}
-	_, err = producer.Add(ctx, queue.Job[int]{Payload: 2, RunAt: clk.Now().Add(2 * time.Second)})
-	require.NoError(t, err)
-	clk.Advance(time.Second)
-	var rest <-chan queue.Job[int]
-	select {
-	case j := <-gotA:
-		require.Equal(t, 1, j.Payload)
-		rest = gotB
-	case j := <-gotB:
-		require.Equal(t, 1, j.Payload)
-		rest = gotA
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first due job was not claimed")
-	}
-	clk.Advance(time.Second) // the process that took job 1 runs it: no Claim of its own waits
-	require.Equal(t, 2, awaitJob(t, rest, "the second due job").Payload)
+	require.Equal(t, 2, awaitJob(t, got, "the ready job").Payload)
+	clk.Advance(time.Second + handOnGrace)
+	require.Equal(t, 1, awaitJob(t, got, "the due job").Payload)
 }
