@@ -271,3 +271,34 @@ func TestScheduledDueWakesOtherWaiter(t *testing.T) {
 	clk.Advance(time.Second + handOnGrace)
 	require.Equal(t, 1, awaitJob(t, got, "the due job").Payload)
 }
+
+// TestResumeWakesManyProcesses: a Resume wakes the sleeping Claims of
+// more processes than the 16 tokens it used to push.
+func TestResumeWakesManyProcesses(t *testing.T) {
+	c := needRedis(t)
+	t.Parallel()
+	prefix := testPrefix(t, c)
+	const procs = 20
+	ctl := initOnly(t, c, nil, idleOpts(prefix)...)
+	require.NoError(t, ctl.Admin().Pause(context.Background()))
+	jobs := make([]queue.Job[int], procs)
+	for i := range jobs {
+		jobs[i].Payload = i
+	}
+	_, err := ctl.EnqueueMany(context.Background(), jobs)
+	require.NoError(t, err)
+	got := make([]<-chan queue.Job[int], procs)
+	for i := range got {
+		h := newClaimHook()
+		got[i] = waitingClaim(t, openStore(t, hookedClient(t, h), nil, idleOpts(prefix)...), h)
+	}
+	// The tokens of the adds are spent (each woke a Claim, which found
+	// the queue paused and slept again): only Resume's wake them now.
+	require.Eventually(t, func() bool {
+		return c.LLen(context.Background(), ctl.shards[0].ks.fixed[kWake]).Val() == 0
+	}, 5*time.Second, pollTick)
+	require.NoError(t, ctl.Admin().Resume(context.Background()))
+	for i := range got {
+		awaitJob(t, got[i], "a process's Claim after Resume")
+	}
+}
