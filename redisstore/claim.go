@@ -226,7 +226,9 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 	out := make([]claimRes, n)
 	if len(jobs) == 1 && replyString(jobs[0]) == "paused" {
 		// Paused (admin Pause): nothing to claim until Resume, whose
-		// wake-up tokens end the wait.
+		// wake-up tokens end the wait. No due time wakes a Claim (nor a
+		// hand-on, see due.go) meanwhile.
+		s.learnDue(sh, noDue)
 		for i := range out {
 			out[i] = claimRes{ready: ready, next: next}
 		}
