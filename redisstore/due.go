@@ -27,16 +27,21 @@ import (
 // seen it since (a Claim asleep here claims at the due time and moves the
 // learnt time past it), it promotes the shard's due jobs, which pushes a
 // wake-up token per job made ready, for the Claims asleep in any process.
-// Hand-ons are at least handOnGap apart, so that a fleet of busy
-// processes under a stream of due jobs adds at most one promotion per
-// process every handOnGap.
+// Hand-ons are at least handOnGap apart, and a hand-on that found nothing
+// to promote (a claim call elsewhere took the jobs at their time: the
+// other processes do not need this one's) doubles the gap, up to
+// handOnGapMax, until one finds jobs: so that a busy process under a
+// stream of due jobs that idle processes claim on time adds one
+// promotion every handOnGapMax, not one per due time (120 a second,
+// measured, for a job due every 3 ms).
 
 // handOnGrace is how long after a due time a process hands the job on
 // when nothing here has taken it; handOnGap the least time between two
 // hand-ons (both on the queue's clock).
 const (
-	handOnGrace = 5 * time.Millisecond
-	handOnGap   = 5 * time.Millisecond
+	handOnGrace  = 5 * time.Millisecond
+	handOnGap    = 5 * time.Millisecond
+	handOnGapMax = 100 * time.Millisecond
 )
 
 // noDue is a shard's learnt next due time when it knows of none.
@@ -99,20 +104,26 @@ func (s *Store[T]) dueLoop() {
 	defer cancel()
 	clk := s.cfg.Clock
 	var last int64 // the last hand-on (ms)
+	gap := handOnGap
 	for {
 		var (
 			t    queue.Timer
 			fire <-chan time.Time
 		)
 		if at := s.learntDue(); at != noDue {
-			at = max(at+handOnGrace.Milliseconds(), last+handOnGap.Milliseconds())
+			at = max(at+handOnGrace.Milliseconds(), last+gap.Milliseconds())
 			t = clk.NewTimer(max(time.Duration(at-s.now())*time.Millisecond, 0))
 			fire = t.C()
 		}
 		select {
 		case <-fire:
-			if s.handOn(ctx) {
+			if did, moved := s.handOn(ctx); did {
 				last = s.now()
+				if moved > 0 {
+					gap = handOnGap
+				} else {
+					gap = min(2*gap, handOnGapMax)
+				}
 			}
 		case <-s.dueMoved:
 		case <-s.closing:
@@ -127,10 +138,10 @@ func (s *Store[T]) dueLoop() {
 }
 
 // handOn promotes the due jobs of each reachable shard whose learnt due
-// time passed handOnGrace ago, and reports whether it did.
-func (s *Store[T]) handOn(ctx context.Context) bool {
+// time passed handOnGrace ago, and reports whether it did, and how many
+// jobs it made ready.
+func (s *Store[T]) handOn(ctx context.Context) (did bool, moved int) {
 	now := s.now()
-	did := false
 	for _, sh := range s.shards {
 		if !sh.healthy.Load() || sh.due.Load() > now-handOnGrace.Milliseconds() {
 			continue
@@ -147,8 +158,9 @@ func (s *Store[T]) handOn(ctx context.Context) bool {
 			continue
 		}
 		if n > 0 {
+			moved += n
 			s.signal()
 		}
 	}
-	return did
+	return did, moved
 }
