@@ -63,6 +63,12 @@ while got < want and skipped < 100 do
   if not ok then break end
 end
 unindex()
+-- The jobs this call promoted pushed wake-up tokens; the ones it claimed
+-- need none: take back as many of those tokens (the last pushed), before
+-- any BLPOP is served, so that a promotion whose job the call claims
+-- itself wakes no other Claim to find nothing.
+local back = math.min(WOKE, got)
+if back > 0 then redis.call('LTRIM', WAKE, 0, -back - 1) end
 if got == 0 and skipped < 100 then
   -- Nothing live: the counters must say so for every empty list (they can
   -- only disagree after keys were edited by hand).
