@@ -107,7 +107,9 @@
 // calls and promotions read), or at most WithPollInterval. A due time
 // passes with no script run: when no claim call of the process that
 // learnt it took the job 5 ms after it, that process promotes it, and
-// the promotion's tokens wake the Claims asleep in every process.
+// the promotion's tokens wake the Claims asleep in every process (a
+// promotion that finds the jobs taken already doubles the wait before
+// the next, up to 100 ms).
 // A claimed job holds a lease of WithLeaseTTL that the queue renews with
 // Heartbeat. Every process, leader or not, returns jobs whose lease
 // expired to the head of their ready list (where they were when claimed),
