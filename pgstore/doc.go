@@ -164,6 +164,10 @@
 // notification sent after its commit, within a few milliseconds; the
 // adding process itself is woken at once. EnqueueTx, EnqueueMany,
 // promotions and the janitor notify in their own transaction (at commit).
+// A drained process (shutting down) no longer promotes: the retries and
+// deferrals it writes then (the jobs it interrupts, put back) send the
+// Add's notification, on which the other processes' promoters read the
+// next due time again.
 //
 // # Rescue, leader and janitor
 //

@@ -490,6 +490,13 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	}
 	if len(rIDs) > 0 || reruns > rerunReady {
 		kick(s.wakePromote)
+		if s.drained.Load() {
+			// This process no longer promotes (a shutdown puts back the
+			// jobs it interrupted): the others' promoters must, when
+			// the jobs are due, and they know of them only if told. One
+			// notification per batch, coalesced (see notifier).
+			s.notifyAdded()
+		}
 	}
 	return nil
 }

@@ -587,7 +587,8 @@ func (a *adminStore[T]) Pause(ctx context.Context) error {
 }
 
 // Resume implements admin.Store: the paused key is deleted and wake-up
-// tokens pushed, so that every process's waiting workers claim at once.
+// tokens pushed, as many as the wake list keeps (64), so that the waiting
+// workers of every process (up to 64 per shard) claim at once.
 func (a *adminStore[T]) Resume(ctx context.Context) error {
 	s := a.s
 	if err := s.adminReady(); err != nil {
@@ -596,7 +597,10 @@ func (a *adminStore[T]) Resume(ctx context.Context) error {
 	for _, sh := range s.shards {
 		_, err := sh.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.Del(ctx, sh.ks.fixed[kPaused])
-			tokens := make([]any, 16)
+			// One token wakes one Claim in one process, and a Claim that
+			// finds more jobs ready wakes only its own process's next:
+			// 16 tokens left the 17th idle process asleep until its poll.
+			tokens := make([]any, 64)
 			for i := range tokens {
 				tokens[i] = "1"
 			}

@@ -193,6 +193,7 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 					b.added(i, queue.Added{ID: b.fjs[i].job.ID})
 				case "sched":
 					b.added(i, queue.Added{ID: b.fjs[i].job.ID, Scheduled: true})
+					s.noteDue(sh, b.fjs[i].due)
 				case "seen":
 					b.added(i, queue.Added{ID: b.fjs[i].job.ID, Scheduled: b.fjs[i].due > b.now})
 				case "full":

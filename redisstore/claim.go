@@ -30,12 +30,6 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 	}
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
-	for _, sh := range s.shards {
-		select {
-		case sh.hasWaiter <- struct{}{}:
-		default:
-		}
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return zero, err
@@ -86,6 +80,8 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 		s.fbMu.Lock()
 		next = min(next, s.fb.nextDue())
 		s.fbMu.Unlock()
+		// What another Claim here learnt since (see due.go).
+		next = min(next, s.learntDue())
 		if err := s.wait(ctx, next); err != nil {
 			return zero, err
 		}
@@ -107,6 +103,16 @@ func (s *Store[T]) wait(ctx context.Context, next int64) error {
 	}
 	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
+	// Asleep: the wake listeners take wake-up tokens for this Claim (and
+	// hand back those that come when no Claim here sleeps, see listen).
+	s.sleeping.Add(1)
+	defer s.sleeping.Add(-1)
+	for _, sh := range s.shards {
+		select {
+		case sh.hasWaiter <- struct{}{}:
+		default:
+		}
+	}
 	select {
 	case <-s.notify:
 	case <-due:
@@ -215,20 +221,20 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 	ready := replyInt(res[0])
 	sh.ready.Store(ready)
 	s.reportRequeued(replySlice(res[1]), now)
-	next := replyInt(res[2])
-	if next < 0 {
-		next = math.MaxInt64
-	}
+	next := dueReply(res[2])
 	jobs := res[3:]
 	out := make([]claimRes, n)
 	if len(jobs) == 1 && replyString(jobs[0]) == "paused" {
 		// Paused (admin Pause): nothing to claim until Resume, whose
-		// wake-up tokens end the wait.
+		// wake-up tokens end the wait. No due time wakes a Claim (nor a
+		// hand-on, see due.go) meanwhile.
+		s.learnDue(sh, noDue)
 		for i := range out {
 			out[i] = claimRes{ready: ready, next: next}
 		}
 		return out, nil
 	}
+	s.learnDue(sh, next)
 	for i := range out {
 		out[i] = claimRes{ready: ready, next: next}
 		if (i+1)*claimFields <= len(jobs) {

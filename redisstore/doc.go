@@ -101,7 +101,15 @@
 // sleeps, without polling, until a wake-up token arrives (each script that
 // makes a job ready pushes one onto the shard's wake list, which one
 // listener per process and shard waits on with BLPOP while some Claim
-// waits), until the next scheduled job is due, or at most WithPollInterval.
+// sleeps; a token that arrives when no Claim here is left to wake is
+// pushed back for another process), until the next scheduled job is due
+// (the earliest its own claim calls or any other of its process's claim
+// calls and promotions read), or at most WithPollInterval. A due time
+// passes with no script run: when no claim call of the process that
+// learnt it took the job 5 ms after it, that process promotes it, and
+// the promotion's tokens wake the Claims asleep in every process (a
+// promotion that finds the jobs taken already doubles the wait before
+// the next, up to 100 ms).
 // A claimed job holds a lease of WithLeaseTTL that the queue renews with
 // Heartbeat. Every process, leader or not, returns jobs whose lease
 // expired to the head of their ready list (where they were when claimed),

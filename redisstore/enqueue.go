@@ -85,6 +85,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		return queue.Added{}, queue.ErrQueueFull
 	case "sched":
 		added.Scheduled = true
+		s.noteDue(sh, fj.due)
 	case "rerun":
 		added.Coalesced = true
 	case "seen":

@@ -235,8 +235,17 @@ func (s *Store[T]) writeBatch(ctx context.Context, sh *shard, batch []*fbJob[T])
 const wakeWait = "0.25"
 
 // listen turns a shard's wake-up tokens into local wake-ups: while some
-// Claim waits, it blocks in BLPOP on the wake list (one connection per
-// shard and process) and wakes one waiting Claim per token.
+// Claim sleeps (in wait), it blocks in BLPOP on the wake list (one
+// connection per shard and process) and wakes one sleeping Claim per
+// token.
+//
+// A token that comes when no Claim here is left to wake (the last one
+// woke by itself, or took a job, while the BLPOP it started was still
+// blocked, for up to wakeWait) is handed back to the list, for a Claim
+// asleep in another process: Redis serves the blocked BLPOPs in the order
+// they blocked, so such a listener could take the tokens meant for an idle
+// process, which then slept until its poll. The listener then waits for a
+// Claim to fall asleep here before it blocks again.
 func (s *Store[T]) listen(sh *shard) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -245,8 +254,10 @@ func (s *Store[T]) listen(sh *shard) {
 		<-s.closing
 		cancel()
 	}()
+	handedBack := false
 	for {
-		if s.waiting.Load() == 0 || !sh.healthy.Load() {
+		if handedBack || s.sleeping.Load() == 0 || !sh.healthy.Load() {
+			handedBack = false
 			t := time.NewTimer(s.o.healthInterval)
 			select {
 			case <-sh.hasWaiter:
@@ -264,7 +275,12 @@ func (s *Store[T]) listen(sh *shard) {
 		_, err := sh.client.Do(ctx, "BLPOP", sh.ks.fixed[kWake], wakeWait).Result()
 		switch {
 		case err == nil:
-			s.signal()
+			if s.asleepUnwoken() {
+				s.signal()
+				continue
+			}
+			handedBack = true
+			s.handBack(ctx, sh)
 		case errors.Is(err, redis.Nil):
 		case ctx.Err() != nil:
 			return
@@ -285,5 +301,30 @@ func (s *Store[T]) listen(sh *shard) {
 				return
 			}
 		}
+	}
+}
+
+// asleepUnwoken reports whether a Claim sleeps here that no wake-up is
+// pending for (signal's channel holds one wake-up at most; a Claim it
+// wakes that finds more jobs ready wakes the next, see claimShard).
+func (s *Store[T]) asleepUnwoken() bool {
+	return int(s.sleeping.Load()) > len(s.notify)
+}
+
+// handBack puts a wake-up token that no Claim here needs back at the head
+// of sh's wake list (kept at 64 tokens, as the scripts keep it). Lost
+// (when Redis fails), the token's Claim elsewhere wakes at its poll.
+func (s *Store[T]) handBack(ctx context.Context, sh *shard) {
+	_, err := sh.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, sh.ks.fixed[kWake], "1")
+		p.LTrim(ctx, sh.ks.fixed[kWake], 0, 63)
+		return nil
+	})
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case isOutage(ctx, err):
+		s.markDown(sh, err)
+	default:
+		s.cfg.Logger.Warn("redisstore: handing back a wake-up token", "priorities", sh.label, "err", err)
 	}
 }

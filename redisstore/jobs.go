@@ -157,29 +157,42 @@ func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 		if !sh.healthy.Load() {
 			continue
 		}
-		for {
-			res, err := sh.run(ctx, sh.client, scriptPromote, nil, now, promoteBatch,
-				s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds()).Slice()
-			if err != nil {
-				if isOutage(ctx, err) {
-					s.markDown(sh, err)
-				}
-				return n, err
-			}
-			moved := int(replyInt(res[0]))
-			rq := replySlice(res[1])
-			s.reportRequeued(rq, now)
-			sh.ready.Store(replyInt(res[2]))
-			n += moved
-			if moved+len(rq)/5 < promoteBatch {
-				break
-			}
+		moved, err := s.promoteShard(ctx, sh, now)
+		n += moved
+		if err != nil {
+			return n, err
 		}
 	}
 	if n > 0 {
 		s.signal()
 	}
 	return n, nil
+}
+
+// promoteShard moves sh's jobs due by now (ms) to their ready lists, a
+// bounded batch per script call, reports the jobs it could not requeue
+// for capacity, and records sh's next due time (see learnDue).
+func (s *Store[T]) promoteShard(ctx context.Context, sh *shard, now int64) (int, error) {
+	n := 0
+	for {
+		res, err := sh.run(ctx, sh.client, scriptPromote, nil, now, promoteBatch,
+			s.cfg.Capacity, s.cfg.RequeueDelay.Milliseconds()).Slice()
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+			return n, err
+		}
+		moved := int(replyInt(res[0]))
+		rq := replySlice(res[1])
+		s.reportRequeued(rq, now)
+		sh.ready.Store(replyInt(res[2]))
+		n += moved
+		if moved+len(rq)/5 < promoteBatch {
+			s.learnDue(sh, dueReply(res[3]))
+			return n, nil
+		}
+	}
 }
 
 // Purge removes every ready and scheduled job and every rerun, a bounded

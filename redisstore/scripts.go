@@ -93,9 +93,12 @@ local function ready_count()
   end
   return RC
 end
--- wake pushes up to n wake-up tokens, keeping at most 64 on the list.
+-- wake pushes up to n wake-up tokens, keeping at most 64 on the list;
+-- WOKE counts the tokens the script pushed.
+local WOKE = 0
 local function wake(n)
   n = math.min(n or 1, 64 - redis.call('LLEN', WAKE))
+  if n > 0 then WOKE = WOKE + n end
   if n == 1 then
     redis.call('RPUSH', WAKE, '1')
   elseif n > 1 then

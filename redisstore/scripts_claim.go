@@ -63,6 +63,12 @@ while got < want and skipped < 100 do
   if not ok then break end
 end
 unindex()
+-- The jobs this call promoted pushed wake-up tokens; the ones it claimed
+-- need none: take back as many of those tokens (the last pushed), before
+-- any BLPOP is served, so that a promotion whose job the call claims
+-- itself wakes no other Claim to find nothing.
+local back = math.min(WOKE, got)
+if back > 0 then redis.call('LTRIM', WAKE, 0, -back - 1) end
 if got == 0 and skipped < 100 then
   -- Nothing live: the counters must say so for every empty list (they can
   -- only disagree after keys were edited by hand).
@@ -71,10 +77,10 @@ if got == 0 and skipped < 100 then
   end
   RC = nil
 end
-if got < want then
-  local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
-  if nxt[2] then out[3] = nxt[2] end
-end
+-- The next due time, also for a call that claimed all it wanted: its
+-- process learns it (see due.go).
+local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+if nxt[2] then out[3] = nxt[2] end
 out[1] = ready_count()
 return out
 `)

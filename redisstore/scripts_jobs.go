@@ -26,10 +26,12 @@ end
 return {n, ready_count()}
 `)
 
-// Promote: now, batch, capacity, requeue ms. Returns {moved, requeued, ready}.
+// Promote: now, batch, capacity, requeue ms. Returns {moved, requeued,
+// ready, next due (-1 for none)}.
 var scriptPromote = newScript("promote", `
 local moved, requeued = promote(tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3)), tonumber(arg(4)))
-return {moved, requeued, ready_count()}
+local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
+return {moved, requeued, ready_count(), nxt[2] or -1}
 `)
 
 // Purge: batch. Removes up to batch queued jobs per ready list and batch

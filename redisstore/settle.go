@@ -79,7 +79,11 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 		}
 		return nil
 	}
-	return s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, at: due, err: cause, key: job.Key})
+	err = s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, at: due, err: cause, key: job.Key})
+	if err == nil && due > s.now() {
+		s.noteDue(c.sh, due) // scheduled: see due.go
+	}
+	return err
 }
 
 // settleOp ends one claimed job (see scriptSettle). One that fails for an

@@ -49,6 +49,7 @@ type shard struct {
 	hasWaiter chan struct{} // tells the wake listener a Claim waits
 	lastErr   atomic.Pointer[string]
 	ready     atomic.Int64 // last ready count seen
+	due       atomic.Int64 // the next due time learnt, ms; noDue for none (due.go)
 
 	adds    combiner[addItem, string]  // concurrent Adds
 	claims  combiner[int64, claimRes]  // concurrent claims, by now (ms)
@@ -64,6 +65,7 @@ type shard struct {
 func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool, token string) *shard {
 	sh := &shard{index: index, code: code, top: int(code), client: client, ks: ks, labels: labels, sharded: sharded,
 		hasWaiter: make(chan struct{}, 1), token: token}
+	sh.due.Store(noDue)
 	sh.args = append(sh.args, len(labels), def)
 	for _, l := range labels {
 		sh.args = append(sh.args, l)

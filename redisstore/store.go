@@ -60,8 +60,10 @@ type Store[T any] struct {
 	fb      *fallback[T]
 	fbReady atomic.Int64 // fb.nready, for Len
 
-	notify  chan struct{} // wakes one waiting Claim
-	waiting atomic.Int32
+	notify   chan struct{} // wakes one waiting Claim
+	dueMoved chan struct{} // a shard's learnt next due time moved earlier (due.go)
+	waiting  atomic.Int32  // Claim calls in progress
+	sleeping atomic.Int32  // Claim calls asleep in wait, for a wake-up
 
 	lead  durable.Leader
 	tw    targetWatch  // queue.TargetStore's subscription (targets.go)
@@ -117,11 +119,12 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 	}
 	s := &Store[T]{
 		client: client, o: o, owner: o.WorkerID, token: newToken(),
-		claims:  map[int64]*claimRec[T]{},
-		notify:  make(chan struct{}, 1),
-		started: make(chan struct{}),
-		drained: make(chan struct{}),
-		closing: make(chan struct{}),
+		claims:   map[int64]*claimRec[T]{},
+		notify:   make(chan struct{}, 1),
+		dueMoved: make(chan struct{}, 1),
+		started:  make(chan struct{}),
+		drained:  make(chan struct{}),
+		closing:  make(chan struct{}),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.connectTimeout)
 	defer cancel()
@@ -271,7 +274,8 @@ func (s *Store[T]) Start(ctx context.Context) error {
 			go s.healthLoop(sh)
 			go s.listen(sh)
 		}
-		s.wg.Add(4)
+		s.wg.Add(5)
+		go s.dueLoop()
 		go s.leaderLoop()
 		go s.rescueLoop()
 		go s.watchTargets(s.subscribeTargets())
@@ -545,6 +549,15 @@ func (s *Store[T]) markDown(sh *shard, err error) {
 		s.cfg.Logger.Warn("redisstore: redis unreachable, using the in-memory fallback",
 			"priorities", sh.label, "err", err)
 		s.signal()
+	}
+}
+
+func (s *Store[T]) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
 	}
 }
 
