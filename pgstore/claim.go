@@ -339,7 +339,8 @@ func backoff(n int, limit time.Duration) time.Duration {
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	gen := s.dry.mark()
 	now := s.cfg.Clock.Now()
-	sql, args := s.claimSQL(now, n)
+	// Its own transaction, which only claims: async (see asyncCommit).
+	sql, args := s.claimSQL(now, n, true)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		s.unreserve(n)
@@ -360,13 +361,23 @@ func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 }
 
 // claimSQL returns the claim statement for up to n jobs due by now and
-// its arguments: strict, or weighted by this process's passes.
-func (s *Store[T]) claimSQL(now time.Time, n int) (string, []any) {
+// its arguments: strict, or weighted by this process's passes. async
+// picks the statement whose commit does not wait for the WAL flush, for a
+// transaction that writes nothing else (see asyncCommit).
+func (s *Store[T]) claimSQL(now time.Time, n int, async bool) (string, []any) {
 	if s.passes == nil {
-		return s.q.claim, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil()}
+		sql := s.q.claim
+		if async {
+			sql = s.q.fetchClaim
+		}
+		return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil()}
+	}
+	sql := s.q.claimWeighted
+	if async {
+		sql = s.q.fetchClaimWeighted
 	}
 	weights, pass, stride := s.passes.args()
-	return s.q.claimWeighted, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride}
+	return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride}
 }
 
 // claimed is one row returned by the claim statement.

@@ -126,6 +126,27 @@
 // they keep coming), so that workers with short jobs share one commit per
 // cycle instead of splitting into groups that wait for each other's.
 //
+// The fetcher's claims commit without waiting for the WAL flush
+// (synchronous_commit off for their own transaction, which only claims);
+// everything else that writes jobs waits for it: enqueues (alone, many,
+// or in the caller's transaction), outcomes, and a write batch's claims,
+// which share the transaction of its outcomes. A PostgreSQL crash (not a
+// process's) may therefore forget the fetcher's last claims, those of
+// roughly the last three wal_writer_delay (600 ms by default) before it:
+// their jobs are available again, at the attempt before, and are claimed
+// again at once. A run of such a job that was handed out goes on in its
+// process as a run whose lease was lost: the next heartbeat finds the job
+// no longer running for this process and cancels it, and its outcome
+// returns ErrLeaseLost and writes nothing, unless this same process
+// claimed the job again meanwhile (same owner, same attempt), in which
+// case the first outcome of its two runs is the one written and the other
+// is refused. So a job in flight at a database crash may run twice, as
+// the jobs of a crashed process run again. A claim is never forgotten
+// once any later commit of the server waited for the flush (the WAL is
+// written in order): an outcome that returned, whatever process wrote
+// it, makes every earlier claim durable, so it never refers to a
+// forgotten claim.
+//
 // # Scheduling and wake-ups
 //
 // Every process promotes its queue's due scheduled and retryable jobs to

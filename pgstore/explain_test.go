@@ -52,6 +52,7 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 	s := newStore[int](t, e)
 	claimSQL, promoteSQL, rescueSQL := pgstore.HotSQL(s)
 	completeSQL, heartbeatSQL := pgstore.OutcomeSQL(s)
+	fetchSQL, fetchWeightedSQL := pgstore.FetchClaimSQL(s)
 	// A write batch of a few hundred outcomes: their rows are found by
 	// primary key, never by reading the table or every running job.
 	var ids []int64
@@ -66,6 +67,9 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 	}{
 		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"weighted claim", pgstore.WeightedClaimSQL(s), "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
+			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}}},
+		{"fetcher's claim", fetchSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
+		{"fetcher's weighted claim", fetchWeightedSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
 			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}}},
 		{"promote", promoteSQL, "queuekit_jobs_due_idx", []any{"explain", now, 1000, 10000, now.Add(10 * time.Second), "chan", now}},
 		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3, 0}},

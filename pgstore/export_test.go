@@ -15,6 +15,23 @@ func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
 // WeightedClaimSQL returns the claim statement under weighted dispatch.
 func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }
 
+// FetchClaimSQL returns the fetcher's claim statements, strict and
+// weighted: HotSQL's claim and WeightedClaimSQL committing without
+// waiting for the WAL flush.
+func FetchClaimSQL[T any](s *Store[T]) (strict, weighted string) {
+	return s.q.fetchClaim, s.q.fetchClaimWeighted
+}
+
+// IsClaimSQL reports whether sql is one of s's claim statements: a write
+// batch's or the fetcher's, strict or weighted.
+func IsClaimSQL[T any](s *Store[T], sql string) bool {
+	switch sql {
+	case s.q.claim, s.q.claimWeighted, s.q.fetchClaim, s.q.fetchClaimWeighted:
+		return true
+	}
+	return false
+}
+
 // NextDueSQL returns the statement that reads a queue's next due time.
 func NextDueSQL[T any](s *Store[T]) string { return s.q.nextDue }
 

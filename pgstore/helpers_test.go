@@ -219,26 +219,23 @@ func (t queryTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 
 // tracedStore returns a store on a pool of its own, polling once a
 // minute (then opts), that calls onEnd after each of its statements with the
-// statement, the store's claim statement (empty until New returns) and
-// the statement's outcome.
-func tracedStore(t *testing.T, e *env, onEnd func(sql, claimSQL string, tag pgconn.CommandTag, err error), opts ...pgstore.Option) *pgstore.Store[P] {
+// statement, whether it is one of the store's claim statements (a write
+// batch's or the fetcher's; false until New returns) and the statement's
+// outcome.
+func tracedStore(t *testing.T, e *env, onEnd func(sql string, claim bool, tag pgconn.CommandTag, err error), opts ...pgstore.Option) *pgstore.Store[P] {
 	t.Helper()
-	var claimSQL atomic.Pointer[string]
+	var store atomic.Pointer[pgstore.Store[P]]
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = queryTracer{onEnd: func(sql string, tag pgconn.CommandTag, err error) {
-			claim := ""
-			if p := claimSQL.Load(); p != nil {
-				claim = *p
-			}
-			onEnd(sql, claim, tag, err)
+			s := store.Load()
+			onEnd(sql, s != nil && pgstore.IsClaimSQL(s, sql), tag, err)
 		}}
 	})
 	s, err := pgstore.New[P](pool, append([]pgstore.Option{pgstore.WithSchema(e.schema), pgstore.WithPollInterval(time.Minute)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim, _, _ := pgstore.HotSQL(s)
-	claimSQL.Store(&claim)
+	store.Store(s)
 	return s
 }
 

@@ -119,7 +119,8 @@ func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
 	start := time.Now().Truncate(time.Second)
 	due := start.Add(time.Second)
 	clk := queuetest.NewFakeClock(start)
-	var promoteSQL, claimSQL atomic.Pointer[string]
+	var promoteSQL atomic.Pointer[string]
+	var store atomic.Pointer[pgstore.Store[P]]
 	looked := make(chan struct{}, 1)   // the promoter read the next due time
 	promoted := make(chan struct{}, 1) // a promotion statement ended
 	claimed := make(chan struct{}, 1)  // a claim statement ended
@@ -131,14 +132,14 @@ func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
 	}
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
-			p, c := promoteSQL.Load(), claimSQL.Load()
+			p, st := promoteSQL.Load(), store.Load()
 			switch {
-			case p == nil || c == nil:
+			case p == nil || st == nil:
 			case strings.Contains(sql, "ORDER BY run_at LIMIT 1"):
 				signal(looked)
 			case sql == *p:
 				signal(promoted)
-			case sql == *c:
+			case pgstore.IsClaimSQL(st, sql):
 				signal(claimed)
 			}
 		}}
@@ -148,9 +149,9 @@ func TestJobPromotedAheadStartsAtItsDueTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim, promote, _ := pgstore.HotSQL(s)
-	claimSQL.Store(&claim)
+	_, promote, _ := pgstore.HotSQL(s)
 	promoteSQL.Store(&promote)
+	store.Store(s)
 	producer := newStore[P](t, e)
 	if err := producer.Init(storetest.Config("promoted-ahead", 100, clk, nil)); err != nil {
 		t.Fatal(err)
@@ -243,11 +244,11 @@ func TestPromotedAheadHandedToIdleProcess(t *testing.T) {
 		"the job promoted ahead by the busy process")
 
 	// The idle process: its worker's claim finds nothing due yet.
-	var claimSQL atomic.Pointer[string]
+	var store atomic.Pointer[pgstore.Store[P]]
 	claimed := make(chan struct{}, 1)
 	pool := newPool(t, pgURL(), 4, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = stmtTracer{onEnd: func(sql string) {
-			if c := claimSQL.Load(); c != nil && sql == *c {
+			if st := store.Load(); st != nil && pgstore.IsClaimSQL(st, sql) {
 				select {
 				case claimed <- struct{}{}:
 				default:
@@ -259,8 +260,7 @@ func TestPromotedAheadHandedToIdleProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim, _, _ := pgstore.HotSQL(b)
-	claimSQL.Store(&claim)
+	store.Store(b)
 	bind(t, b, name, clk)
 	got := make(chan queue.Job[P], 1)
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)

@@ -19,7 +19,7 @@ import (
 // statement's transaction ends.
 var sqlClaimWeighted = `
 UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
-    lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz
+    lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz{async}
 WHERE j.id = ANY (ARRAY(
     SELECT c.id FROM unnest($6::int[], $7::bigint[], $8::bigint[]) AS p(prio, pass, stride)
     CROSS JOIN LATERAL (

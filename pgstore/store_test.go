@@ -350,12 +350,12 @@ func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening
 	listen := make(chan struct{})
 	var listenOnce sync.Once
 	idl := make(chan struct{}, 1)
-	consumer = tracedStore(t, e, func(sql, claimSQL string, tag pgconn.CommandTag, err error) {
+	consumer = tracedStore(t, e, func(sql string, claim bool, tag pgconn.CommandTag, err error) {
 		switch {
 		case err != nil:
 		case strings.HasPrefix(sql, "LISTEN "):
 			listenOnce.Do(func() { close(listen) })
-		case claimSQL != "" && sql == claimSQL && tag.RowsAffected() == 0:
+		case claim && tag.RowsAffected() == 0:
 			select {
 			case idl <- struct{}{}:
 			default:
@@ -854,8 +854,8 @@ func TestIdleClaimDoesNotSpin(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var claims atomic.Int64
-	s := tracedStore(t, e, func(sql, claimSQL string, _ pgconn.CommandTag, _ error) {
-		if claimSQL != "" && sql == claimSQL {
+	s := tracedStore(t, e, func(_ string, claim bool, _ pgconn.CommandTag, _ error) {
+		if claim {
 			claims.Add(1)
 		}
 	})
@@ -882,8 +882,8 @@ func TestDryQueueClaimsOnWakeUp(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var claims, empty atomic.Int64
-	s := tracedStore(t, e, func(sql, claimSQL string, tag pgconn.CommandTag, err error) {
-		if err == nil && claimSQL != "" && sql == claimSQL {
+	s := tracedStore(t, e, func(_ string, claim bool, tag pgconn.CommandTag, err error) {
+		if err == nil && claim {
 			claims.Add(1)
 			if tag.RowsAffected() == 0 {
 				empty.Add(1)
@@ -940,7 +940,7 @@ func TestWakeUpsDoNotRecount(t *testing.T) {
 	e := newEnv(t)
 	var counts atomic.Int64
 	stepped := make(chan struct{}, 1)
-	s := tracedStore(t, e, func(sql, _ string, _ pgconn.CommandTag, err error) {
+	s := tracedStore(t, e, func(sql string, _ bool, _ pgconn.CommandTag, err error) {
 		if err != nil {
 			return
 		}

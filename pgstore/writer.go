@@ -446,7 +446,8 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	gen := s.dry.mark()
 	refill, rest := s.refill(ended)
 	if refill > 0 {
-		sql, args := s.claimSQL(now, refill)
+		// Sync: it commits with the batch's outcomes (see asyncCommit).
+		sql, args := s.claimSQL(now, refill, false)
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var err error
 			got, err = s.scanClaimed(rows)
