@@ -74,12 +74,22 @@ func (ts *targets[T]) markIdle(t *target[T]) {
 
 // sweep stops counting the targets that have had no job running, parked
 // or admitted for fairWindow. It runs at most once per fairSweep, and
-// only while the count limits anyone; no target's lock is held.
+// only while the count limits anyone; no target's lock is held. A claim
+// that comes while another sweeps waits for that sweep to end, so that
+// it reads the count the sweep leaves: otherwise it could read a target
+// past its window as still having work and park a job under a share the
+// sweep is about to lift (the job would wait, with workers idle, for the
+// next release of its target).
 func (ts *targets[T]) sweep(now int64) {
-	next := ts.sweepAt.Load()
-	if now < next || ts.busy.Load() <= 1 || !ts.sweepAt.CompareAndSwap(next, now+int64(fairSweep)) {
+	if now < ts.sweepAt.Load() || ts.busy.Load() <= 1 {
 		return
 	}
+	ts.sweepMu.Lock()
+	defer ts.sweepMu.Unlock()
+	if now < ts.sweepAt.Load() {
+		return // swept meanwhile
+	}
+	defer ts.sweepAt.Store(now + int64(fairSweep))
 	ts.m.Range(func(_, v any) bool {
 		t := v.(*target[T])
 		t.mu.Lock()

@@ -232,11 +232,13 @@ type targets[T any] struct {
 	// The fair share (fair.go): the pool's size, the number of targets
 	// with work, and the instant of the next sweep. Every targeted claim
 	// reads them; they change when the pool is resized, when a target
-	// starts or stops having work, and once per sweep.
+	// starts or stops having work, and once per sweep. sweepMu is held
+	// by a sweep, at most once per fairSweep.
 	workers atomic.Int64
 	busy    atomic.Int64
 	sweepAt atomic.Int64
-	_       [40]byte
+	sweepMu sync.Mutex
+	_       [32]byte
 }
 
 func newTargets[T any](cfg targetConfig, clk Clock, event func(EventKind, string, error, time.Duration)) *targets[T] {
