@@ -21,7 +21,9 @@ type Codec interface {
 // DecodeError is the cause a durable store records for a job whose
 // payload its Codec cannot decode into the queue's payload type: the job is
 // dead-lettered (reported as EventDead with this error) and never handed
-// to a worker.
+// to a worker. Like every dead-lettered job it is counted in Stats.Dead,
+// kept in Stats.RecentErrors and given to the OnDead hooks, there with
+// this error and a zero Payload.
 type DecodeError struct {
 	JobID int64 // the job's ID
 	Err   error // the Codec's error

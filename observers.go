@@ -64,7 +64,10 @@ func WithWarnDepth(n int) Option {
 }
 
 // OnDead registers fn to be called with each job the queue dead-letters
-// and its last error, from the worker that ran it, after EventDead. Hooks
+// and its last error, from the worker that ran it, after EventDead. A job
+// that a durable store dead-letters as it claims it, because its payload
+// does not decode into T, reaches fn too, with a *DecodeError and a zero
+// Payload, from the goroutine that claimed it. Hooks
 // run in the order registered; OnDead may be called at any time, from any
 // goroutine, and a hook registered while jobs run sees the jobs
 // dead-lettered after it returns. A panic in a hook is recovered and

@@ -588,12 +588,29 @@ func (q *Queue[T]) storeEvent(ev Event) {
 	case EventCancelled:
 		q.ctr.cancelled.Add(1)
 	}
+	if ev.Time.IsZero() && (q.obs.active || ev.Kind == EventDead) {
+		ev.Time = q.clock.Now()
+	}
 	if q.obs.active {
-		if ev.Time.IsZero() {
-			ev.Time = q.clock.Now()
-		}
 		q.obs.send(ev)
 	}
+	var de *DecodeError
+	if ev.Kind == EventDead && errors.As(ev.Err, &de) {
+		q.deadUndecodable(ev)
+	}
+}
+
+// deadUndecodable ends, as kill ends the jobs the queue dead-letters, a
+// job that its durable store dead-lettered on claiming it because its
+// payload does not decode (ev, with a *DecodeError): the error goes into
+// RecentErrors and the OnDead hooks get the job without its payload
+// (storeEvent has counted it and sent EventDead). The hooks' context is
+// a background one: a store may claim, and report, before Start has set
+// the queue's own.
+func (q *Queue[T]) deadUndecodable(ev Event) {
+	job := Job[T]{ID: ev.JobID, Key: ev.Key, Target: ev.Target, Priority: ev.Priority, Attempt: ev.Attempt}
+	q.obs.recordError(job.ID, job.Key, job.Target, job.Attempt, ev.Err, ev.Time)
+	q.callOnDead(context.Background(), &job, ev.Err)
 }
 
 var (

@@ -92,3 +92,15 @@ func TestFleetWithoutListen(t *testing.T) {
 	t.Logf("seen by the reload %s after the change", seen.Round(time.Millisecond))
 	require.Less(t, seen, 5*time.Second, "the reload runs every second (the bound leaves room for a loaded machine)")
 }
+
+// TestUndecodableReachesOnDead: a job a queue of strings enqueued, claimed
+// by a queue of ints of the same name, is dead-lettered through the
+// queue's dead path: OnDead with a *queue.DecodeError, RecentErrors, one
+// dead count (fleetflow.UndecodableReachesOnDead).
+func TestUndecodableReachesOnDead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fleetflow.UndecodableReachesOnDead(t,
+		func(t *testing.T) queue.Store[int] { return newStore[int](t, e) },
+		func(t *testing.T) queue.Store[string] { return newStore[string](t, e) })
+}

@@ -121,7 +121,8 @@
 // died with it: with the defaults, within the lease TTL plus 2 s. Attempt
 // counts started runs, so a rescued job runs next at attempt + 1. A record whose
 // payload cannot be decoded is dead-lettered with the error by Claim, which
-// goes on to the next job.
+// goes on to the next job; the queue counts it, keeps the error in
+// RecentErrors and calls its OnDead hooks with it (a *queue.DecodeError).
 //
 // # Clocks
 //

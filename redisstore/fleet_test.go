@@ -70,3 +70,23 @@ func TestFleetTargetHealth(t *testing.T) {
 		func(t *testing.T) *queue.Queue[int] { return fleetQueue(t, c, prefix) },
 		pollTick)
 }
+
+// TestUndecodableReachesOnDead: a job a queue of strings enqueued, claimed
+// by a queue of ints of the same name, is dead-lettered through the
+// queue's dead path: OnDead with a *queue.DecodeError, RecentErrors, one
+// dead count (fleetflow.UndecodableReachesOnDead).
+func TestUndecodableReachesOnDead(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	fleetflow.UndecodableReachesOnDead(t,
+		func(t *testing.T) queue.Store[int] {
+			s, err := New[int](c, WithPrefix(prefix))
+			require.NoError(t, err)
+			return s
+		},
+		func(t *testing.T) queue.Store[string] {
+			s, err := New[string](c, WithPrefix(prefix))
+			require.NoError(t, err)
+			return s
+		})
+}
