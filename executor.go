@@ -41,7 +41,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 			return false
 		case waitJob:
 			if !at.IsZero() {
-				q.deferJob(w, job, at)
+				q.holdJob(w, job, at)
 			}
 			return false // zero time: parked until a slot frees
 		}
@@ -112,13 +112,14 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 
 // flushParked ends or puts back jobs that were parked for a concurrency
 // slot of a target that has since been disabled (d == cancelJob) or
-// suspended or opened (wait until at).
+// suspended or opened (held until at), or that go back to be claimed
+// again (at is now).
 func (q *Queue[T]) flushParked(w *worker[T], parked []Job[T], d jobDecision, at time.Time) {
 	for i := range parked {
 		if d == cancelJob {
 			q.cancelJob(w, &parked[i])
 		} else {
-			q.deferJob(w, &parked[i], at)
+			q.holdJob(w, &parked[i], at)
 		}
 	}
 }
@@ -291,8 +292,36 @@ func (q *Queue[T]) kill(w *worker[T], ctx context.Context, job *Job[T], cause er
 
 // deferJob puts a claimed job back to run at at without using an attempt.
 func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
+	q.putBack(w, job, at, nil)
+}
+
+// holdJob puts back, until at, a claimed job whose target is suspended or
+// whose breaker is open: held, on a HoldStore, so that a Resume of the
+// target makes it due at once (see HoldStore). A Resume that came while
+// the job was on its way back may have released the target's held jobs
+// before this one was among them: the target is then released again.
+func (q *Queue[T]) holdJob(w *worker[T], job *Job[T], at time.Time) {
+	hs, ok := q.store.(HoldStore[T])
+	if !ok || !at.After(q.clock.Now()) {
+		q.deferJob(w, job, at)
+		return
+	}
+	if q.putBack(w, job, at, hs) && q.targets.runnable(job.Target, q.clock.Now()) {
+		q.releaseHeld(job.Target)
+	}
+}
+
+// putBack puts a claimed job back to run at at without using an attempt,
+// with hs.Hold when hs is not nil, else with Defer, and counts it; it
+// reports whether the store took it back.
+func (q *Queue[T]) putBack(w *worker[T], job *Job[T], at time.Time, hs HoldStore[T]) bool {
 	bg := q.bgCtx
-	err := q.store.Defer(bg, *job, at, nil)
+	var err error
+	if hs != nil {
+		err = hs.Hold(bg, *job, at)
+	} else {
+		err = q.store.Defer(bg, *job, at, nil)
+	}
 	switch {
 	case err == nil:
 		w.ctr.deferred.Add(1)
@@ -304,6 +333,7 @@ func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
 	default:
 		q.log.Error("store: defer failed", "job", job.ID, "key", job.Key, "err", err)
 	}
+	return err == nil
 }
 
 // backoff returns the wait before attempt n+1: a random time in [d/2, d]

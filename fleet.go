@@ -306,8 +306,16 @@ func (ts *targets[T]) applyHealth(st *TargetState) {
 		}
 	}
 	t := ts.get(st.Target)
+	now := ts.clock.Now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	blocked := t.disabled || t.holding(now)
+	defer func() {
+		freed := blocked && !t.disabled && !t.holding(now)
+		t.mu.Unlock()
+		if freed {
+			ts.freed(st.Target) // resumed or enabled by another process, or by queuectl
+		}
+	}()
 	changed := false
 	if !t.suspended.Equal(st.SuspendedUntil) {
 		t.suspended, changed = st.SuspendedUntil, true

@@ -365,5 +365,33 @@ func (ts *targets[T]) resume(name string) bool {
 	ts.share(t)
 	t.mu.Unlock()
 	ts.event(EventResumed, name, nil, 0)
+	ts.freed(name)
 	return true
+}
+
+// freed tells the queue that target name may run its jobs again (a
+// Resume, here or in another process): the jobs held back for it are due
+// now (see HoldStore).
+func (ts *targets[T]) freed(name string) {
+	if ts.onFreed != nil {
+		ts.onFreed(name)
+	}
+}
+
+// holding reports whether t holds its jobs back until a time: it is
+// suspended, or its breaker is open, at now; t.mu is held.
+func (t *target[T]) holding(now time.Time) bool {
+	return now.Before(t.suspended) || t.brk == breakerOpen && now.Before(t.brkUntil)
+}
+
+// runnable reports whether target name's jobs may run at now: it is
+// neither disabled, suspended nor open.
+func (ts *targets[T]) runnable(name string, now time.Time) bool {
+	t, ok := ts.lookup(name)
+	if !ok {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.disabled && !t.holding(now)
 }

@@ -48,7 +48,8 @@ type Queue[T any] struct {
 	// dial a server) so that q.mu, which Stats takes, is not; the stop
 	// takes it before it drains and closes the store, so a Start under
 	// way finishes first.
-	deadMu   sync.Mutex // serialises OnDead registrations
+	deadMu   sync.Mutex  // serialises OnDead registrations
+	held     heldRelease // ReleaseHeld calls under way (held.go)
 	startMu  sync.Mutex
 	mu       sync.Mutex // guards the fields below and the pool
 	runCtx   context.Context
@@ -121,6 +122,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 		stopping: make(chan struct{}),
 	}
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
+	q.targets.onFreed = q.releaseHeld
 	q.per = newPeriodic(q)
 	q.targets.bindFleet(store, q.log)
 	q.store = store
@@ -554,6 +556,7 @@ func (q *Queue[T]) finishStop() {
 	q.mu.Unlock()
 	q.targets.stopFleet() // its last writes go before the store closes
 	q.targets.stopSlots() // and its last releases
+	q.held.stop()         // and the held jobs' releases
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	q.closeErr = q.store.Close(ctx)
 	cancel()

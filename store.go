@@ -9,12 +9,13 @@ import (
 	"github.com/queuekit/queue/internal/memstore"
 )
 
-// The in-memory store meets the Store contract, ClaimCanceller and
-// SlotStore.
+// The in-memory store meets the Store contract, ClaimCanceller,
+// SlotStore and HoldStore.
 var (
 	_ Store[int]          = (*memstore.Store[int])(nil)
 	_ ClaimCanceller[int] = (*memstore.Store[int])(nil)
 	_ SlotStore           = (*memstore.Store[int])(nil)
+	_ HoldStore[int]      = (*memstore.Store[int])(nil)
 )
 
 // Store is the seam between the queue engine and where jobs live. The
@@ -151,6 +152,29 @@ type ClaimCanceller[T any] interface {
 	// CancelClaimed ends a claimed job as cancelled with reason and
 	// releases its key (a coalesced rerun becomes ready).
 	CancelClaimed(ctx context.Context, job Job[T], reason error) error
+}
+
+// HoldStore is implemented by stores that tell the jobs held back for
+// their target from the jobs scheduled on purpose: the in-memory store,
+// pgstore and redisstore. A claimed job whose target is suspended, or
+// whose circuit breaker is open, goes back to wait for the end of it;
+// with a HoldStore the queue puts it back with Hold, and when the target
+// is resumed (Queue.Resume, the admin API's ResumeTarget and Enable, or
+// any process of the queue doing either, as the store announces it) it
+// calls ReleaseHeld, so that the held jobs run at once instead of at the
+// end of a suspension that no longer holds. A job scheduled for later,
+// or retried after a failure, keeps its time. Without a HoldStore the
+// queue uses Defer, and held jobs wait for the suspension's end.
+type HoldStore[T any] interface {
+	// Hold puts a claimed job back to run at at, as Defer does with no
+	// cause (the attempt is given back; ErrSuperseded, ErrLeaseLost), and
+	// marks it held for its target until it is claimed again.
+	Hold(ctx context.Context, job Job[T], at time.Time) error
+	// ReleaseHeld makes every job that Hold put back for target and that
+	// is not yet due due now, in every process of the queue, and reports
+	// how many it moved. A held job keeps its place otherwise: its
+	// priority, key and group.
+	ReleaseHeld(ctx context.Context, target string) (int, error)
 }
 
 // ErrDrained is returned by Store.Claim after Store.Drain once there is no

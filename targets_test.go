@@ -766,3 +766,38 @@ func TestHalfOpenProbesStayCapped(t *testing.T) {
 		assert.Zero(t, targetStatus(t, q, "t").Parked)
 	})
 }
+
+// TestResumeReleasesHeldJobs: a job that waits for its target's
+// suspension runs as soon as the target is resumed, not at the end of the
+// suspension; a job scheduled for later on purpose keeps its time, and a
+// job of the target held after the Resume runs at once (issue #32).
+func TestResumeReleasesHeldJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder[string]
+		q := newQueue(t, rec.handler(nil), queue.WithWorkers(1, 1))
+		start := time.Now()
+		require.NoError(t, q.Suspend("api", 30*time.Second))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "held", Key: "held", Target: "api"}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "later", Target: "api", RunAt: start.Add(time.Hour)}))
+		require.NoError(t, q.Enqueue(bg, queue.Job[string]{Payload: "other", Target: "other", RunAt: start.Add(10 * time.Second)}))
+		require.NoError(t, q.Start(bg))
+		synctest.Wait()
+		require.Empty(t, rec.payloads(), "api is suspended")
+		require.Equal(t, 3, q.Stats().Store.Scheduled)
+
+		advance(2 * time.Second)
+		require.NoError(t, q.Resume("api"))
+		synctest.Wait()
+		require.Equal(t, []string{"held"}, rec.payloads(), "the held job runs at the Resume")
+		assert.Equal(t, 2*time.Second, rec.all()[0].at.Sub(start))
+		assert.Equal(t, 1, rec.all()[0].job.Attempt, "waiting does not use up an attempt")
+		assert.Equal(t, 2, q.Stats().Store.Scheduled, "the jobs scheduled on purpose keep their time")
+
+		advance(8 * time.Second)
+		assert.Equal(t, []string{"held", "other"}, rec.payloads())
+		advance(time.Hour - 10*time.Second)
+		assert.Equal(t, []string{"held", "other", "later"}, rec.payloads())
+		assert.Equal(t, time.Hour, rec.all()[2].at.Sub(start), "a job scheduled for later keeps its RunAt")
+		balance(t, q.Stats())
+	})
+}

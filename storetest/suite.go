@@ -134,6 +134,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "RetrySuperseded", run: testSuperseded},
 		{name: "Defer", run: testDefer},
 		{name: "DeferSuperseded", run: testDeferSuperseded},
+		{name: "HeldReleased", run: testHeld},
 		{name: "GroupHeldOnlyByAddedJob", run: testGroupHeldOnlyByAddedJob},
 		{name: "GroupFreedWhenDue", run: testGroupFreedWhenDue, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 1 }}},
 		{name: "Dead", run: testDead},

@@ -113,19 +113,31 @@ func (s *Store[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 
 // Retry implements Store.
 func (s *Store[T]) Retry(_ context.Context, job core.Job[T], at time.Time, _ error) error {
-	return s.reschedule(&job, at, false)
+	return s.reschedule(&job, at, false, false)
 }
 
 // Defer implements Store.
 func (s *Store[T]) Defer(_ context.Context, job core.Job[T], at time.Time, _ error) error {
-	return s.reschedule(&job, at, true)
+	return s.reschedule(&job, at, true, false)
 }
 
-func (s *Store[T]) reschedule(job *core.Job[T], at time.Time, undo bool) error {
+// Hold implements queue.HoldStore: Defer, with the job marked held for
+// its target (ReleaseHeld).
+func (s *Store[T]) Hold(_ context.Context, job core.Job[T], at time.Time) error {
+	return s.reschedule(&job, at, true, true)
+}
+
+// reschedule puts a claimed job back in the schedule; undo gives its
+// attempt back, and held marks it held for its target (a job without a
+// target has nothing to be held for).
+func (s *Store[T]) reschedule(job *core.Job[T], at time.Time, undo, held bool) error {
 	s.running[s.stripe(job.ID)].n.Add(-1)
 	it := s.item(job)
 	if undo {
 		it.attempt--
+	}
+	if held && it.more != nil {
+		it.more.held = true // a jobMore of its own, made by item
 	}
 	it.at = max(s.instant(at), 1)
 	if job.Key == "" {

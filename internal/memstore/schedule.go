@@ -351,3 +351,36 @@ func (s *schedule[T]) run(ctx context.Context, clk core.Clock, now func() int64,
 		}
 	}
 }
+
+// ReleaseHeld implements queue.HoldStore: the jobs Hold put back for
+// target that are not yet due become due now, and the scheduler promotes
+// them. It visits the whole schedule: a Resume is rare.
+func (s *Store[T]) ReleaseHeld(_ context.Context, target string) (int, error) {
+	return s.sched.release(target, max(s.now(), 1)), nil
+}
+
+// release makes the live held items of target that are due after now due
+// at now, restores the heap's order and reports how many it moved.
+func (s *schedule[T]) release(target string, now int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := range s.heap.len() {
+		it := s.heap.at(i)
+		if it.more == nil || !it.more.held || it.more.target != target || it.at <= now {
+			continue
+		}
+		if it.ent != nil && !it.ent.is(it.id, keyPending) {
+			continue // cancelled (see compactLocked)
+		}
+		it.at = now
+		n++
+	}
+	if n > 0 {
+		for i := (s.heap.len() - 2) / 4; i >= 0; i-- {
+			s.down(i)
+		}
+		s.poke()
+	}
+	return n
+}

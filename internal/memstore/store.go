@@ -93,6 +93,7 @@ type item[T any] struct {
 type jobMore struct {
 	group, target string
 	maxAttempts   int
+	held          bool // put back by Hold: ReleaseHeld makes it due (a claim builds a new jobMore)
 }
 
 func newMore(group, target string, maxAttempts int) *jobMore {
