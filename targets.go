@@ -207,10 +207,11 @@ type targets[T any] struct {
 	m     sync.Map // name -> *target[T]
 	due   dueTable
 	fleet *fleetSync  // nil unless the store is a TargetStore (fleet.go)
+	slots *fleetSlots // nil unless the store is a SlotStore and the limit is fixed (slots.go)
+
 	// onFreed is called, without locks held, with a target that may run
 	// its jobs again after a Resume, here or in another process (freed).
 	onFreed func(name string)
-	slots *fleetSlots // nil unless the store is a SlotStore and the limit is fixed (slots.go)
 
 	// epoch is what instants count from (see instant).
 	epoch time.Time
