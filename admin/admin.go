@@ -410,7 +410,9 @@ func (a *Admin) Suspend(ctx context.Context, name string, d time.Duration) error
 	return a.t.Suspend(ctx, name, d)
 }
 
-// ResumeTarget ends target name's suspension and clears its breaker.
+// ResumeTarget ends target name's suspension and clears its breaker; on
+// a store that holds jobs back for their target (queue.HoldStore), the
+// jobs held for it are due at once.
 func (a *Admin) ResumeTarget(ctx context.Context, name string) error {
 	if a.t == nil {
 		return ErrUnsupported
@@ -429,7 +431,8 @@ func (a *Admin) Disable(ctx context.Context, name, reason string) error {
 	return a.t.Disable(ctx, name, reason)
 }
 
-// Enable re-enables the disabled target name.
+// Enable re-enables the disabled target name; when that leaves it free
+// to run, the jobs held for it are due at once, as with ResumeTarget.
 func (a *Admin) Enable(ctx context.Context, name string) error {
 	if a.t == nil {
 		return ErrUnsupported

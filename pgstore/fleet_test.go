@@ -104,3 +104,12 @@ func TestUndecodableReachesOnDead(t *testing.T) {
 		func(t *testing.T) queue.Store[int] { return newStore[int](t, e) },
 		func(t *testing.T) queue.Store[string] { return newStore[string](t, e) })
 }
+
+// TestFleetResumeReleasesHeld: a Resume in one process, or by the store's
+// admin backend (queuectl), releases the jobs another process holds for
+// the target's suspension (fleetflow.ResumeReleasesHeld).
+func TestFleetResumeReleasesHeld(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fleetflow.ResumeReleasesHeld(t, func(t *testing.T) queue.Store[int] { return newStore[int](t, e) }, pollTick)
+}

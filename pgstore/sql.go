@@ -33,7 +33,7 @@ type queries struct {
 	complete, dead, lockRows, retry, releaseReruns         string
 	cancel, cancelIDs, waitingKeys, purge, stats, sched    string
 	rescue, prune, elect, resign, insertMany, release      string
-	markMany, unmark, pruneMarks                           string
+	markMany, unmark, pruneMarks, releaseHeld              string
 
 	// admin API (admin_sql.go)
 	adminGet, adminGetKey, adminState, adminCounts, adminRetry      string
@@ -66,7 +66,7 @@ func newQueries(schema string) *queries {
 		{&q.purge, sqlPurge}, {&q.stats, sqlStats}, {&q.sched, sqlScheduled}, {&q.rescue, sqlRescue},
 		{&q.prune, sqlPrune}, {&q.elect, sqlElect}, {&q.resign, sqlResign},
 		{&q.insertMany, sqlInsertMany}, {&q.release, sqlRelease},
-		{&q.markMany, sqlMarkMany}, {&q.unmark, sqlUnmark}, {&q.pruneMarks, sqlPruneMarks},
+		{&q.markMany, sqlMarkMany}, {&q.unmark, sqlUnmark}, {&q.pruneMarks, sqlPruneMarks}, {&q.releaseHeld, sqlReleaseHeld},
 		{&q.adminGet, sqlAdminGet}, {&q.adminGetKey, sqlAdminGetKey}, {&q.adminState, sqlAdminState},
 		{&q.adminCounts, sqlAdminCounts}, {&q.adminRetry, sqlAdminRetry}, {&q.adminDelete, sqlAdminDelete},
 		{&q.adminCancel, sqlAdminCancel}, {&q.adminPause, sqlAdminPause}, {&q.adminPaused, sqlAdminPaused},
@@ -189,7 +189,7 @@ SELECT (SELECT ok FROM room),
 // not known (a generic plan). Nothing is claimed while the queue is
 // paused (notPaused).
 var sqlClaim = `
-UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text,
+UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text, held = false,
     lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz{async}
 WHERE j.id = ANY (ARRAY(
     SELECT id FROM {jobs}
@@ -297,10 +297,10 @@ RETURNING j.id`
 var sqlLockRows = `SELECT id FROM {jobs} WHERE id = ` + byIDs("$1") + ` ORDER BY id FOR UPDATE`
 
 // sqlRetry puts runs back ($1 IDs, sorted; $2 attempts, $3 times, $4
-// errors, $5 true for Defer: no attempt used, no error) unless the key has
-// a rerun waiting, or an operator asked to cancel the run (admin
-// Cancel), in which case the run is cancelled (superseded). $6 is the
-// owner, $7 now.
+// errors, $5 true for Defer: no attempt used, no error; $8 true for Hold:
+// held for the target) unless the key has a rerun waiting, or an
+// operator asked to cancel the run (admin Cancel), in which case the run
+// is cancelled (superseded). $6 is the owner, $7 now.
 var sqlRetry = `
 WITH t AS (
     SELECT j.id, ($3::timestamptz[])[` + at + `] AS at, ($4::text[])[` + at + `] AS err,
@@ -320,9 +320,21 @@ UPDATE {jobs} j SET
     last_error = CASE WHEN t.undo AND coalesce(t.err, '') = '' THEN j.last_error ELSE t.err END,
     errors = CASE WHEN t.undo AND coalesce(t.err, '') = '' THEN j.errors
         ELSE j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', $7::timestamptz, 'error', t.err)) END,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_owner = NULL, lease_expires_at = NULL,
+    held = NOT t.sup AND ($8::boolean[])[` + at + `]
 FROM t WHERE j.id = t.id
 RETURNING j.id, t.sup`
+
+// sqlReleaseHeld makes the jobs of queue $1 held for target $2 (Hold)
+// that are not yet due at $3 due then, and reports how many; the
+// promotion that follows makes them available.
+var sqlReleaseHeld = `
+WITH up AS (
+    UPDATE {jobs} SET run_at = $3::timestamptz, scheduled_at = $3::timestamptz, held = false
+    WHERE queue = $1::text AND target = $2::text AND held AND state = 'retryable' AND run_at > $3::timestamptz
+    RETURNING 1
+)
+SELECT count(*) FROM up`
 
 // sqlReleaseReruns makes the reruns of the keys of jobs $2 (in queue $1)
 // ready once no live job holds the key: available when due and the queue

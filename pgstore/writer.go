@@ -24,6 +24,7 @@ const (
 	opDead
 	opRetry
 	opDefer
+	opHold // a Defer that marks the job held for its target
 	opCancel
 	opHeartbeat
 )
@@ -260,6 +261,38 @@ func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, ca
 	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at), err: errText(cause)})
 }
 
+var _ queue.HoldStore[int] = (*Store[int])(nil)
+
+// Hold implements queue.HoldStore: Defer without a cause, with the job
+// marked held for its target (the held column, migration 007) until it is
+// claimed again.
+func (s *Store[T]) Hold(ctx context.Context, job queue.Job[T], at time.Time) error {
+	return s.outcome(ctx, &op{kind: opHold, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at)})
+}
+
+// ReleaseHeld implements queue.HoldStore: the target's held jobs that are
+// not yet due become due now, and a promotion makes them available and
+// tells every process (NOTIFY), so that a waiting worker anywhere in the
+// fleet claims them.
+func (s *Store[T]) ReleaseHeld(ctx context.Context, target string) (int, error) {
+	if err := s.adminReady(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, s.q.releaseHeld, s.cfg.Name, target, s.cfg.Clock.Now()).Scan(&n)
+	s.noteErr(err)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: releasing held jobs of target %q: %w", target, err)
+	}
+	if n > 0 {
+		if _, err := s.PromoteDue(ctx); err != nil {
+			kick(s.wakePromote) // the promoter tries again
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (s *Store[T]) outcome(ctx context.Context, o *op) error {
 	r := s.w.submit(ctx, o)
 	if r.err != nil {
@@ -355,7 +388,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		cAtt, dAtt, rAtt       []int32
 		dErr, rErr, dState     []string
 		rAt                    []time.Time
-		rUndo                  []bool
+		rUndo, rHold           []bool
 		keyed                  []int64 // ended jobs with a key
 	)
 	// The statements look each row's values up by its ID's position in
@@ -376,9 +409,10 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 				st = stCancelled
 			}
 			dState = append(dState, st)
-		case opRetry, opDefer:
+		case opRetry, opDefer, opHold:
 			rIDs, rAtt, rAt = append(rIDs, o.id), append(rAtt, int32(o.attempt)), append(rAt, o.at)
-			rErr, rUndo = append(rErr, o.err), append(rUndo, o.kind == opDefer)
+			rErr, rUndo = append(rErr, o.err), append(rUndo, o.kind != opRetry)
+			rHold = append(rHold, o.kind == opHold)
 		case opHeartbeat:
 			hIDs = append(hIDs, o.ids...)
 		}
@@ -400,7 +434,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 	}
 	if len(rIDs) > 0 {
 		b.Queue(s.q.lockRows, rIDs)
-		b.Queue(s.q.retry, rIDs, rAtt, rAt, rErr, rUndo, s.owner, now).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.retry, rIDs, rAtt, rAt, rErr, rUndo, s.owner, now, rHold).Query(func(rows pgx.Rows) error {
 			var id int64
 			var superseded bool
 			_, err := pgx.ForEachRow(rows, []any{&id, &superseded}, func() error {

@@ -41,6 +41,11 @@ type Targets struct {
 	Save func(ctx context.Context, states []queue.TargetState) error
 	// Now is called after Load, so it may read what binding set.
 	Now func() time.Time
+	// Release is the store's queue.HoldStore ReleaseHeld, or nil:
+	// ResumeTarget and Enable call it when they leave the target free to
+	// run, so that the jobs held back for it are due at once even when
+	// no running queue hears of the change.
+	Release func(ctx context.Context, target string) (int, error)
 }
 
 var _ admin.Targets = Targets{}
@@ -126,7 +131,8 @@ func (t Targets) Enable(ctx context.Context, name string) error {
 
 // change reads target name's health entry (zero when the store holds
 // none: a healthy target), applies fn, and writes it back; an entry left
-// empty is deleted. The write is announced even when nothing changed, so
+// empty is deleted. A target that the action leaves free to run (neither
+// disabled, suspended nor open) has its held jobs released (Release). The write is announced even when nothing changed, so
 // that a process whose view differs from the store hears of it.
 func (t Targets) change(ctx context.Context, op, name string, fn func(st *queue.TargetState, now time.Time)) error {
 	if err := checkName(op, name); err != nil {
@@ -142,8 +148,17 @@ func (t Targets) change(ctx context.Context, op, name string, fn func(st *queue.
 			st = states[i]
 		}
 	}
-	fn(&st, t.Now())
-	return t.Save(ctx, []queue.TargetState{st})
+	now := t.Now()
+	fn(&st, now)
+	if err := t.Save(ctx, []queue.TargetState{st}); err != nil {
+		return err
+	}
+	if t.Release != nil && !st.Disabled && !now.Before(st.SuspendedUntil) && !now.Before(st.BreakerUntil) {
+		if _, err := t.Release(ctx, name); err != nil {
+			return fmt.Errorf("%s(%q): the target is saved, but its held jobs wait for the end of their hold: %w", op, name, err)
+		}
+	}
+	return nil
 }
 
 // checkName refuses a target name a store cannot keep: empty, not
