@@ -44,7 +44,7 @@ var (
 // targets through the queue instead.)
 func (s *Store[T]) Admin() admin.Store {
 	return &adminStore[T]{s: s, Targets: durable.Targets{Load: s.LoadTargets, Save: s.SaveTargets,
-		Now: func() time.Time { return s.cfg.Clock.Now() }}}
+		Now: func() time.Time { return s.cfg.Clock.Now() }, Release: s.ReleaseHeld}}
 }
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel

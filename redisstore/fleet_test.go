@@ -90,3 +90,16 @@ func TestUndecodableReachesOnDead(t *testing.T) {
 			return s
 		})
 }
+
+// TestFleetResumeReleasesHeld: a Resume in one process, or by the store's
+// admin backend (queuectl), releases the jobs another process holds for
+// the target's suspension (fleetflow.ResumeReleasesHeld).
+func TestFleetResumeReleasesHeld(t *testing.T) {
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	fleetflow.ResumeReleasesHeld(t, func(t *testing.T) queue.Store[int] {
+		s, err := New[int](c, WithPrefix(prefix))
+		require.NoError(t, err)
+		return s
+	}, pollTick)
+}

@@ -25,6 +25,7 @@ const (
 	kPaused
 	kCancel
 	kDeadKeys
+	kHeld
 	nFixedKeys
 )
 
@@ -47,6 +48,7 @@ func newKeyspace(prefix, name string, labels []string) keyspace {
 		kKeys: "keys", kReruns: "reruns", kGroups: "groups", kDead: "dead", kCount: "count",
 		kWake: "wake", kSeen: "seen:0", kUnique: "unique",
 		kReadyIdx: "readyidx", kPaused: "paused", kCancel: "cancel", kDeadKeys: "deadkeys",
+		kHeld: "held",
 	}
 	ks := keyspace{tag: tag, leader: tag + ":leader"}
 	for _, n := range names {

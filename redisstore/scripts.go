@@ -11,7 +11,7 @@ import (
 // key a script touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
-//	KEYS[1..17]  meta, data, lease, run, sched, keys, reruns, groups, dead,
+//	KEYS[1..18]  meta, data, lease, run, sched, keys, reruns, groups, dead,
 //	             count, wake, seen (a placeholder, kept so that the
 //	             layout stays fixed), unique (the unique-window marks: a
 //	             sorted set of keys by the end of their window, in lease
@@ -20,8 +20,11 @@ import (
 //	             claims nothing while it exists), cancel (the running jobs
 //	             an operator asked to cancel: a set of IDs the heartbeat
 //	             script reports), deadkeys (key -> the newest dead job
-//	             with it, for the admin API's GetKey)
-//	KEYS[18..]   the shard's ready lists, highest priority first, then
+//	             with it, for the admin API's GetKey), held (the jobs
+//	             held back for their target, queue.HoldStore: a sorted
+//	             set of IDs by the end of their hold; the job's meta says
+//	             h while it is held)
+//	KEYS[19..]   the shard's ready lists, highest priority first, then
 //	             (add only) the seen bitmaps of the jobs being added
 //	ARGV[1]      number of ready lists n
 //	ARGV[2]      the label used for a job whose label is not on the shard
@@ -47,15 +50,15 @@ import (
 // to a ready list adds it, and every one that takes a job out removes it,
 // O(log n) each; a cancelled job's tombstone in its list is not indexed.
 const luaBase = `
-local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS =
+local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS, HELD =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
-  KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+  KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 local NL = tonumber(ARGV[1])
 local DEFLABEL = ARGV[2]
 local LABELS, LIST = {}, {}
 for i = 1, NL do
   LABELS[i] = ARGV[2 + i]
-  LIST[ARGV[2 + i]] = KEYS[17 + i]
+  LIST[ARGV[2 + i]] = KEYS[18 + i]
 end
 local function arg(i) return ARGV[2 + NL + i] end
 -- pad is a job's member in the ready index: its ID zero-padded to 20
@@ -283,4 +286,4 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 // jobScripts lists the job scripts (all but reserve, add-ready and add-one use the
 // shared key layout), for loading and for TestScriptsDeclareKeys.
 var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
-	scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage}
+	scriptReleaseHeld, scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage}

@@ -149,8 +149,8 @@ while A[i] do
   -- Arguments that go back to Redis stay strings: Redis would format a
   -- number back.
   out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
-    KEYS[17 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
-    KEYS[17 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]), A[i + 13])
+    KEYS[18 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
+    KEYS[18 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]), A[i + 13])
   i = i + 14
 end
 if #METAS > 0 then

@@ -2,7 +2,8 @@ package redisstore
 
 // Settle ends claimed jobs: now, then per job: id, lease, mode, at, error.
 // Modes: done, dead (to the dead set with error), retry (scheduled at at
-// with error), defer (at at, giving the attempt back). A retry or defer of
+// with error), defer (at at, giving the attempt back), hold (a defer held
+// for the job's target: see scriptReleaseHeld). A retry or defer of
 // a job whose key has a coalesced rerun waiting is dropped in favour of
 // the rerun, which becomes the key's job ('superseded'), as in the
 // in-memory store. Returns {ready, then per job 'ok', 'superseded', 'gone'
@@ -32,14 +33,20 @@ local function settle(id, tok, mode, at, err)
     forget(id)
     return 'superseded'
   end
-  if mode == 'defer' then
+  if mode == 'defer' or mode == 'hold' then
     if m.a > 0 then m.a = m.a - 1 end
     if err ~= '' then m.e = err end
   else
     m.e = err
   end
+  m.h = nil
   if at > now then
     schedule(id, m, at)
+    if mode == 'hold' then
+      m.h = 1
+      redis.call('ZADD', HELD, at, id)
+      redis.call('ZREMRANGEBYSCORE', HELD, '-inf', now) -- holds that have ended
+    end
   else
     m.r = at
     push_ready(id, m)
@@ -55,4 +62,28 @@ while arg(i) do
 end
 out[1] = ready_count()
 return out
+`)
+
+// ReleaseHeld: now, target. The jobs held for target (settled with mode
+// hold) that are still scheduled and not yet due become due now; holds
+// that have ended leave the held set. Returns the number released. It
+// reads every job held now, of every target: a Resume is rare, and the
+// held set holds only jobs whose hold has not ended.
+var scriptReleaseHeld = newScript("release-held", `
+local now, target = tonumber(arg(1)), arg(2)
+redis.call('ZREMRANGEBYSCORE', HELD, '-inf', now)
+local n = 0
+for _, id in ipairs(redis.call('ZRANGE', HELD, 0, -1)) do
+  local m = load(id)
+  if not m or not m.h or m.s ~= 's' then
+    redis.call('ZREM', HELD, id)
+  elseif m.t == target then
+    redis.call('ZREM', HELD, id)
+    m.h = nil
+    schedule(id, m, now)
+    save(id, m)
+    n = n + 1
+  end
+end
+return n
 `)

@@ -191,6 +191,13 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	must(t, err)
 	must(t, s.Complete(ctx, j))
 	must(t, s.trimDead(ctx, s.shards[0]))
+	// A job held for its target (settle's hold mode), then released.
+	add(queue.Job[int]{Key: "h", Target: "api", Payload: 11})
+	j = claim()
+	must(t, s.Hold(ctx, j, clk.Now().Add(time.Hour)))
+	if n, err := s.ReleaseHeld(ctx, "api"); err != nil || n != 1 {
+		t.Fatalf("ReleaseHeld = %d, %v; want 1", n, err)
+	}
 	_, err = s.Stats(ctx)
 	must(t, err)
 }

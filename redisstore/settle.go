@@ -61,6 +61,39 @@ func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, ca
 	return s.again(ctx, job, at, "defer", errString(cause))
 }
 
+var _ queue.HoldStore[int] = (*Store[int])(nil)
+
+// Hold implements queue.HoldStore: Defer without a cause, with the job
+// marked held for its target until it is claimed again. A job the
+// in-memory fallback holds during an outage is deferred plainly.
+func (s *Store[T]) Hold(ctx context.Context, job queue.Job[T], at time.Time) error {
+	return s.again(ctx, job, at, "hold", "")
+}
+
+// ReleaseHeld implements queue.HoldStore: on every shard, the jobs held
+// for target that are not yet due become due now, which wakes a waiting
+// worker in every process.
+func (s *Store[T]) ReleaseHeld(ctx context.Context, target string) (int, error) {
+	n := 0
+	for _, sh := range s.shards {
+		if !sh.healthy.Load() {
+			continue // its jobs run when their hold ends
+		}
+		r, err := sh.run(ctx, sh.client, scriptReleaseHeld, nil, s.now(), target).Int()
+		if err != nil {
+			if isOutage(ctx, err) {
+				s.markDown(sh, err)
+			}
+			return n, fmt.Errorf("redisstore: releasing held jobs of target %q: %w", target, err)
+		}
+		n += r
+	}
+	if n > 0 {
+		s.signal()
+	}
+	return n, nil
+}
+
 func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mode, cause string) error {
 	c, err := s.takeClaim(job.ID, job.Attempt)
 	if err != nil {
@@ -92,7 +125,7 @@ type settleOp struct {
 	sh    *shard
 	id    int64
 	lease string
-	mode  string // done, dead, retry, defer
+	mode  string // done, dead, retry, defer, hold
 	at    int64
 	err   string
 	key   string
