@@ -12,7 +12,8 @@ import (
 // API). The queue tracks each target's health from job outcomes:
 //
 //   - suspension: an overload (Overloaded, HTTP 429) suspends the target
-//     for WithSuspend; queued jobs for it wait, fan-out skips it.
+//     for WithSuspend; queued jobs for it wait (until a Resume, if one
+//     comes first), fan-out skips it.
 //   - disabling: a non-retryable error, a rejection, "retry in: never" or
 //     WithDisableAfter consecutive failures disables it until Resume;
 //     queued jobs for it are cancelled.
@@ -444,8 +445,11 @@ func (q *Queue[T]) Disable(target string, reason error) error {
 }
 
 // Resume clears target's suspension, disabled state, failure count and
-// breaker. It returns an error wrapping ErrUnknownTarget for a target the
-// queue has never seen.
+// breaker. The jobs that wait for the suspension or the open breaker are
+// due at once, in every process of the queue, on a store that implements
+// HoldStore (every store of this module); jobs scheduled for later keep
+// their time. It returns an error wrapping ErrUnknownTarget for a target
+// the queue has never seen.
 func (q *Queue[T]) Resume(target string) error {
 	if !q.targets.resume(target) {
 		return fmt.Errorf("%w %q", ErrUnknownTarget, target)

@@ -55,7 +55,11 @@
 // A fixed per-target concurrency limit (queue.WithTargetConcurrency) is
 // shared: the store implements queue.SlotStore on the queuekit_slots
 // table (migration 006), so at most k jobs of a target run at once in the
-// fleet; the fair share stays each process's own. See "Fleet state" in
+// fleet; the fair share stays each process's own. It implements
+// queue.HoldStore too: a job held back for its target's suspension has
+// the held column set (migration 007), and a Resume in any process, or
+// the admin backend's ResumeTarget or Enable (queuectl), makes the
+// target's held jobs due at once. See "Fleet state" in
 // docs/OPERATIONS.md.
 //
 // # Dedupe and coalescing
