@@ -10,7 +10,9 @@
 // store that implements queue.TargetStore, target state (TargetState):
 // entries load back field for field, the last write wins, an empty entry
 // deletes, and every write is announced to WatchTargets, which the suite
-// registers before Start. The
+// registers before Start; for a store that implements queue.HoldStore,
+// that ReleaseHeld makes due the jobs Hold put back for a target and only
+// those. The
 // in-memory store, pgstore and redisstore all pass it. A store declares
 // the optional behaviours it has with Features; each subtest binds a new
 // store with Config and a queuetest.FakeClock that it advances.
