@@ -49,8 +49,11 @@
 // Payloads are shown only with --payload, as the store's codec encoded
 // them (JSON unless the queue sets another codec); in JSON output a
 // payload that is not JSON is given as payload_base64. Keys, targets and
-// error texts come from the queue's users: control characters in them
-// are printed escaped, never sent to the terminal.
+// error texts come from the queue's users: control characters (C0, C1)
+// and format characters (bidirectional overrides such as U+202E) in them
+// are printed escaped, never sent to the terminal: as Go escapes (\x1b,
+// \u202e) in tables and messages, as JSON escapes (\u001b, \u202e) with
+// -o json.
 //
 // # Exit status
 //

@@ -107,10 +107,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "queuectl: %s (queuectl -h for usage)\n", ue.msg)
+		fmt.Fprintf(stderr, "queuectl: %s (queuectl -h for usage)\n", escapeHidden(ue.msg))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "queuectl: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "queuectl: %s\n", escapeHidden(oneLine(err.Error())))
 		return exitError
 	}
 }
