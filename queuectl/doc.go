@@ -25,6 +25,7 @@
 // Commands (their flags may come before or after their arguments):
 //
 //	stats [-o json]                 jobs per state, ready jobs per priority, pending keys, paused
+//	                                (on Redis: done and cancelled are "not kept")
 //	ls --state S [filters]          a page of the jobs in state S (ready, scheduled, running,
 //	   [--oldest] [--limit N]       dead, done, cancelled), newest first; filters: --priority,
 //	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next

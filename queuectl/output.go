@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -251,7 +252,10 @@ type statsReport struct {
 	Counts          map[admin.State]int `json:"counts"`
 	ReadyByPriority map[string]int      `json:"ready_by_priority"`
 	PendingKeys     int                 `json:"pending_keys"`
-	priorities      []string
+	// NotKept lists the states the store keeps no jobs in (Redis: done
+	// and cancelled), which counts leaves out rather than show 0.
+	NotKept    []admin.State `json:"not_kept,omitempty"`
+	priorities []string
 }
 
 func (r statsReport) table(w io.Writer) error {
@@ -263,6 +267,10 @@ func (r statsReport) table(w io.Writer) error {
 	for _, s := range admin.States {
 		if s == admin.Waiting && r.Counts[s] == 0 {
 			continue // held in process by the in-memory store only
+		}
+		if slices.Contains(r.NotKept, s) {
+			fmt.Fprintf(w, "  %-12s %8s\n", s, "not kept")
+			continue
 		}
 		fmt.Fprintf(w, "  %-12s %8d", s, r.Counts[s])
 		if s == admin.Ready {
