@@ -132,8 +132,25 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		out.Periodic = []queue.PeriodicStatus{}
 	}
 	for _, j := range st.NextScheduled {
-		out.NextScheduled = append(out.NextScheduled, scheduledView{ID: j.ID, Key: j.Key, Target: j.Target,
+		key, _ := capText(j.Key)
+		target, _ := capText(j.Target)
+		out.NextScheduled = append(out.NextScheduled, scheduledView{ID: j.ID, Key: key, Target: target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
+	}
+	// Every open tab polls this: the texts the queue's users wrote are
+	// cut to fieldCap bytes, so one long value cannot make each poll
+	// megabytes.
+	for i := range out.RecentErrors {
+		e := &out.RecentErrors[i]
+		e.Key, _ = capText(e.Key)
+		e.Target, _ = capText(e.Target)
+		e.Error, _ = capText(e.Error)
+	}
+	for i := range out.Periodic {
+		out.Periodic[i].LastError, _ = capText(out.Periodic[i].LastError)
+	}
+	for i := range out.Targets {
+		out.Targets[i].Reason, _ = capText(out.Targets[i].Reason)
 	}
 	if a := h.cfg.jobs; a != nil {
 		out.Paused, _ = a.Paused(r.Context())
