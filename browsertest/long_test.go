@@ -75,3 +75,23 @@ func TestLongValuesKeepPageUsable(t *testing.T) {
 	problems, _ := b.reported()
 	assert.Empty(t, problems)
 }
+
+// TestCountNowFromPage: the jobs per state are counted in the
+// background, not on every poll, and the page says how old the count is;
+// "count now" counts at once.
+func TestCountNowFromPage(t *testing.T) {
+	b := newBrowser(t)
+	s := newAdminSite(t, handle)
+	b.open(t, s.url)
+	waitJS(t, b, `!document.getElementById("states-age").hidden && document.getElementById("states-age-text").textContent.includes("ago")`)
+	assert.Equal(t, "0", eval[string](t, b, card("dead now")))
+	require.NoError(t, s.q.Enqueue(t.Context(), queue.Job[string]{Key: "d", Payload: "fail", MaxAttempts: 1}))
+	s.ev.await(t, "dead-lettered", is(queue.EventDead, "d"))
+	samples := eval[int](t, b, `Number(document.getElementById("chart").dataset.samples)`)
+	waitJS(t, b, `Number(document.getElementById("chart").dataset.samples) >= `+strconv.Itoa(samples+5))
+	assert.Equal(t, "0", eval[string](t, b, card("dead now")), "five polls later, the count is the last one")
+	b.do(t, chromedp.Click(chromedp.ID("count-now")))
+	waitJS(t, b, card("dead now")+` === "1"`)
+	problems, _ := b.reported()
+	assert.Empty(t, problems)
+}

@@ -90,6 +90,7 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if jobErr(w, err) {
+		h.recount()
 		writeJSON(w, http.StatusOK, struct {
 			ID int64 `json:"id"`
 		}{id})

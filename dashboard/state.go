@@ -36,10 +36,10 @@ type state struct {
 	IntervalMs      int64                  `json:"interval_ms"`
 	Latency         bool                   `json:"latency"` // a Recorder or the admin API times runs
 	Actions         bool                   `json:"actions"`
-	Jobs            bool                   `json:"jobs"`             // WithAdmin plugged in the job lists
-	Paused          bool                   `json:"paused"`           // the admin API paused the queue
-	States          map[string]int         `json:"states,omitempty"` // jobs per state, from the admin API
-	CSRF            string                 `json:"csrf,omitempty"`   // the token actions carry; only when they are enabled
+	Jobs            bool                   `json:"jobs"`   // WithAdmin plugged in the job lists
+	Paused          bool                   `json:"paused"` // the admin API paused the queue
+	countsView                             // jobs per state, from the admin API, and how fresh they are
+	CSRF            string                 `json:"csrf,omitempty"` // the token actions carry; only when they are enabled
 	Now             time.Time              `json:"now"`
 }
 
@@ -154,12 +154,7 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 	}
 	if a := h.cfg.jobs; a != nil {
 		out.Paused, _ = a.Paused(r.Context())
-		if c, err := a.Counts(r.Context()); err == nil {
-			out.States = make(map[string]int, len(c))
-			for k, v := range c {
-				out.States[string(k)] = v
-			}
-		}
+		out.countsView = h.counts(r.Context(), false)
 	}
 	if h.cfg.actions {
 		out.CSRF = h.token

@@ -155,6 +155,22 @@
     $("overview").replaceChildren.apply($("overview"), cards.map(function (kv) {
       return el("div", { class: "card" }, el("div", { class: "v", text: kv[1] }), el("div", { class: "k", text: kv[0] }));
     }));
+    renderCountsAge(s);
+  }
+
+  // renderCountsAge says how fresh the jobs per state are: the server
+  // counts them at most every states_every_ms, in the background, since
+  // a count reads every job on a durable store.
+  function renderCountsAge(s) {
+    var p = $("states-age");
+    p.hidden = !s.states;
+    if (!s.states) return;
+    var t = s.states_counted_at ? fmtIn(s.states_age_ms / 1000) + " ago" : "not yet";
+    if (s.states_took_ms) t += " (took " + fmtMs(s.states_took_ms) + ")";
+    if (s.states_counting) t += ", counting now…";
+    else if (s.states_every_ms) t += ", again every " + fmtIn(s.states_every_ms / 1000);
+    if (s.states_error) t += "; the last count failed: " + cut(shown(s.states_error));
+    $("states-age-text").textContent = t;
   }
 
   function kv(dl, pairs) {
@@ -414,6 +430,13 @@
         .catch(function (e) { notice(b.dataset.jobAction + " job " + b.dataset.job + ": " + e.message, true); });
     } else if (b.dataset.job) {
       showJob(b.dataset.job);
+    } else if (b.dataset.countNow) {
+      b.disabled = true;
+      fetch("api/counts", { cache: "no-store", credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("count: HTTP " + r.status)); })
+        .then(function () { return refresh(); })
+        .catch(function (e) { notice(e.message, true); })
+        .then(function () { b.disabled = false; });
     } else if (b.id === "job-detail-close") {
       $("job-detail").hidden = true;
     }
