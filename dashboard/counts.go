@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/queuekit/queue"
 )
 
 // The jobs per state come from the admin API's Counts, which reads every
@@ -122,4 +124,49 @@ func (h *Handler) serveCounts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, h.counts(r.Context(), true))
+}
+
+// slowStats is how long the source's Stats may take for polls to wait
+// for it: past it (pgstore counts the jobs not ended, 0.9 s at a million)
+// the snapshot is taken in the background, at most one at a time and
+// one every half interval, and polls answer with the last one and its
+// age (stats_age_ms).
+const slowStats = 20 * time.Millisecond
+
+// statsSnap is the source's last Stats; Handler.mu guards it.
+type statsSnap struct {
+	st   queue.Stats
+	at   time.Time     // when the Stats call started
+	took time.Duration // how long it took
+	busy bool          // a Stats call runs in the background
+}
+
+// stats returns the source's Stats and when it was taken: at once from
+// the source when its Stats is quick, else the last snapshot, taking the
+// next in the background when it is half an interval old.
+func (h *Handler) stats() (queue.Stats, time.Time) {
+	h.mu.Lock()
+	c := &h.snap
+	if c.at.IsZero() || c.took < slowStats {
+		h.mu.Unlock()
+		start := time.Now()
+		st := h.src.Stats()
+		h.mu.Lock()
+		*c = statsSnap{st: st, at: start, took: time.Since(start), busy: c.busy}
+		h.mu.Unlock()
+		return st, start
+	}
+	if !c.busy && time.Since(c.at) >= h.cfg.interval/2 {
+		c.busy = true
+		go func() {
+			start := time.Now()
+			st := h.src.Stats()
+			h.mu.Lock()
+			*c = statsSnap{st: st, at: start, took: time.Since(start)}
+			h.mu.Unlock()
+		}()
+	}
+	st, at := c.st, c.at
+	h.mu.Unlock()
+	return st, at
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 )
 
@@ -98,5 +99,40 @@ func TestStateDoesNotCountEveryPoll(t *testing.T) {
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &c))
 		assert.Equal(t, 3.0, deadOf(c))
 		assert.EqualValues(t, 3, f.calls.Load())
+	})
+}
+
+// slowSource is a queue whose Stats takes 900 ms, as pgstore's does at a
+// million jobs (it counts the jobs not ended).
+type slowSource struct {
+	*queue.Queue[string]
+	calls atomic.Int32
+}
+
+func (s *slowSource) Stats() queue.Stats {
+	s.calls.Add(1)
+	time.Sleep(900 * time.Millisecond)
+	return s.Queue.Stats()
+}
+
+// TestSlowStatsTakenInBackground: when the source's Stats is slow, polls
+// answer at once with the last snapshot and its age, and one snapshot is
+// taken in the background for every tab.
+func TestSlowStatsTakenInBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &slowSource{Queue: newQueue(t)}
+		h := newHandler(t, src)
+		_, took := stateJSON(t, h) // the first poll waits
+		assert.Equal(t, 900*time.Millisecond, took)
+		for range 10 {
+			time.Sleep(time.Second)
+			m, took := stateJSON(t, h)
+			stateJSON(t, h) // a second tab
+			assert.Zero(t, took, "a poll waited for Stats")
+			assert.Contains(t, m, "stats_age_ms")
+		}
+		time.Sleep(time.Second) // the last background Stats ends
+		synctest.Wait()
+		assert.LessOrEqual(t, src.calls.Load(), int32(11), "one Stats a poll interval for both tabs")
 	})
 }

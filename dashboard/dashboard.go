@@ -47,6 +47,7 @@ type Handler struct {
 	mu   sync.Mutex
 	ring ring        // samples for the chart
 	cnt  stateCounts // the last count of jobs per state (counts.go)
+	snap statsSnap   // the source's last Stats, when it is slow (counts.go)
 }
 
 type config struct {

@@ -85,6 +85,12 @@
 // or a retry or delete changed the jobs, and each poll answers at once
 // with the last count and its age (states_counted_at, states_age_ms),
 // which the page shows beside a "count now" button (GET api/counts).
+// The other figures come from the queue's Stats, which a poll takes
+// itself while it is quick; once one took 20 ms or more (pgstore counts
+// the jobs not ended: 0.9 s at a million) they are taken in the
+// background, one at a time and at most every half interval, and polls
+// answer with the last snapshot and its age (stats_age_ms, shown beside
+// "updated" when older than the interval).
 //
 // # Long and hidden text
 //

@@ -41,6 +41,7 @@ type state struct {
 	countsView                             // jobs per state, from the admin API, and how fresh they are
 	CSRF            string                 `json:"csrf,omitempty"` // the token actions carry; only when they are enabled
 	Now             time.Time              `json:"now"`
+	StatsAgeMs      int64                  `json:"stats_age_ms"` // how old the figures from the queue's Stats are, in ms
 }
 
 type storeView struct {
@@ -86,7 +87,7 @@ func health(t queue.TargetStatus, now time.Time) string {
 }
 
 func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
-	st := h.src.Stats()
+	st, taken := h.stats()
 	now := time.Now()
 	s := sample{at: now, depth: st.Depth, running: st.Running, workers: st.Workers, done: st.Done, failed: st.Failed}
 	h.mu.Lock()
@@ -123,6 +124,7 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		Actions:         h.cfg.actions,
 		Jobs:            h.cfg.jobs != nil,
 		Now:             now,
+		StatsAgeMs:      now.Sub(taken).Milliseconds(),
 	}
 	if out.RecentErrors == nil {
 		out.RecentErrors = []queue.ErrorRecord{}

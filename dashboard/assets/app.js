@@ -127,7 +127,9 @@
     $("resume-btn").hidden = !s.paused;
     $("mode").textContent = s.actions ? "actions enabled" : "read-only";
     $("mode").className = "badge " + (s.actions ? "rw" : "");
-    $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    // A slow store's figures are taken in the background: say how old.
+    var age = s.stats_age_ms > s.interval_ms ? " (figures " + fmtIn(s.stats_age_ms / 1000) + " old)" : "";
+    $("updated").textContent = "updated " + new Date().toLocaleTimeString() + age;
     $("interval").textContent = fmt(s.interval_ms / 1000, 2) + " s";
   }
 
