@@ -30,6 +30,9 @@
 //	   [--oldest] [--limit N]       dead, done, cancelled), newest first; filters: --priority,
 //	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next
 //	   [-o json]                    page's cursor ("next page: --after ..."; "next" in JSON)
+//	                                the filters are tested on each job of the state in page
+//	                                order: a rare target or a key prefix matching nothing
+//	                                reads the whole state (see docs/OPERATIONS.md)
 //	show ID | --key K [--payload]   one job; --key finds the pending or running job with
 //	   [-o json]                    that key, or else the newest ended one (Redis keeps
 //	                                dead jobs only: no done or cancelled ones)
