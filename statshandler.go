@@ -117,7 +117,7 @@ func writeStats(w io.Writer, st Stats, now time.Time) {
 	if len(st.NextScheduled) > 0 {
 		p("next scheduled:")
 		for _, j := range st.NextScheduled {
-			p("  in %-10s job %d key %q target %q attempt %d", j.RunAt.Sub(now).Round(time.Millisecond), j.ID, j.Key, j.Target, j.Attempt)
+			p("  in %-10s job %d key %q target %q attempts so far %d", j.RunAt.Sub(now).Round(time.Millisecond), j.ID, j.Key, j.Target, j.Attempt)
 		}
 	}
 	if len(st.Targets) > 0 {

@@ -57,6 +57,18 @@ func TestStatsHandlerTextGolden(t *testing.T) {
 	})
 }
 
+// TestStatsHandlerNextScheduledAttempts: a scheduled job's Attempt is
+// the attempts already made, and the text says so (job 5 failed once and
+// waits for its second run: "attempt 1" read as the run it waits for).
+func TestStatsHandlerNextScheduledAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newObsScenario(t)
+		body := get(s.q.StatsHandler(), http.MethodGet, "/stats").Body.String()
+		assert.Contains(t, body, `job 5 key "f" target "slow" attempts so far 1`)
+		assert.Contains(t, body, `job 10 key "s" target "" attempts so far 0`)
+	})
+}
+
 func TestStatsHandlerJSONGolden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newObsScenario(t)

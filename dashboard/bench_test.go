@@ -125,3 +125,42 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkStateMillion polls api/state (WithAdmin) of an in-memory queue
+// holding 1 000 000 ready jobs, as every open tab does each second; the
+// durable stores have the same benchmark (BenchmarkDashboardState in
+// pgstore and redisstore). It reports the first poll, which waits for the
+// first count of jobs per state (first-poll-ms).
+//
+//	go test -run '^$' -bench StateMillion -benchtime 50x ./dashboard
+func BenchmarkStateMillion(b *testing.B) {
+	const n = 1_000_000
+	q, err := queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithCapacity(n, n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		if err := q.Enqueue(context.Background(), queue.Job[int]{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h, err := dashboard.New(q, dashboard.WithAdmin(q.Admin()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	poll := func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/state", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("api/state: %d %s", rec.Code, rec.Body)
+		}
+	}
+	t0 := time.Now()
+	poll()
+	first := time.Since(t0)
+	b.ResetTimer()
+	for b.Loop() {
+		poll()
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000, "first-poll-ms")
+}

@@ -45,7 +45,9 @@ type Handler struct {
 	crossOri *http.CrossOriginProtection
 
 	mu   sync.Mutex
-	ring ring // samples for the chart
+	ring ring        // samples for the chart
+	cnt  stateCounts // the last count of jobs per state (counts.go)
+	snap statsSnap   // the source's last Stats, when it is slow (counts.go)
 }
 
 type config struct {
@@ -55,6 +57,8 @@ type config struct {
 	runTimes bool         // jobs samples run times (admin.RunTimer), for the chart without a Recorder
 	interval time.Duration
 	history  int
+
+	countsEvery time.Duration // WithCountsEvery
 }
 
 // Option configures a Handler.
@@ -131,13 +135,31 @@ func WithHistory(n int) Option {
 	}
 }
 
+// WithCountsEvery sets how old the count of jobs per state the page
+// shows (with WithAdmin) may grow before a poll starts a new one in the
+// background (default 30 s; at least 1 s). The count reads every job of
+// the queue on pgstore, so it is made once for every open tab and never
+// on a poll's path: each poll answers with the last count and its age,
+// which the page shows with a "count now" button (GET api/counts, which
+// waits for a fresh count, at most one every 2 s). A retry or delete from
+// the page makes the next poll recount.
+func WithCountsEvery(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second {
+			return fmt.Errorf("dashboard: WithCountsEvery(%s): must be at least 1s", d)
+		}
+		c.countsEvery = d
+		return nil
+	}
+}
+
 // New returns a dashboard of src. It reports an error naming the option
 // at fault when an option's value is out of range.
 func New(src Source, opts ...Option) (*Handler, error) {
 	if src == nil {
 		return nil, fmt.Errorf("dashboard: New: nil Source")
 	}
-	cfg := config{interval: time.Second, history: 300}
+	cfg := config{interval: time.Second, history: 300, countsEvery: 30 * time.Second}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -167,6 +189,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /favicon.svg", h.asset("assets/favicon.svg", "image/svg+xml"))
 	m.HandleFunc("GET /api/state", h.serveState)
 	m.HandleFunc("POST /api/targets/{action}", h.action(h.targetAction))
+	m.HandleFunc("GET /api/counts", h.serveCounts)
 	m.HandleFunc("GET /api/jobs/dead", h.serveDead)
 	m.HandleFunc("GET /api/jobs/{id}", h.serveJob)
 	m.HandleFunc("POST /api/jobs/{id}/{action}", h.action(h.jobAction))

@@ -78,4 +78,26 @@
 // it when actions are enabled). It never shows payloads. Without it the
 // section says what is missing, and the job endpoints answer 501 Not
 // Implemented.
+//
+// The jobs per state come from the admin API's Counts, which reads every
+// job on pgstore: the handler counts in the background, once for every
+// open tab, when the last count is WithCountsEvery old (30 s by default)
+// or a retry or delete changed the jobs, and each poll answers at once
+// with the last count and its age (states_counted_at, states_age_ms),
+// which the page shows beside a "count now" button (GET api/counts).
+// The other figures come from the queue's Stats, which a poll takes
+// itself while it is quick; once one took 20 ms or more (pgstore counts
+// the jobs not ended: 0.9 s at a million) they are taken in the
+// background, one at a time and at most every half interval, and polls
+// answer with the last snapshot and its age (stats_age_ms, shown beside
+// "updated" when older than the interval).
+//
+// # Long and hidden text
+//
+// Keys, targets and errors come from the queue's users. The lists and
+// api/state carry at most 1 KiB of each (a listed job says truncated),
+// the job's detail all of it; a table cell shows at most 120 characters,
+// the detail the whole value in a panel where the user is; control and
+// format characters (U+202E and the other bidirectional controls) are
+// shown escaped, as \u202e.
 package dashboard

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
@@ -25,7 +26,12 @@ type JobInfo struct {
 	Attempt   int       `json:"attempt"`              // runs made so far
 	LastError string    `json:"last_error,omitempty"` // the error of its last run, if it failed
 	Updated   time.Time `json:"updated,omitzero"`     // when it entered its state
+	Truncated bool      `json:"truncated,omitempty"`  // a list cut Key, Target or LastError to fieldCap bytes
 }
+
+// fieldCap is the most bytes of a key, target or error text a list (and
+// api/state) carries; the job's detail carries the whole value.
+const fieldCap = 1024
 
 // deadLimit is how many dead jobs the page lists.
 const deadLimit = 100
@@ -42,7 +48,7 @@ func (h *Handler) serveDead(w http.ResponseWriter, r *http.Request) {
 	}
 	jobs := make([]JobInfo, 0, len(page.Jobs))
 	for _, j := range page.Jobs {
-		jobs = append(jobs, jobView(j))
+		jobs = append(jobs, jobView(j).capped())
 	}
 	writeJSON(w, http.StatusOK, jobs)
 }
@@ -84,6 +90,7 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if jobErr(w, err) {
+		h.recount()
 		writeJSON(w, http.StatusOK, struct {
 			ID int64 `json:"id"`
 		}{id})
@@ -118,6 +125,30 @@ func jobErr(w http.ResponseWriter, err error) bool {
 func jobView(j admin.JobInfo) JobInfo {
 	return JobInfo{ID: j.ID, Key: j.Key, Target: j.Target, Priority: j.Priority, State: string(j.State),
 		Attempt: j.Attempt, LastError: j.LastError, Updated: j.Updated}
+}
+
+// capped is j with its texts cut to fieldCap bytes, Truncated when one was.
+func (j JobInfo) capped() JobInfo {
+	var cut [3]bool
+	j.Key, cut[0] = capText(j.Key)
+	j.Target, cut[1] = capText(j.Target)
+	j.LastError, cut[2] = capText(j.LastError)
+	j.Truncated = cut[0] || cut[1] || cut[2]
+	return j
+}
+
+// capText cuts s to at most fieldCap bytes, on a rune boundary, ending in
+// "…" when it cut, and reports whether it did.
+func capText(s string) (string, bool) {
+	if len(s) <= fieldCap {
+		return s, false
+	}
+	const ellipsis = "…"
+	n := fieldCap - len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis, true
 }
 
 // queueAction serves POST api/queue/{action}: pause or resume the queue

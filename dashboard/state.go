@@ -36,11 +36,12 @@ type state struct {
 	IntervalMs      int64                  `json:"interval_ms"`
 	Latency         bool                   `json:"latency"` // a Recorder or the admin API times runs
 	Actions         bool                   `json:"actions"`
-	Jobs            bool                   `json:"jobs"`             // WithAdmin plugged in the job lists
-	Paused          bool                   `json:"paused"`           // the admin API paused the queue
-	States          map[string]int         `json:"states,omitempty"` // jobs per state, from the admin API
-	CSRF            string                 `json:"csrf,omitempty"`   // the token actions carry; only when they are enabled
+	Jobs            bool                   `json:"jobs"`   // WithAdmin plugged in the job lists
+	Paused          bool                   `json:"paused"` // the admin API paused the queue
+	countsView                             // jobs per state, from the admin API, and how fresh they are
+	CSRF            string                 `json:"csrf,omitempty"` // the token actions carry; only when they are enabled
 	Now             time.Time              `json:"now"`
+	StatsAgeMs      int64                  `json:"stats_age_ms"` // how old the figures from the queue's Stats are, in ms
 }
 
 type storeView struct {
@@ -86,7 +87,7 @@ func health(t queue.TargetStatus, now time.Time) string {
 }
 
 func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
-	st := h.src.Stats()
+	st, taken := h.stats()
 	now := time.Now()
 	s := sample{at: now, depth: st.Depth, running: st.Running, workers: st.Workers, done: st.Done, failed: st.Failed}
 	h.mu.Lock()
@@ -123,6 +124,7 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		Actions:         h.cfg.actions,
 		Jobs:            h.cfg.jobs != nil,
 		Now:             now,
+		StatsAgeMs:      now.Sub(taken).Milliseconds(),
 	}
 	if out.RecentErrors == nil {
 		out.RecentErrors = []queue.ErrorRecord{}
@@ -132,17 +134,29 @@ func (h *Handler) serveState(w http.ResponseWriter, r *http.Request) {
 		out.Periodic = []queue.PeriodicStatus{}
 	}
 	for _, j := range st.NextScheduled {
-		out.NextScheduled = append(out.NextScheduled, scheduledView{ID: j.ID, Key: j.Key, Target: j.Target,
+		key, _ := capText(j.Key)
+		target, _ := capText(j.Target)
+		out.NextScheduled = append(out.NextScheduled, scheduledView{ID: j.ID, Key: key, Target: target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
+	}
+	// Every open tab polls this: the texts the queue's users wrote are
+	// cut to fieldCap bytes, so one long value cannot make each poll
+	// megabytes.
+	for i := range out.RecentErrors {
+		e := &out.RecentErrors[i]
+		e.Key, _ = capText(e.Key)
+		e.Target, _ = capText(e.Target)
+		e.Error, _ = capText(e.Error)
+	}
+	for i := range out.Periodic {
+		out.Periodic[i].LastError, _ = capText(out.Periodic[i].LastError)
+	}
+	for i := range out.Targets {
+		out.Targets[i].Reason, _ = capText(out.Targets[i].Reason)
 	}
 	if a := h.cfg.jobs; a != nil {
 		out.Paused, _ = a.Paused(r.Context())
-		if c, err := a.Counts(r.Context()); err == nil {
-			out.States = make(map[string]int, len(c))
-			for k, v := range c {
-				out.States[string(k)] = v
-			}
-		}
+		out.countsView = h.counts(r.Context(), false)
 	}
 	if h.cfg.actions {
 		out.CSRF = h.token

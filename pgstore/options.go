@@ -13,17 +13,30 @@ import (
 // options in order and returns a *queue.OptionError naming the first bad one.
 type Option func(*options) error
 
-// Defaults of the options, in the order of the options below.
+// Defaults of the options, in the order of the options below. Each is
+// the value its option takes when the option is not given; the ones
+// every durable store shares (payload limit, lease and
+// leader TTLs, janitor interval, dead retention) are equal in pgstore and
+// redisstore.
 const (
-	DefaultMaxPayload         = durable.DefaultMaxPayload
-	DefaultPollInterval       = time.Second
-	DefaultClaimBatch         = 1000
-	DefaultWriteBatch         = 1000
-	DefaultLeaseTTL           = durable.DefaultLeaseTTL
-	DefaultJanitorInterval    = durable.DefaultJanitorInterval
-	DefaultCompletedRetention = 24 * time.Hour
-	DefaultDeadRetention      = durable.DefaultDeadRetention
-	DefaultLeaderTTL          = durable.DefaultLeaderTTL
+	// DefaultMaxPayload is WithMaxPayload's default: 1 MiB.
+	DefaultMaxPayload int = 1 << 20
+	// DefaultPollInterval is WithPollInterval's default.
+	DefaultPollInterval time.Duration = time.Second
+	// DefaultClaimBatch is WithBatchSizes' default claim batch.
+	DefaultClaimBatch int = 1000
+	// DefaultWriteBatch is WithBatchSizes' default write batch.
+	DefaultWriteBatch int = 1000
+	// DefaultLeaseTTL is WithLeaseTTL's default.
+	DefaultLeaseTTL time.Duration = 30 * time.Second
+	// DefaultJanitorInterval is WithJanitorInterval's default.
+	DefaultJanitorInterval time.Duration = time.Second
+	// DefaultCompletedRetention is WithCompletedRetention's default.
+	DefaultCompletedRetention time.Duration = 24 * time.Hour
+	// DefaultDeadRetention is WithDeadRetention's default: a week.
+	DefaultDeadRetention time.Duration = 7 * 24 * time.Hour
+	// DefaultLeaderTTL is WithLeaderTTL's default.
+	DefaultLeaderTTL time.Duration = 10 * time.Second
 )
 
 // options are the shared durable options (codec, payload limit, lease and

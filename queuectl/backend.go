@@ -91,7 +91,7 @@ func (c *cli) open() (*backend, error) {
 func (c *cli) dial() (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(c.g.pg)
 	if err != nil {
-		return nil, fmt.Errorf("--pg: bad URL: %v", pgURLError(err))
+		return nil, usagef("--pg: bad URL: %v", pgURLError(err))
 	}
 	cfg.MaxConns = 4
 	cfg.ConnConfig.ConnectTimeout = c.g.timeout
@@ -263,16 +263,16 @@ func (c *cli) redisOptions() (*redis.Options, error) {
 	if strings.Contains(addr, "://") {
 		o, err := redis.ParseURL(addr)
 		if err != nil {
-			return nil, fmt.Errorf("--redis: bad URL: %v", err)
+			return nil, usagef("--redis: bad URL: %v", err)
 		}
 		return o, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--redis %q: bad address: want host:port or redis://host:port/db", addr)
+		return nil, usagef("--redis %q: bad address: want host:port or redis://host:port/db", addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return nil, fmt.Errorf("--redis %q: bad port %q", addr, port)
+		return nil, usagef("--redis %q: bad port %q", addr, port)
 	}
 	return &redis.Options{Addr: net.JoinHostPort(host, port)}, nil
 }

@@ -42,6 +42,12 @@ func (c *cli) stats(args []string) error {
 		}
 		r := statsReport{Queue: c.g.queue, Backend: b.kind, Where: b.where, Paused: paused,
 			Counts: counts, ReadyByPriority: st.ReadyByPriority, PendingKeys: st.PendingKeys}
+		if b.kind == "redis" { // Redis deletes a job once it is done or cancelled
+			r.NotKept = []admin.State{admin.Done, admin.Cancelled}
+			for _, s := range r.NotKept {
+				delete(r.Counts, s)
+			}
+		}
 		cfg, _ := c.priorityConfig()
 		for _, p := range cfg.Priorities {
 			r.priorities = append(r.priorities, p.Name)

@@ -25,10 +25,14 @@
 // Commands (their flags may come before or after their arguments):
 //
 //	stats [-o json]                 jobs per state, ready jobs per priority, pending keys, paused
+//	                                (on Redis: done and cancelled are "not kept")
 //	ls --state S [filters]          a page of the jobs in state S (ready, scheduled, running,
 //	   [--oldest] [--limit N]       dead, done, cancelled), newest first; filters: --priority,
 //	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next
 //	   [-o json]                    page's cursor ("next page: --after ..."; "next" in JSON)
+//	                                the filters are tested on each job of the state in page
+//	                                order: a rare target or a key prefix matching nothing
+//	                                reads the whole state (see docs/OPERATIONS.md)
 //	show ID | --key K [--payload]   one job; --key finds the pending or running job with
 //	   [-o json]                    that key, or else the newest ended one (Redis keeps
 //	                                dead jobs only: no done or cancelled ones)
@@ -49,8 +53,11 @@
 // Payloads are shown only with --payload, as the store's codec encoded
 // them (JSON unless the queue sets another codec); in JSON output a
 // payload that is not JSON is given as payload_base64. Keys, targets and
-// error texts come from the queue's users: control characters in them
-// are printed escaped, never sent to the terminal.
+// error texts come from the queue's users: control characters (C0, C1)
+// and format characters (bidirectional overrides such as U+202E) in them
+// are printed escaped, never sent to the terminal: as Go escapes (\x1b,
+// \u202e) in tables and messages, as JSON escapes (\u001b, \u202e) with
+// -o json.
 //
 // # Exit status
 //

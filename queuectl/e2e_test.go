@@ -336,6 +336,15 @@ func exercise(t *testing.T, h *harness, ended bool) {
 		out := h.ok("stats")
 		require.Contains(t, out, `queue "mail" on `)
 		require.Contains(t, out, "high 0, normal 0, low 0")
+		if ended {
+			require.NotContains(t, out, "not kept")
+			require.Empty(t, st.NotKept)
+		} else {
+			require.Equal(t, []admin.State{admin.Done, admin.Cancelled}, st.NotKept)
+			require.NotContains(t, st.Counts, admin.Done, "-o json leaves out what Redis does not keep") // Redis keeps no done or cancelled jobs: no count to show
+			require.Regexp(t, `(?m)^  done +not kept$`, out)
+			require.Regexp(t, `(?m)^  cancelled +not kept$`, out)
+		}
 	})
 }
 

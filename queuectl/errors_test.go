@@ -71,6 +71,23 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageErrorEscaped: what the user typed is echoed with its control
+// and format characters escaped, never sent raw to the terminal.
+func TestUsageErrorEscaped(t *testing.T) {
+	for _, args := range [][]string{
+		{"--fr\x1b[2Job", "stats"},
+		{"--pg=postgres://u@127.0.0.1:1/db", "ls", "--state", "dead", "--x\u202etxt"},
+		{"--pg=postgres://u@127.0.0.1:1/db", "fr\x9bob"},
+	} {
+		r := ctl(t, "", args...)
+		require.Equal(t, exitUsage, r.code, r.stderr)
+		require.NotContains(t, r.stderr, "\x1b")
+		require.NotContains(t, r.stderr, "\u202e")
+		require.NotContains(t, r.stderr, "\u009b")
+		require.Regexp(t, `\\(x1b|u202e|u009b|x9b)`, r.stderr)
+	}
+}
+
 // TestHelp: -h prints the usage and exits 0.
 func TestHelp(t *testing.T) {
 	r := ctl(t, "", "-h")
@@ -81,7 +98,8 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestBadAddress: a URL or address that does not parse is named.
+// TestBadAddress: a URL or address that does not parse is named, and is
+// a mistake on the command line (exit 2), as the docs say.
 func TestBadAddress(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -93,10 +111,14 @@ func TestBadAddress(t *testing.T) {
 		{"redis no port", []string{"--redis", "localhost", "stats"}, `--redis "localhost": bad address: want host:port`},
 		{"redis bad port", []string{"--redis", "localhost:http", "stats"}, `--redis "localhost:http": bad port "http"`},
 		{"redis URL", []string{"--redis", "redis://127.0.0.1:6379/zero", "stats"}, "--redis: bad URL:"},
+		{"pg escape", []string{"--pg", "postgres://u:secret@127.0.0.1/%zz", "stats"}, "--pg: bad URL:"},
+		{"pg not a URL", []string{"--pg", "::not a url::", "stats"}, "--pg: bad URL:"},
+		{"redis not a URL", []string{"--redis", "::not a url::", "stats"}, `--redis "::not a url::": bad`},
+		{"redis escape", []string{"--redis", "redis://127.0.0.1:6379/%zz", "stats"}, "--redis: bad URL:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ctl(t, "", tc.args...)
-			requireFails(t, r, exitError, tc.want)
+			requireFails(t, r, exitUsage, tc.want)
 			require.NotContains(t, r.stderr, "secret")
 		})
 	}

@@ -83,7 +83,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"stats", "[-o table|json]", "job counts per state, ready jobs per priority, paused", (*cli).stats},
-		{"ls", "--state S [--priority P] [--target T] [--key-prefix K] [--oldest] [--limit N] [--after CURSOR] [--payload] [-o table|json]", "list jobs in a state, a page at a time", (*cli).ls},
+		{"ls", "--state S [--priority P] [--target T] [--key-prefix K] [--oldest] [--limit N] [--after CURSOR] [--payload] [-o table|json]", "list jobs in a state, a page at a time (a rare --target or --key-prefix reads the whole state)", (*cli).ls},
 		{"show", "ID | --key KEY [--payload] [-o table|json]", "one job in detail", (*cli).show},
 		{"retry", "ID | --state dead|cancelled [--priority P] [--target T] [--key-prefix K] [--yes]", "run a dead (or cancelled) job again, or every one matching", (*cli).retry},
 		{"rm", "ID", "delete a job that is not running", (*cli).rm},
@@ -107,10 +107,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "queuectl: %s (queuectl -h for usage)\n", ue.msg)
+		fmt.Fprintf(stderr, "queuectl: %s (queuectl -h for usage)\n", escapeHidden(ue.msg))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "queuectl: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "queuectl: %s\n", escapeHidden(oneLine(err.Error())))
 		return exitError
 	}
 }

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/queuekit/queue/admin"
 )
@@ -19,12 +23,39 @@ import (
 // quoted, never sent to the terminal.
 func printable(s string) string {
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == unicode.ReplacementChar {
+		if hidden(r) || r == unicode.ReplacementChar {
 			q := strconv.Quote(s)
 			return q[1 : len(q)-1]
 		}
 	}
 	return s
+}
+
+// hidden reports whether r must not reach a terminal raw: a control
+// character (C0, DEL, C1: escape sequences) or a format character
+// (bidirectional overrides and isolates, marks, tags), which reorder or
+// hide the text around it.
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+}
+
+// escapeHidden returns msg, one of queuectl's messages, with each
+// hidden character written as a Go escape (\x1b, \u202e); the rest,
+// quotes included, is left as it is.
+func escapeHidden(msg string) string {
+	if !strings.ContainsFunc(msg, hidden) {
+		return msg
+	}
+	var b strings.Builder
+	for _, r := range msg {
+		if !hidden(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }
 
 // shorten cuts s to n runes.
@@ -36,10 +67,41 @@ func shorten(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// writeJSON writes v as indented JSON. encoding/json escapes C0 controls
+// but writes C1 controls and format characters (U+009B, U+202E) raw, so
+// they are escaped here as JSON escapes (\u009b, \u202e): the terminal
+// never gets them, and a JSON reader gets the same text back.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeJSON(b.Bytes()))
+	return err
+}
+
+// escapeJSON escapes the hidden characters of encoded JSON. Outside its
+// strings JSON is ASCII, so every one of them is inside a string, where
+// a \u escape means the same character.
+func escapeJSON(js []byte) []byte {
+	if !bytes.ContainsFunc(js, func(r rune) bool { return r >= 0x80 && hidden(r) }) {
+		return js
+	}
+	out := make([]byte, 0, len(js)+32)
+	for len(js) > 0 {
+		r, n := utf8.DecodeRune(js)
+		if r < 0x80 || !hidden(r) {
+			out = append(out, js[:n]...)
+		} else if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		js = js[n:]
+	}
+	return out
 }
 
 // jobView is a JobInfo for JSON output: the payload is embedded as JSON
@@ -190,7 +252,10 @@ type statsReport struct {
 	Counts          map[admin.State]int `json:"counts"`
 	ReadyByPriority map[string]int      `json:"ready_by_priority"`
 	PendingKeys     int                 `json:"pending_keys"`
-	priorities      []string
+	// NotKept lists the states the store keeps no jobs in (Redis: done
+	// and cancelled), which counts leaves out rather than show 0.
+	NotKept    []admin.State `json:"not_kept,omitempty"`
+	priorities []string
 }
 
 func (r statsReport) table(w io.Writer) error {
@@ -202,6 +267,10 @@ func (r statsReport) table(w io.Writer) error {
 	for _, s := range admin.States {
 		if s == admin.Waiting && r.Counts[s] == 0 {
 			continue // held in process by the in-memory store only
+		}
+		if slices.Contains(r.NotKept, s) {
+			fmt.Fprintf(w, "  %-12s %8s\n", s, "not kept")
+			continue
 		}
 		fmt.Fprintf(w, "  %-12s %8d", s, r.Counts[s])
 		if s == admin.Ready {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -52,4 +53,27 @@ func TestJobJSON(t *testing.T) {
 	require.Nil(t, v.Payload)
 	require.Equal(t, []byte{0xff, 0x00}, v.PayloadBase64)
 	require.Nil(t, view(admin.JobInfo{}).Payload)
+}
+
+// TestJSONEscaped: -o json escapes the same characters as the tables,
+// as JSON escapes (\u009b, \u202e), so the terminal never gets them raw
+// and a JSON reader gets the text back unchanged.
+func TestJSONEscaped(t *testing.T) {
+	j := admin.JobInfo{ID: 7, State: admin.Dead, Key: "k-\u202etxt.exe", Target: "t\u009b31m",
+		LastError: "\x1b[2J \u2066iso\u2069 \u200e \U000e0041 é<"}
+	var b bytes.Buffer
+	require.NoError(t, writeJSON(&b, view(j)))
+	out := b.String()
+	for _, r := range []string{"\u202e", "\u009b", "\x1b", "\u2066", "\u2069", "\u200e", "\U000e0041"} {
+		require.NotContains(t, out, r)
+	}
+	require.Contains(t, out, `k-\u202etxt.exe`)
+	require.Contains(t, out, `t\u009b31m`)
+	require.Contains(t, out, `\udb40\udc41`)
+	require.Contains(t, out, "é")
+	var back admin.JobInfo
+	require.NoError(t, json.Unmarshal(b.Bytes(), &back))
+	require.Equal(t, j.Key, back.Key)
+	require.Equal(t, j.Target, back.Target)
+	require.Equal(t, j.LastError, back.LastError)
 }

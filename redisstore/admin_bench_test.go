@@ -36,32 +36,9 @@ func BenchmarkAdminList(b *testing.B) {
 	}
 	ctx := context.Background()
 	dead := n / 10
-	start := time.Now()
-	loadDead(b, ctx, s, dead)
 	ready := n - dead
-	const batch = 10_000
-	var wg sync.WaitGroup
-	next := make(chan int)
-	labels := []string{"high", "normal", "low"}
-	for range 4 {
-		wg.Go(func() {
-			jobs := make([]queue.Job[int], 0, batch)
-			for from := range next {
-				jobs = jobs[:0]
-				for i := from; i < min(from+batch, ready); i++ {
-					jobs = append(jobs, queue.Job[int]{Priority: labels[i%3], Target: fmt.Sprint("t", i%7), Payload: i})
-				}
-				if _, err := s.EnqueueMany(ctx, jobs); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
-	for from := 0; from < ready; from += batch {
-		next <- from
-	}
-	close(next)
-	wg.Wait()
+	start := time.Now()
+	loadJobs(b, ctx, s, ready, dead)
 	b.Logf("loaded %d ready and %d dead jobs in %s", ready, dead, time.Since(start).Round(time.Millisecond))
 	a := admin.New(s.Admin())
 	counts, err := a.Counts(ctx)
@@ -110,6 +87,37 @@ func BenchmarkAdminList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// loadJobs enqueues ready jobs with EnqueueMany (batches of 10 000 from
+// four goroutines, through the add script and the ready index: high,
+// normal and low in turn, targets t0 to t6) and writes dead ones as bury
+// leaves them.
+func loadJobs(b *testing.B, ctx context.Context, s *Store[int], ready, dead int) {
+	loadDead(b, ctx, s, dead)
+	const batch = 10_000
+	var wg sync.WaitGroup
+	next := make(chan int)
+	labels := []string{"high", "normal", "low"}
+	for range 4 {
+		wg.Go(func() {
+			jobs := make([]queue.Job[int], 0, batch)
+			for from := range next {
+				jobs = jobs[:0]
+				for i := from; i < min(from+batch, ready); i++ {
+					jobs = append(jobs, queue.Job[int]{Priority: labels[i%3], Target: fmt.Sprint("t", i%7), Payload: i})
+				}
+				if _, err := s.EnqueueMany(ctx, jobs); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for from := 0; from < ready; from += batch {
+		next <- from
+	}
+	close(next)
+	wg.Wait()
 }
 
 // loadDead writes n dead jobs as bury leaves them, 2000 per script call.

@@ -13,20 +13,36 @@ import (
 // a *queue.OptionError naming the first bad one.
 type Option func(*options) error
 
-// Defaults of the options, in the order of the options below.
+// Defaults of the options, in the order of the options below. Each is
+// the value its option takes when the option is not given; the ones
+// every durable store shares (payload limit, lease and
+// leader TTLs, janitor interval, dead retention) are equal in redisstore
+// and pgstore.
 const (
-	DefaultPrefix          = "queue"
-	DefaultLeaseTTL        = durable.DefaultLeaseTTL
-	DefaultFallbackSize    = 10000
-	DefaultMaxPayload      = durable.DefaultMaxPayload
-	DefaultHealthInterval  = time.Second
-	DefaultHealthTimeout   = time.Second
-	DefaultLeaderTTL       = durable.DefaultLeaderTTL
-	DefaultConnectTimeout  = 5 * time.Second
-	DefaultPollInterval    = 2 * time.Second
-	DefaultDeadRetention   = durable.DefaultDeadRetention
-	DefaultDeadMax         = 10000
-	DefaultJanitorInterval = durable.DefaultJanitorInterval
+	// DefaultPrefix is WithPrefix's default.
+	DefaultPrefix string = "queue"
+	// DefaultLeaseTTL is WithLeaseTTL's default.
+	DefaultLeaseTTL time.Duration = 30 * time.Second
+	// DefaultFallbackSize is WithFallback's default.
+	DefaultFallbackSize int = 10000
+	// DefaultMaxPayload is WithMaxPayload's default: 1 MiB.
+	DefaultMaxPayload int = 1 << 20
+	// DefaultHealthInterval is WithHealthCheck's default interval.
+	DefaultHealthInterval time.Duration = time.Second
+	// DefaultHealthTimeout is WithHealthCheck's default timeout.
+	DefaultHealthTimeout time.Duration = time.Second
+	// DefaultLeaderTTL is WithLeaderTTL's default.
+	DefaultLeaderTTL time.Duration = 10 * time.Second
+	// DefaultConnectTimeout is WithConnect's default timeout.
+	DefaultConnectTimeout time.Duration = 5 * time.Second
+	// DefaultPollInterval is WithPollInterval's default.
+	DefaultPollInterval time.Duration = 2 * time.Second
+	// DefaultDeadRetention is WithDeadRetention's default: a week.
+	DefaultDeadRetention time.Duration = 7 * 24 * time.Hour
+	// DefaultDeadMax is WithDeadMax's default.
+	DefaultDeadMax int = 10000
+	// DefaultJanitorInterval is WithJanitorInterval's default.
+	DefaultJanitorInterval time.Duration = time.Second
 )
 
 // options are the shared durable options (codec, payload limit, lease and

@@ -57,6 +57,7 @@ fi
 fail=0
 passed=0
 failed=0
+skipped=0 # the e2e run when it skipped (its tools missing): not a pass
 failed_pkgs=()
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -88,20 +89,30 @@ for m in "${modules[@]}"; do
   done < <(grep -E "$pkg_re" "$log" | grep '^FAIL' | awk '{print $2}' | sort -u)
 done
 
+# shellcheck source=lib/e2e.sh
+. scripts/lib/e2e.sh
+echo "== scripts: lib/e2e_test.sh"
+bash scripts/lib/e2e_test.sh || fail=1
 if [ -x scripts/e2e-bittorrent.sh ]; then
   echo "== e2e: real BitTorrent software"
-  if scripts/e2e-bittorrent.sh; then
-    passed=$((passed + 1))
-  else
-    fail=1; failed=$((failed + 1)); failed_pkgs+=("e2e-bittorrent")
-  fi
+  run_e2e scripts/e2e-bittorrent.sh
+  case $E2E_RESULT in
+    passed) passed=$((passed + 1)) ;;
+    skipped) skipped=$((skipped + 1)) ;;
+    *) fail=1; failed=$((failed + 1)); failed_pkgs+=("e2e-bittorrent") ;;
+  esac
 fi
 
-# One line a CI reader can count: test packages (and the e2e run).
+# One line a CI reader can count: test packages (and the e2e run), and
+# ", N skipped" when the e2e run skipped.
 if [ "$failed" != 0 ]; then
   echo "failed packages: ${failed_pkgs[*]}"
 fi
-echo "packages: $passed passed, $failed failed"
+if [ "$skipped" != 0 ]; then
+  echo "packages: $passed passed, $failed failed, $skipped skipped"
+else
+  echo "packages: $passed passed, $failed failed"
+fi
 if [ "$fail" != 0 ]; then
   exit 1
 fi

@@ -28,7 +28,33 @@
     }
     return n;
   }
-  function td(text, cls) { return el("td", { text: text == null ? "" : String(text), class: cls || "" }); }
+  // shown escapes the characters that would hide or reorder the text
+  // around them: controls (C0, C1) and format characters (bidirectional
+  // overrides and isolates, zero-width marks), written as \u202e. A key
+  // "k-\u202etxt.exe" must not read as "k-exe.txt".
+  var hiddenChars = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
+  function shown(s) {
+    return String(s).replace(hiddenChars, function (c) {
+      var h = c.codePointAt(0).toString(16);
+      return h.length <= 4 ? "\\u" + "0000".slice(h.length) + h : "\\U" + "00000000".slice(h.length) + h;
+    });
+  }
+  // cellMax is the most characters a table cell shows; the job's detail
+  // shows the whole value.
+  var cellMax = 120;
+  function cut(s) {
+    var a = Array.from(s);
+    return a.length <= cellMax ? s : a.slice(0, cellMax - 1).join("") + "…";
+  }
+  // setText shows a value of the server in a table cell: escaped, cut to
+  // cellMax characters, the escaped value (as the server capped it) in
+  // the cell's tooltip when it was cut.
+  function setText(cell, v) {
+    var s = shown(v == null ? "" : v), c = cut(s);
+    cell.textContent = c;
+    if (c !== s) cell.title = s; else cell.removeAttribute("title");
+  }
+  function td(text, cls) { var c = el("td", { class: cls || "" }); setText(c, text); return c; }
   function fillBody(table, rows, cols, emptyText) {
     var body = table.tBodies[0];
     if (rows.length === 0) {
@@ -74,7 +100,7 @@
 
   function notice(msg, isErr) {
     var n = $("notice");
-    n.textContent = msg;
+    n.textContent = cut(shown(msg));
     n.className = isErr ? "err" : "";
     n.hidden = !msg;
   }
@@ -82,7 +108,7 @@
   // ---- rendering
 
   function renderHeader(s) {
-    $("qname").textContent = s.name;
+    $("qname").textContent = shown(s.name);
     $("qstate").textContent = s.state;
     $("qstate").className = "badge " + (s.state === "running" ? "running" : s.state === "paused" ? "warn" : "");
     var st = s.store.backend;
@@ -90,7 +116,7 @@
       st += s.store.healthy ? ", healthy" : ", unhealthy";
       st += s.store.leader ? ", leader" : "";
     }
-    if (s.store.detail) st += " (" + s.store.detail + ")";
+    if (s.store.detail) st += " (" + cut(shown(s.store.detail)) + ")";
     $("store").textContent = "store: " + st;
     // The state badge says "paused" when this process knows of the pause;
     // the paused badge tells of one only the store knows (another
@@ -101,7 +127,9 @@
     $("resume-btn").hidden = !s.paused;
     $("mode").textContent = s.actions ? "actions enabled" : "read-only";
     $("mode").className = "badge " + (s.actions ? "rw" : "");
-    $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    // A slow store's figures are taken in the background: say how old.
+    var age = s.stats_age_ms > s.interval_ms ? " (figures " + fmtIn(s.stats_age_ms / 1000) + " old)" : "";
+    $("updated").textContent = "updated " + new Date().toLocaleTimeString() + age;
     $("interval").textContent = fmt(s.interval_ms / 1000, 2) + " s";
   }
 
@@ -129,11 +157,27 @@
     $("overview").replaceChildren.apply($("overview"), cards.map(function (kv) {
       return el("div", { class: "card" }, el("div", { class: "v", text: kv[1] }), el("div", { class: "k", text: kv[0] }));
     }));
+    renderCountsAge(s);
+  }
+
+  // renderCountsAge says how fresh the jobs per state are: the server
+  // counts them at most every states_every_ms, in the background, since
+  // a count reads every job on a durable store.
+  function renderCountsAge(s) {
+    var p = $("states-age");
+    p.hidden = !s.states;
+    if (!s.states) return;
+    var t = s.states_counted_at ? fmtIn(s.states_age_ms / 1000) + " ago" : "not yet";
+    if (s.states_took_ms) t += " (took " + fmtMs(s.states_took_ms) + ")";
+    if (s.states_counting) t += ", counting now…";
+    else if (s.states_every_ms) t += ", again every " + fmtIn(s.states_every_ms / 1000);
+    if (s.states_error) t += "; the last count failed: " + cut(shown(s.states_error));
+    $("states-age-text").textContent = t;
   }
 
   function kv(dl, pairs) {
     var nodes = [];
-    pairs.forEach(function (p) { nodes.push(el("dt", { text: p[0] }), el("dd", { text: String(p[1]) })); });
+    pairs.forEach(function (p) { nodes.push(el("dt", { text: p[0] }), el("dd", { text: shown(p[1]) })); });
     dl.replaceChildren.apply(dl, nodes);
   }
 
@@ -186,7 +230,7 @@
       c[2].textContent = fmt(t.failures, 0);
       c[3].textContent = fmt(t.running, 0);
       c[4].textContent = fmt(t.parked, 0);
-      c[5].textContent = targetDetail(t);
+      setText(c[5], targetDetail(t));
       return tr;
     });
     placeRows($("targets"), targetRows, rows, 7, s.latency ? "no targets seen yet" :
@@ -304,10 +348,10 @@
       var id = String(j.id), tr = deadRows.get(id);
       if (!tr) { tr = deadRow(id, state && state.actions); deadRows.set(id, tr); }
       var c = tr.cells;
-      c[1].textContent = j.key || "";
-      c[2].textContent = j.target || "";
+      setText(c[1], j.key || "");
+      setText(c[2], j.target || "");
       c[3].textContent = String(j.attempt);
-      c[4].textContent = j.last_error || "";
+      setText(c[4], j.last_error || "");
       c[5].textContent = fmtTime(j.updated);
       return tr;
     });
@@ -332,7 +376,12 @@
         $("job-detail-id").textContent = String(j.id);
         kv($("job-detail").querySelector("dl"), [["state", j.state], ["key", j.key || ""], ["target", j.target || ""],
           ["priority", j.priority || ""], ["attempt", j.attempt], ["last error", j.last_error || ""], ["updated", fmtTime(j.updated)]]);
-        $("job-detail").hidden = false;
+        var d = $("job-detail");
+        d.hidden = false;
+        // It floats in the corner of the window (app.css), where the user
+        // is, whatever the table's length; back to its top for a new job.
+        d.scrollTop = 0;
+        $("job-detail-close").focus({ preventScroll: true });
       })
       .catch(function (e) { notice(e.message, true); });
   }
@@ -383,6 +432,15 @@
         .catch(function (e) { notice(b.dataset.jobAction + " job " + b.dataset.job + ": " + e.message, true); });
     } else if (b.dataset.job) {
       showJob(b.dataset.job);
+    } else if (b.dataset.countNow) {
+      b.disabled = true;
+      fetch("api/counts", { cache: "no-store", credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("count: HTTP " + r.status)); })
+        .then(function () { return refresh(); })
+        .catch(function (e) { notice(e.message, true); })
+        .then(function () { b.disabled = false; });
+    } else if (b.id === "job-detail-close") {
+      $("job-detail").hidden = true;
     }
   });
 
