@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/queuekit/queue/internal/core"
@@ -145,12 +147,22 @@ func (c *config) validate() error {
 		found = found || p.Name == c.defaultPriority
 	}
 	if !found {
-		return optErr("WithPriorities", c.defaultPriority, "default label is not one of the levels")
+		return optErr("WithPriorities", strconv.Quote(c.defaultPriority), "%s", defaultNotALevel(c.defaultPriority, c.priorities))
 	}
 	if err := c.admission.validate(); err != nil {
 		return err
 	}
 	return c.targets.validate()
+}
+
+// defaultNotALevel says why def, WithPriorities' default label, is not
+// one of levels, and how to keep the default levels.
+func defaultNotALevel(def string, levels []Priority) string {
+	why := fmt.Sprintf("default label %q is not one of the levels (%s)", def, core.PriorityNames(levels))
+	if def != "normal" && slices.Equal(levels, DefaultPriorities()) {
+		why += "; the default levels are DefaultPriorities(): name one of them, or pass levels of your own"
+	}
+	return why
 }
 
 // WithName names the queue (default "default"). The name labels its
@@ -305,7 +317,7 @@ func WithRequeueDelay(d time.Duration) Option {
 func WithPriorities(def string, levels ...Priority) Option {
 	return func(c *config) error {
 		if len(levels) == 0 {
-			return optErr("WithPriorities", "[]", "need at least one level")
+			return optErr("WithPriorities", "[]", "need at least one level; to keep the default levels and change the default label, pass DefaultPriorities()...")
 		}
 		if len(levels) > 32 {
 			return optErr("WithPriorities", len(levels), "at most 32 levels")

@@ -156,7 +156,7 @@ func (q *Queue[T]) RemovePeriodic(name string) bool { return q.per.remove(name) 
 
 func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts PeriodicOptions) error {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("queue: Periodic(%q): %s", name, fmt.Sprintf(format, args...))
+		return &periodicError{name: name, err: fmt.Errorf(format, args...)}
 	}
 	if err := checkPeriodicName(name); err != nil {
 		return fail("%v", err)
@@ -174,7 +174,7 @@ func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts Peri
 		return fail("PeriodicOptions.Jitter is %v; it must be >= 0", opts.Jitter)
 	}
 	owned := func(field string, v any) error {
-		return fmt.Errorf("queue: Periodic(%q): %w: %s is %v; leave it zero, each period's run sets it", name, ErrInvalidJob, field, v)
+		return fail("%w: %s is %v; leave it zero, each period's run sets it", ErrInvalidJob, field, v)
 	}
 	switch {
 	case job.Key != "":
@@ -185,12 +185,32 @@ func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts Peri
 		return owned("UniqueFor", job.UniqueFor)
 	}
 	if err := invalidJob(job); err != nil {
-		return fmt.Errorf("queue: Periodic(%q): %w", name, err)
+		return fail("%w", err)
 	}
 	if job.Priority != "" && !q.knownPriority(job.Priority) {
-		return fmt.Errorf("queue: Periodic(%q): %w: %q", name, ErrUnknownPriority, job.Priority)
+		return fail("%w", q.unknownPriority(job.Priority))
 	}
 	return nil
+}
+
+// periodicError is an error of Periodic: it names the periodic job and
+// says the package's prefix once, whatever error it wraps.
+type periodicError struct {
+	name string
+	err  error
+}
+
+func (e *periodicError) Error() string {
+	return fmt.Sprintf("queue: Periodic(%q): %s", e.name, strings.TrimPrefix(e.err.Error(), "queue: "))
+}
+
+func (e *periodicError) Unwrap() error { return e.err }
+
+// unknownPriority is the error for a job whose Priority is not one of the
+// queue's levels.
+func (q *Queue[T]) unknownPriority(label string) error {
+	cfg := StoreConfig{Priorities: q.cfg.priorities}
+	return cfg.UnknownPriority(label)
 }
 
 func (q *Queue[T]) knownPriority(label string) bool {

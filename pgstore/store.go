@@ -143,7 +143,9 @@ var (
 // New returns a Store that keeps jobs of type T in the database behind
 // pool. It validates the options and does no I/O: the tables must exist
 // (see Migrate; Start checks that they do), and the connection is first
-// used by Start or Add. The store never closes pool.
+// used by Start or Add. The store never closes pool. A payload type the
+// codec cannot encode (with encoding/json: a func, a chan, a complex
+// number, or a struct holding one) is refused here, not at every Add.
 func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	o, err := buildOptions(opts)
 	switch {
@@ -151,6 +153,9 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		return nil, err
 	case pool == nil:
 		return nil, o.Err("New", nil, "pool must not be nil")
+	}
+	if err := durable.CheckPayloadType[T](&o.Options); err != nil {
+		return nil, err
 	}
 	s := &Store[T]{
 		pool:        pool,

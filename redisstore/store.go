@@ -106,7 +106,9 @@ type claimRec[T any] struct {
 }
 
 // New returns a Store on client. It checks that Redis answers within the
-// connect timeout (WithConnect) and validates the options. The store does
+// connect timeout (WithConnect) and validates the options; a payload type
+// the codec cannot encode (with encoding/json: a func, a chan, a complex
+// number, or a struct holding one) is refused here, not at every Add. The store does
 // nothing else until the queue calls Init and Start; Close never closes
 // client.
 func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error) {
@@ -115,6 +117,9 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := durable.CheckPayloadType[T](&o.Options); err != nil {
 		return nil, err
 	}
 	s := &Store[T]{
