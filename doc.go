@@ -37,7 +37,8 @@
 // example "ShutdownOnSignal" runs this pattern.
 //
 // A Queue is configured by options only: the package reads no flags and
-// no environment variables. A program that wants them binds its own names
+// no environment variables. A zero argument to any option keeps that
+// setting's default (see Option). A program that wants them binds its own names
 // to options (the repository's examples/forwarder does, for a tracker's).
 //
 // # Concurrency
