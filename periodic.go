@@ -52,7 +52,11 @@ func (e every) prev(t time.Time) time.Time {
 }
 
 // PeriodicOptions adjust a periodic job (Queue.Periodic). The zero value
-// runs each period at its time, never at start, and skips missed periods.
+// runs each period at its time, never at start, and skips missed periods:
+// the first run is of the first fire time strictly after the schedule was
+// registered, or after the queue started if that was later, even when
+// either falls on a fire time (as the start of a testing/synctest bubble,
+// midnight UTC, does for most schedules).
 type PeriodicOptions struct {
 	// Jitter delays each period's run by up to Jitter (0: none), so that
 	// many schedules firing at the same instant spread out. The delay is
@@ -125,7 +129,9 @@ const (
 // still waiting or running when its next period comes does not stop the
 // next one (its key differs).
 //
-// A period is run when this process notices it within 5 s of its time
+// The first period is the first fire time after the call (or after Start,
+// if later); RunAtStart and CatchUp are the ways to run one at start. A
+// period is run when this process notices it within 5 s of its time
 // (or half the period, if shorter). One noticed later (the process was
 // down, or stalled) is missed: with CatchUp the most recent missed period
 // runs once, and the ones before it are skipped; without, all are
@@ -344,7 +350,8 @@ type periodicEntry[T any] struct {
 	sched  Schedule
 	job    Job[T]
 	opts   PeriodicOptions
-	active bool // next is computed (the queue ran when it was registered or started)
+	active bool      // next is computed (the queue ran when it was registered or started)
+	since  time.Time // registered, or the queue started if later: the first period is after it
 
 	next, last time.Time
 	lastKey    string
@@ -366,13 +373,16 @@ func newPeriodic[T any](q *Queue[T]) *periodic[T] {
 func (p *periodic[T]) add(name string, s Schedule, job Job[T], opts PeriodicOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.q.clock.Now()
 	if e := p.entries[name]; e != nil {
 		e.sched, e.job, e.opts = s, job, opts
 		if e.active {
-			e.next = s.Next(p.q.clock.Now())
+			e.next = s.Next(now)
+		} else {
+			e.since = now
 		}
 	} else {
-		p.entries[name] = &periodicEntry[T]{name: name, sched: s, job: job, opts: opts}
+		p.entries[name] = &periodicEntry[T]{name: name, sched: s, job: job, opts: opts, since: now}
 		p.on.Store(true)
 	}
 	p.kick()
@@ -396,6 +406,12 @@ func (p *periodic[T]) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.started = true
+	now := p.q.clock.Now()
+	for _, e := range p.entries {
+		if !e.active && e.since.Before(now) {
+			e.since = now
+		}
+	}
 	p.kick()
 }
 
