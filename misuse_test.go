@@ -772,7 +772,8 @@ func TestMisuseDuplicateNamesItsKey(t *testing.T) {
 func TestMisuseStartNilContext(t *testing.T) {
 	q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil })
 	assert.PanicsWithValue(t, "queue: Start: nil context", func() {
-		_ = q.Start(nil) //nolint:staticcheck // the misuse under test
+		//lint:ignore SA1012 the misuse under test
+		_ = q.Start(nil)
 	})
 }
 
