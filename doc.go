@@ -37,7 +37,8 @@
 // example "ShutdownOnSignal" runs this pattern.
 //
 // A Queue is configured by options only: the package reads no flags and
-// no environment variables. A program that wants them binds its own names
+// no environment variables. A zero argument to any option keeps that
+// setting's default (see Option). A program that wants them binds its own names
 // to options (the repository's examples/forwarder does, for a tracker's).
 //
 // # Concurrency
@@ -168,7 +169,14 @@
 //
 // Build the queue inside a testing/synctest bubble and time is fake: a
 // job scheduled an hour out runs after time.Sleep(time.Hour) returns,
-// instantly. Package queuetest has helpers for a program's own tests
+// instantly. The bubble's clock starts at midnight UTC, 1 January 2000,
+// a fire time of most schedules; a periodic job registered then first
+// runs at its next fire time (Every(time.Hour): 01:00), never at once,
+// so a test sleeps to that time (queuetest.Advance) and then looks, or
+// sets RunAtStart to have one run at start. A handler that calls an HTTP
+// service through a real socket blocks the bubble (network I/O is not
+// durably blocking, so fake time never advances): give it
+// queuetest.HTTPClient(h), which serves an http.Handler in process. Package queuetest has helpers for a program's own tests
 // (Advance, Start, Drain, CheckCounts) and a FakeClock for tests that
 // cannot use a bubble. Package storetest is for store authors: Run checks
 // the contract every Store passes.

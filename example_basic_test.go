@@ -74,7 +74,7 @@ func ExampleQueue_Enqueue() {
 	// 2 duplicate
 	// 3 accepted
 	// 4 queue full
-	// 5 queue: unknown priority "urgent"
+	// 5 queue: unknown priority "urgent" (the queue's priorities: high, normal, low)
 	// 6 closed
 	// dropped_full: 1
 }

@@ -766,3 +766,62 @@ func TestMisuseDuplicateNamesItsKey(t *testing.T) {
 		assert.Contains(t, err.Error(), `group "infohash:upstream"`)
 	})
 }
+
+// Start(nil) is a programmer error: a panic that says so, not a nil
+// dereference inside package context.
+func TestMisuseStartNilContext(t *testing.T) {
+	q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil })
+	assert.PanicsWithValue(t, "queue: Start: nil context", func() {
+		//lint:ignore SA1012 the misuse under test
+		_ = q.Start(nil)
+	})
+}
+
+// An Enqueue whose ctx is already done is refused, with an error matching
+// ctx.Err(), on every store (pgstore and redisstore must: they would use
+// the ctx for the round trip), and nothing is stored.
+func TestMisuseEnqueueCancelledContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran atomic.Int32
+		q := startQueue(t, func(context.Context, queue.Job[int]) error { ran.Add(1); return nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := q.Enqueue(ctx, queue.Job[int]{Key: "k", Payload: 1})
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, "queue: Enqueue: context canceled", err.Error())
+		require.ErrorIs(t, q.EnqueueIn(ctx, queue.Job[int]{Payload: 2}, time.Hour), context.Canceled)
+		synctest.Wait()
+		assert.Zero(t, ran.Load())
+		st := q.Stats()
+		assert.Zero(t, st.Enqueued)
+		assert.Zero(t, st.Depth)
+		// The key was not taken.
+		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Key: "k", Payload: 1}))
+	})
+}
+
+// Errors about priorities name the valid ones, and say the prefix once.
+func TestMisusePriorityErrorsListTheLevels(t *testing.T) {
+	q := newQueue(t, func(context.Context, queue.Job[int]) error { return nil })
+	err := q.Enqueue(bg, queue.Job[int]{Priority: "urgent"})
+	require.ErrorIs(t, err, queue.ErrUnknownPriority)
+	assert.Equal(t, `queue: unknown priority "urgent" (the queue's priorities: high, normal, low)`, err.Error())
+
+	err = q.Periodic("x", queue.Every(time.Minute), queue.Job[int]{Priority: "urgent"}, queue.PeriodicOptions{})
+	require.ErrorIs(t, err, queue.ErrUnknownPriority)
+	assert.Equal(t, `queue: Periodic("x"): unknown priority "urgent" (the queue's priorities: high, normal, low)`, err.Error())
+	err = q.Periodic("x", queue.Every(time.Minute), queue.Job[int]{ID: 3}, queue.PeriodicOptions{})
+	require.ErrorIs(t, err, queue.ErrInvalidJob)
+	assert.Equal(t, 1, strings.Count(err.Error(), "queue:"), err.Error())
+	err = q.Periodic("x", queue.Every(time.Minute), queue.Job[int]{Key: "k"}, queue.PeriodicOptions{})
+	require.ErrorIs(t, err, queue.ErrInvalidJob)
+	assert.Equal(t, 1, strings.Count(err.Error(), "queue:"), err.Error())
+
+	_, err = queue.New(func(context.Context, queue.Job[int]) error { return nil }, queue.WithPriorities("urgent"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DefaultPriorities()")
+	_, err = queue.New(func(context.Context, queue.Job[int]) error { return nil },
+		queue.WithPriorities("urgent", queue.DefaultPriorities()...))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"urgent" is not one of the levels (high, normal, low)`)
+}

@@ -26,7 +26,7 @@ type metricsConfig struct {
 // WithObserver adds a hook that receives every lifecycle Event: enqueued,
 // coalesced, dropped, started, done, retried, dead, cancelled, requeued,
 // deferred, rescued, and the targets' suspended, disabled and resumed.
-// Several hooks run in the order given. Use it to add tracing
+// Several hooks run in the order given; nil adds none. Use it to add tracing
 // (OpenTelemetry spans from EventStarted to EventDone) or custom logging
 // without the core depending on it.
 //
@@ -40,10 +40,9 @@ type metricsConfig struct {
 // and logged, and the other hooks still run. Events never carry payloads.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) error {
-		if fn == nil {
-			return optErr("WithObserver", nil, "must not be nil")
+		if fn != nil { // nil adds none
+			c.metrics.hooks = append(c.metrics.hooks, fn)
 		}
-		c.metrics.hooks = append(c.metrics.hooks, fn)
 		return nil
 	}
 }

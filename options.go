@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/queuekit/queue/internal/core"
@@ -11,6 +13,14 @@ import (
 
 // Option configures a Queue. Options are applied in order by New, which
 // validates each one and returns an *OptionError naming the first bad one.
+//
+// One rule holds for every option: a zero argument (0, "", nil, an empty
+// RateLimit) leaves that setting as it is, which is its documented default
+// unless an earlier option changed it. So WithWorkers(0, 50) raises only
+// the maximum, and WithRetry(5, 0, 0) changes only the attempts. Negative
+// values, and values that contradict each other (a maximum below its
+// minimum), are refused with an *OptionError naming the option and the
+// value. A bool argument (WithCoalesce) is taken as given.
 type Option func(*config) error
 
 // ScalePolicy decides how many workers the pool wants.
@@ -145,7 +155,7 @@ func (c *config) validate() error {
 		found = found || p.Name == c.defaultPriority
 	}
 	if !found {
-		return optErr("WithPriorities", c.defaultPriority, "default label is not one of the levels")
+		return optErr("WithPriorities", strconv.Quote(c.defaultPriority), "%s", defaultNotALevel(c.defaultPriority, c.priorities))
 	}
 	if err := c.admission.validate(); err != nil {
 		return err
@@ -153,15 +163,24 @@ func (c *config) validate() error {
 	return c.targets.validate()
 }
 
-// WithName names the queue (default "default"). The name labels its
-// metrics, logs and durable-store rows; several queues may share a
-// Prometheus registry or a database when their names differ.
+// defaultNotALevel says why def, WithPriorities' default label, is not
+// one of levels, and how to keep the default levels.
+func defaultNotALevel(def string, levels []Priority) string {
+	why := fmt.Sprintf("default label %q is not one of the levels (%s)", def, core.PriorityNames(levels))
+	if def != "normal" && slices.Equal(levels, DefaultPriorities()) {
+		why += "; the default levels are DefaultPriorities(): name one of them, or pass levels of your own"
+	}
+	return why
+}
+
+// WithName names the queue (default "default"; "" keeps it). The name
+// labels its metrics, logs and durable-store rows; several queues may
+// share a Prometheus registry or a database when their names differ.
 func WithName(name string) Option {
 	return func(c *config) error {
-		if name == "" {
-			return optErr("WithName", `""`, "must not be empty")
+		if name != "" {
+			c.name = name
 		}
-		c.name = name
 		return nil
 	}
 }
@@ -181,7 +200,8 @@ func WithName(name string) Option {
 // ready, scheduled (retries and RetryAfter reruns included), coalesced
 // reruns and jobs parked for a busy target's slot. Enqueue beyond it
 // returns ErrPendingLimit (which matches ErrQueueFull too), counted as
-// dropped_limit. 0 means the default, 100 times ready: 1 000 000 jobs at
+// dropped_limit. 0 means the default, 100 times ready (0 ready keeps the
+// ready default): 1 000 000 jobs at
 // the default capacity, about 150 MB of small keyed jobs, where an
 // unbounded schedule would grow until the host runs out of memory. pending
 // must be at least ready; math.MaxInt turns the bound off.
@@ -200,27 +220,44 @@ func WithName(name string) Option {
 // ready jobs.
 func WithCapacity(ready, pending int) Option {
 	return func(c *config) error {
-		if ready < 1 {
-			return optErr("WithCapacity", ready, "ready must be >= 1")
+		if ready < 0 {
+			return optErr("WithCapacity", ready, "ready must be >= 1 (0 keeps the default)")
 		}
 		if pending < 0 {
 			return optErr("WithCapacity", pending, "pending must be >= 0 (0 is 100 × ready, math.MaxInt no bound)")
 		}
-		c.capacity, c.maxPending = ready, pending
+		if ready != 0 {
+			c.capacity = ready
+		}
+		c.maxPending = pending
 		return nil
 	}
 }
 
 // WithWorkers sets the base and maximum number of workers (default 10 and
 // 20). The pool never shrinks below base; max == base turns scaling off.
-// WithScaling sets how the pool moves between them.
+// WithScaling sets how the pool moves between them. A zero base or max
+// keeps its default, moved to the other bound when the other is beyond
+// it: WithWorkers(50, 0) is 50 and 50, WithWorkers(0, 4) is 4 and 4.
 func WithWorkers(base, max int) Option {
 	return func(c *config) error {
-		if base < 1 {
-			return optErr("WithWorkers", base, "base workers must be >= 1")
+		if base < 0 {
+			return optErr("WithWorkers", base, "base workers must be >= 1 (0 keeps the default)")
 		}
-		if max < 1 {
-			return optErr("WithWorkers", max, "max workers must be >= 1")
+		if max < 0 {
+			return optErr("WithWorkers", max, "max workers must be >= 1 (0 keeps the default)")
+		}
+		if base == 0 {
+			base = c.baseWorkers
+			if max != 0 {
+				base = min(base, max)
+			}
+		}
+		if max == 0 {
+			max = c.maxWorkers
+			if max < base {
+				max = base
+			}
 		}
 		c.baseWorkers, c.maxWorkers = base, max
 		return nil
@@ -267,13 +304,17 @@ func WithScaling(policy ScalePolicy, up, down int, interval time.Duration) Optio
 }
 
 // WithRequeueDelay sets how long a due job waits when the ready queue is
-// full as it is promoted (default 10s). Such a job is never dropped. The
-// delay must be at least 1ms: a shorter one makes the scheduler spin while
-// the queue is full. Like the other durations it has no upper bound.
+// full as it is promoted (default 10s; 0 keeps it). Such a job is never
+// dropped. The delay must be at least 1ms: a shorter one makes the
+// scheduler spin while the queue is full. Like the other durations it has
+// no upper bound.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
+		if d == 0 {
+			return nil
+		}
 		if d < minInterval {
-			return optErr("WithRequeueDelay", d, "must be >= %s", minInterval)
+			return optErr("WithRequeueDelay", d, "must be >= %s (0 keeps the default)", minInterval)
 		}
 		c.requeueDelay = d
 		return nil
@@ -286,8 +327,9 @@ func WithRequeueDelay(d time.Duration) Option {
 // Names and weights must be unique and names non-empty; at most 32 levels.
 // def must be one of the levels; "" keeps today's rule: "normal" (New
 // fails naming WithPriorities when no level has that name), or the only
-// level when there is one. To keep the default levels and change only the
-// default label, pass DefaultPriorities()...
+// level when there is one. No levels keeps the current ones (the default
+// levels, unless an earlier WithPriorities replaced them), so
+// WithPriorities("high") changes only the default label.
 //
 // Dispatch is weighted when every level has a Share (1..1000): while
 // several levels have ready jobs, each gets at least its Share of the
@@ -305,7 +347,10 @@ func WithRequeueDelay(d time.Duration) Option {
 func WithPriorities(def string, levels ...Priority) Option {
 	return func(c *config) error {
 		if len(levels) == 0 {
-			return optErr("WithPriorities", "[]", "need at least one level")
+			if def != "" {
+				c.defaultPriority = def
+			}
+			return nil
 		}
 		if len(levels) > 32 {
 			return optErr("WithPriorities", len(levels), "at most 32 levels")
@@ -389,11 +434,21 @@ func WithRetry(maxAttempts int, base, max time.Duration) Option {
 // negative included, is raised to floor, so that a handler that keeps
 // asking to retry at once runs at most once per floor instead of in a
 // tight loop. A delay at or above ceiling (BEP 31) means done: the job is
-// not retried. floor must be at least 1ms and below ceiling.
+// not retried. floor must be at least 1ms and below ceiling; a zero floor
+// or ceiling keeps its default.
 func WithRetryAfterBounds(floor, ceiling time.Duration) Option {
 	return func(c *config) error {
-		if floor < minInterval {
-			return optErr("WithRetryAfterBounds", floor, "floor must be >= %s: a shorter one lets a handler spin", minInterval)
+		if floor != 0 && floor < minInterval {
+			return optErr("WithRetryAfterBounds", floor, "floor must be >= %s: a shorter one lets a handler spin (0 keeps the default)", minInterval)
+		}
+		if ceiling < 0 {
+			return optErr("WithRetryAfterBounds", ceiling, "ceiling must be > 0 (0 keeps the default)")
+		}
+		if floor == 0 {
+			floor = c.retryFloor
+		}
+		if ceiling == 0 {
+			ceiling = c.retryCeiling
 		}
 		if ceiling <= floor {
 			return optErr("WithRetryAfterBounds", fmt.Sprintf("%s, %s", floor, ceiling), "ceiling must be above floor")
@@ -416,27 +471,25 @@ func WithJobTimeout(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the queue's time source (default: package time). Tests
-// running in a testing/synctest bubble do not need it.
+// WithClock sets the queue's time source (default: package time; nil
+// keeps it). Tests running in a testing/synctest bubble do not need it.
 func WithClock(clk Clock) Option {
 	return func(c *config) error {
-		if clk == nil {
-			return optErr("WithClock", nil, "must not be nil")
+		if clk != nil {
+			c.clock = clk
 		}
-		c.clock = clk
 		return nil
 	}
 }
 
-// WithLogger sets the logger (default: none, the queue is silent). The
-// queue logs with structured fields (queue, key, target, attempt, outcome)
-// and never logs payloads.
+// WithLogger sets the logger (default: none, the queue is silent; nil
+// keeps it). The queue logs with structured fields (queue, key, target,
+// attempt, outcome) and never logs payloads.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			return optErr("WithLogger", nil, "must not be nil")
+		if l != nil {
+			c.logger = l
 		}
-		c.logger = l
 		return nil
 	}
 }

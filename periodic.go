@@ -52,7 +52,11 @@ func (e every) prev(t time.Time) time.Time {
 }
 
 // PeriodicOptions adjust a periodic job (Queue.Periodic). The zero value
-// runs each period at its time, never at start, and skips missed periods.
+// runs each period at its time, never at start, and skips missed periods:
+// the first run is of the first fire time strictly after the schedule was
+// registered, or after the queue started if that was later, even when
+// either falls on a fire time (as the start of a testing/synctest bubble,
+// midnight UTC, does for most schedules).
 type PeriodicOptions struct {
 	// Jitter delays each period's run by up to Jitter (0: none), so that
 	// many schedules firing at the same instant spread out. The delay is
@@ -125,7 +129,9 @@ const (
 // still waiting or running when its next period comes does not stop the
 // next one (its key differs).
 //
-// A period is run when this process notices it within 5 s of its time
+// The first period is the first fire time after the call (or after Start,
+// if later); RunAtStart and CatchUp are the ways to run one at start. A
+// period is run when this process notices it within 5 s of its time
 // (or half the period, if shorter). One noticed later (the process was
 // down, or stalled) is missed: with CatchUp the most recent missed period
 // runs once, and the ones before it are skipped; without, all are
@@ -156,7 +162,7 @@ func (q *Queue[T]) RemovePeriodic(name string) bool { return q.per.remove(name) 
 
 func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts PeriodicOptions) error {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("queue: Periodic(%q): %s", name, fmt.Sprintf(format, args...))
+		return &periodicError{name: name, err: fmt.Errorf(format, args...)}
 	}
 	if err := checkPeriodicName(name); err != nil {
 		return fail("%v", err)
@@ -174,7 +180,7 @@ func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts Peri
 		return fail("PeriodicOptions.Jitter is %v; it must be >= 0", opts.Jitter)
 	}
 	owned := func(field string, v any) error {
-		return fmt.Errorf("queue: Periodic(%q): %w: %s is %v; leave it zero, each period's run sets it", name, ErrInvalidJob, field, v)
+		return fail("%w: %s is %v; leave it zero, each period's run sets it", ErrInvalidJob, field, v)
 	}
 	switch {
 	case job.Key != "":
@@ -185,12 +191,32 @@ func (q *Queue[T]) checkPeriodic(name string, s Schedule, job *Job[T], opts Peri
 		return owned("UniqueFor", job.UniqueFor)
 	}
 	if err := invalidJob(job); err != nil {
-		return fmt.Errorf("queue: Periodic(%q): %w", name, err)
+		return fail("%w", err)
 	}
 	if job.Priority != "" && !q.knownPriority(job.Priority) {
-		return fmt.Errorf("queue: Periodic(%q): %w: %q", name, ErrUnknownPriority, job.Priority)
+		return fail("%w", q.unknownPriority(job.Priority))
 	}
 	return nil
+}
+
+// periodicError is an error of Periodic: it names the periodic job and
+// says the package's prefix once, whatever error it wraps.
+type periodicError struct {
+	name string
+	err  error
+}
+
+func (e *periodicError) Error() string {
+	return fmt.Sprintf("queue: Periodic(%q): %s", e.name, strings.TrimPrefix(e.err.Error(), "queue: "))
+}
+
+func (e *periodicError) Unwrap() error { return e.err }
+
+// unknownPriority is the error for a job whose Priority is not one of the
+// queue's levels.
+func (q *Queue[T]) unknownPriority(label string) error {
+	cfg := StoreConfig{Priorities: q.cfg.priorities}
+	return cfg.UnknownPriority(label)
 }
 
 func (q *Queue[T]) knownPriority(label string) bool {
@@ -324,7 +350,8 @@ type periodicEntry[T any] struct {
 	sched  Schedule
 	job    Job[T]
 	opts   PeriodicOptions
-	active bool // next is computed (the queue ran when it was registered or started)
+	active bool      // next is computed (the queue ran when it was registered or started)
+	since  time.Time // registered, or the queue started if later: the first period is after it
 
 	next, last time.Time
 	lastKey    string
@@ -346,13 +373,16 @@ func newPeriodic[T any](q *Queue[T]) *periodic[T] {
 func (p *periodic[T]) add(name string, s Schedule, job Job[T], opts PeriodicOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.q.clock.Now()
 	if e := p.entries[name]; e != nil {
 		e.sched, e.job, e.opts = s, job, opts
 		if e.active {
-			e.next = s.Next(p.q.clock.Now())
+			e.next = s.Next(now)
+		} else {
+			e.since = now
 		}
 	} else {
-		p.entries[name] = &periodicEntry[T]{name: name, sched: s, job: job, opts: opts}
+		p.entries[name] = &periodicEntry[T]{name: name, sched: s, job: job, opts: opts, since: now}
 		p.on.Store(true)
 	}
 	p.kick()
@@ -376,6 +406,12 @@ func (p *periodic[T]) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.started = true
+	now := p.q.clock.Now()
+	for _, e := range p.entries {
+		if !e.active && e.since.Before(now) {
+			e.since = now
+		}
+	}
 	p.kick()
 }
 

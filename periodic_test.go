@@ -32,7 +32,8 @@ func periodOf(t *testing.T, key string) time.Time {
 }
 
 // A day of a one-minute schedule: 1440 runs, each at its minute, none
-// early, none twice.
+// early, none twice. Registered at midnight (the bubble's start, a fire
+// time), the first run is a minute later: never at start.
 func TestPeriodicDayOfMinutes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder[int]
@@ -41,7 +42,7 @@ func TestPeriodicDayOfMinutes(t *testing.T) {
 		require.Equal(t, start, start.Truncate(time.Minute))
 		require.NoError(t, q.Periodic("tick", queue.Every(time.Minute), queue.Job[int]{Payload: 7}, queue.PeriodicOptions{}))
 
-		advance(24*time.Hour - time.Second)
+		advance(24 * time.Hour)
 		runs := rec.all()
 		require.Len(t, runs, 1440)
 		seen := map[string]bool{}
@@ -49,7 +50,7 @@ func TestPeriodicDayOfMinutes(t *testing.T) {
 			assert.False(t, seen[r.job.Key], "period run twice: %s", r.job.Key)
 			seen[r.job.Key] = true
 			p := periodOf(t, r.job.Key)
-			assert.True(t, p.Equal(start.Add(time.Duration(i)*time.Minute)), "run %d is of period %v", i, p)
+			assert.True(t, p.Equal(start.Add(time.Duration(i+1)*time.Minute)), "run %d is of period %v", i, p)
 			late := r.at.Sub(p)
 			assert.True(t, late >= 0 && late <= time.Millisecond, "run of %v ran %v after its time", p, late)
 			assert.Equal(t, 7, r.job.Payload)
@@ -59,8 +60,8 @@ func TestPeriodicDayOfMinutes(t *testing.T) {
 		ps := st.Periodic[0]
 		assert.Equal(t, "tick", ps.Name)
 		assert.Equal(t, int64(1440), ps.Runs)
-		assert.True(t, ps.Last.Equal(start.Add(1439*time.Minute)), "last %v", ps.Last)
-		assert.True(t, ps.Next.Equal(start.Add(24*time.Hour)), "next %v", ps.Next)
+		assert.True(t, ps.Last.Equal(start.Add(24*time.Hour)), "last %v", ps.Last)
+		assert.True(t, ps.Next.Equal(start.Add(24*time.Hour+time.Minute)), "next %v", ps.Next)
 		assert.Equal(t, "done", ps.LastOutcome)
 		assert.Equal(t, uint64(1440), st.Done)
 	})
@@ -72,35 +73,35 @@ func TestPeriodicReplaceAndRemove(t *testing.T) {
 		q := startQueue(t, rec.handler(nil))
 		start := time.Now()
 		require.NoError(t, q.Periodic("p", queue.Every(time.Minute), queue.Job[int]{Payload: 1}, queue.PeriodicOptions{}))
-		advance(150 * time.Second) // runs at 0, 1m, 2m
-		require.Equal(t, []int{1, 1, 1}, rec.payloads())
+		advance(150 * time.Second) // runs at 1m, 2m
+		require.Equal(t, []int{1, 1}, rec.payloads())
 
 		// Replaced at 2m30s: from the next fire of the new schedule (10m).
 		require.NoError(t, q.Periodic("p", queue.Every(10*time.Minute), queue.Job[int]{Payload: 2}, queue.PeriodicOptions{}))
 		advance(20 * time.Minute)
-		require.Equal(t, []int{1, 1, 1, 2, 2}, rec.payloads())
+		require.Equal(t, []int{1, 1, 2, 2}, rec.payloads())
 		runs := rec.all()
-		assert.Equal(t, 10*time.Minute, runs[3].at.Sub(start))
-		assert.Equal(t, 20*time.Minute, runs[4].at.Sub(start))
+		assert.Equal(t, 10*time.Minute, runs[2].at.Sub(start))
+		assert.Equal(t, 20*time.Minute, runs[3].at.Sub(start))
 		st := q.Stats()
 		require.Len(t, st.Periodic, 1)
-		assert.Equal(t, int64(5), st.Periodic[0].Runs, "the status is kept across a replacement")
+		assert.Equal(t, int64(4), st.Periodic[0].Runs, "the status is kept across a replacement")
 
 		assert.True(t, q.RemovePeriodic("p"))
 		assert.False(t, q.RemovePeriodic("p"))
 		advance(time.Hour)
-		assert.Len(t, rec.all(), 5, "no run after removal")
+		assert.Len(t, rec.all(), 4, "no run after removal")
 		assert.Empty(t, q.Stats().Periodic)
 
 		// Registered again, it starts anew.
 		require.NoError(t, q.Periodic("p", queue.Every(time.Hour), queue.Job[int]{Payload: 3}, queue.PeriodicOptions{}))
 		advance(time.Hour)
-		assert.Equal(t, []int{1, 1, 1, 2, 2, 3}, rec.payloads())
+		assert.Equal(t, []int{1, 1, 2, 2, 3}, rec.payloads())
 	})
 }
 
 // A process that starts (or registers) late: the current period is run
-// only with CatchUp or RunAtStart, or within the tolerance.
+// only with CatchUp or RunAtStart, however recently it came.
 func TestPeriodicMissedAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -110,7 +111,7 @@ func TestPeriodicMissedAtStart(t *testing.T) {
 		at    time.Duration // when it ran
 	}{
 		{"skip", 30 * time.Minute, queue.PeriodicOptions{}, time.Hour, time.Hour},
-		{"within tolerance", 4 * time.Second, queue.PeriodicOptions{}, 0, 4 * time.Second},
+		{"a period just came", 4 * time.Second, queue.PeriodicOptions{}, time.Hour, time.Hour},
 		{"catch up", 30 * time.Minute, queue.PeriodicOptions{CatchUp: true}, 0, 30 * time.Minute},
 		{"run at start", 30 * time.Minute, queue.PeriodicOptions{RunAtStart: true}, 0, 30 * time.Minute},
 	} {
@@ -147,7 +148,11 @@ func TestPeriodicMissedWhileRunning(t *testing.T) {
 				q := startQueue(t, rec.handler(nil), queue.WithClock(clk))
 				require.NoError(t, q.Periodic("m", queue.Every(time.Minute), queue.Job[int]{}, queue.PeriodicOptions{CatchUp: catchUp}))
 				queuetest.Settle()
-				require.Len(t, rec.all(), 1) // midnight's, at registration
+				if catchUp {
+					require.Len(t, rec.all(), 1) // midnight's, at registration: CatchUp runs at start
+				} else {
+					require.Empty(t, rec.all()) // the first period is 00:01
+				}
 				clk.Advance(10*time.Minute + 30*time.Second)
 				queuetest.Settle()
 				runs := rec.all()
@@ -157,7 +162,7 @@ func TestPeriodicMissedWhileRunning(t *testing.T) {
 					assert.Equal(t, "periodic:m:"+strconv.FormatInt(start.Add(10*time.Minute).Unix(), 10), runs[1].job.Key)
 					assert.Equal(t, "done", st.LastOutcome)
 				} else {
-					require.Len(t, runs, 1)
+					require.Empty(t, runs)
 					assert.Equal(t, "skipped", st.LastOutcome)
 				}
 				assert.Equal(t, start.Add(10*time.Minute), st.Last)
@@ -180,7 +185,7 @@ func TestPeriodicJitter(t *testing.T) {
 		opts := queue.PeriodicOptions{Jitter: jitter}
 		require.NoError(t, qa.Periodic("j", queue.Every(time.Minute), queue.Job[int]{}, opts))
 		require.NoError(t, qb.Periodic("j", queue.Every(time.Minute), queue.Job[int]{}, opts))
-		advance(100*time.Minute - time.Second)
+		advance(101*time.Minute - time.Second) // periods 1m to 100m
 		runs := a.all()
 		require.Len(t, runs, 100)
 		delays := map[time.Duration]bool{}
@@ -220,7 +225,7 @@ func TestPeriodicValidation(t *testing.T) {
 		{name: "n", s: every, job: queue.Job[int]{UniqueFor: time.Hour}, want: "UniqueFor is 1h0m0s", invalid: true},
 		{name: "n", s: every, job: queue.Job[int]{ID: 3}, want: "ID is 3", invalid: true},
 		{name: "n", s: every, job: queue.Job[int]{MaxAttempts: -1}, want: "MaxAttempts is -1", invalid: true},
-		{name: "n", s: every, job: queue.Job[int]{Priority: "urgent"}, want: `unknown priority: "urgent"`},
+		{name: "n", s: every, job: queue.Job[int]{Priority: "urgent"}, want: `: unknown priority "urgent" (the queue's priorities: high, normal, low)`},
 	} {
 		err := q.Periodic(tc.name, tc.s, tc.job, tc.opts)
 		require.Error(t, err, tc.want)
@@ -256,23 +261,23 @@ func TestPeriodicOutcomes(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, q.Periodic("fails", queue.Every(time.Hour), queue.Job[int]{Payload: 1}, queue.PeriodicOptions{}))
 		require.NoError(t, q.Periodic("slow", queue.Every(time.Hour), queue.Job[int]{Payload: 2}, queue.PeriodicOptions{}))
-		queuetest.Settle()
+		advance(time.Hour) // the first period: never at start
 		st := q.Stats()
 		require.Len(t, st.Periodic, 2)
-		assert.Equal(t, queue.PeriodicStatus{Name: "fails", Next: start.Add(time.Hour), Last: start,
+		assert.Equal(t, queue.PeriodicStatus{Name: "fails", Next: start.Add(2 * time.Hour), Last: start.Add(time.Hour),
 			LastOutcome: "dead", LastError: "permanent: boom", Runs: 1}, st.Periodic[0])
 		assert.Equal(t, "running", st.Periodic[1].LastOutcome)
 
 		rr := httptest.NewRecorder()
 		q.StatsHandler().ServeHTTP(rr, httptest.NewRequest("GET", "/stats", nil))
 		body, _ := io.ReadAll(rr.Body)
-		assert.Contains(t, string(body), "periodic:\n  fails                next 2000-01-01T01:00:00Z  last 2000-01-01T00:00:00Z dead: permanent: boom  runs 1\n")
+		assert.Contains(t, string(body), "periodic:\n  fails                next 2000-01-01T02:00:00Z  last 2000-01-01T01:00:00Z dead: permanent: boom  runs 1\n")
 		rr = httptest.NewRecorder()
 		q.StatsHandler().ServeHTTP(rr, httptest.NewRequest("GET", "/stats?format=json", nil))
 		body, _ = io.ReadAll(rr.Body)
 		assert.Contains(t, string(body), `"name": "slow",
-      "next": "2000-01-01T01:00:00Z",
-      "last": "2000-01-01T00:00:00Z",
+      "next": "2000-01-01T02:00:00Z",
+      "last": "2000-01-01T01:00:00Z",
       "last_outcome": "running",
       "runs": 1`)
 
@@ -285,12 +290,12 @@ queue_periodic_enqueued_total{name="fails",queue="per"} 1
 queue_periodic_enqueued_total{name="slow",queue="per"} 1
 # HELP queue_periodic_last_run_timestamp_seconds The latest period of each periodic job that came, in seconds since the epoch (0: none yet).
 # TYPE queue_periodic_last_run_timestamp_seconds gauge
-queue_periodic_last_run_timestamp_seconds{name="fails",queue="per"} 9.466848e+08
-queue_periodic_last_run_timestamp_seconds{name="slow",queue="per"} 9.466848e+08
+queue_periodic_last_run_timestamp_seconds{name="fails",queue="per"} 9.466884e+08
+queue_periodic_last_run_timestamp_seconds{name="slow",queue="per"} 9.466884e+08
 # HELP queue_periodic_next_run_timestamp_seconds The next period of each periodic job, in seconds since the epoch (0: never); at most 100 names.
 # TYPE queue_periodic_next_run_timestamp_seconds gauge
-queue_periodic_next_run_timestamp_seconds{name="fails",queue="per"} 9.466884e+08
-queue_periodic_next_run_timestamp_seconds{name="slow",queue="per"} 9.466884e+08
+queue_periodic_next_run_timestamp_seconds{name="fails",queue="per"} 9.46692e+08
+queue_periodic_next_run_timestamp_seconds{name="slow",queue="per"} 9.46692e+08
 # HELP queue_periodic_runs_total Runs of periodic jobs in this process, by periodic job and outcome: done, retried, dead or cancelled.
 # TYPE queue_periodic_runs_total counter
 queue_periodic_runs_total{name="fails",outcome="cancelled",queue="per"} 0
@@ -327,12 +332,55 @@ func TestPeriodicRetryingRunAndNextPeriod(t *testing.T) {
 			return nil
 		}), queue.WithRetry(3, 90*time.Second, 90*time.Second))
 		require.NoError(t, q.Periodic("r", queue.Every(time.Minute), queue.Job[int]{}, queue.PeriodicOptions{}))
-		queuetest.Settle()
+		advance(2 * time.Minute) // periods 1m (done) and 2m (fails once)
 		assert.Equal(t, "retrying", q.Stats().Periodic[0].LastOutcome)
 		assert.Equal(t, "flaky", q.Stats().Periodic[0].LastError)
-		advance(10*time.Minute - time.Second)
+		advance(8 * time.Minute)
 		st := queuetest.CheckCounts(t, q)
 		assert.Equal(t, int64(10), st.Periodic[0].Runs)
 		assert.Equal(t, uint64(5), st.Retried)
 	})
+}
+
+// PeriodicOptions{} never runs at start: the first run is the first fire
+// time strictly after the schedule was registered (or the queue started,
+// if later), even when that is at a fire time, as the bubble's start
+// (midnight) is, or a second after one.
+func TestPeriodicZeroOptionsNeverRunAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		late     time.Duration // registration, after midnight
+		running  bool          // registered on a running queue (else before Start)
+		firstRun time.Duration // from midnight
+	}{
+		{"at a fire time, before Start", 0, false, time.Hour},
+		{"at a fire time, on a running queue", 0, true, time.Hour},
+		{"within the old tolerance", 3 * time.Second, false, time.Hour},
+		{"within the old tolerance, running", 3 * time.Second, true, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				midnight := time.Now()
+				var rec recorder[int]
+				q := newQueue(t, rec.handler(nil))
+				if tc.running {
+					queuetest.Start(t, q)
+				}
+				advance(tc.late)
+				require.NoError(t, q.Periodic("hourly", queue.Every(time.Hour), queue.Job[int]{}, queue.PeriodicOptions{}))
+				if !tc.running {
+					queuetest.Start(t, q)
+				}
+				synctest.Wait()
+				require.Empty(t, rec.all(), "ran at start")
+				st := q.Stats().Periodic
+				require.Len(t, st, 1)
+				assert.Equal(t, midnight.Add(tc.firstRun), st[0].Next.In(midnight.Location()))
+				advance(tc.firstRun - tc.late)
+				runs := rec.all()
+				require.Len(t, runs, 1)
+				assert.Equal(t, tc.firstRun, runs[0].at.Sub(midnight))
+			})
+		})
+	}
 }

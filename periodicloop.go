@@ -74,8 +74,18 @@ func (p *periodic[T]) due(now time.Time) (fires []periodicFire[T], wait time.Dur
 }
 
 // activate computes a new entry's next period when the queue runs, and
-// runs the current one for RunAtStart, CatchUp, or when it has just come.
+// runs the current one for RunAtStart or CatchUp. Without them the first
+// period is the first fire time strictly after e.since, even when the
+// schedule was registered, or the queue started, at a fire time: the zero
+// PeriodicOptions never run at start.
 func (p *periodic[T]) activate(e *periodicEntry[T], now time.Time, fires *[]periodicFire[T]) {
+	if !e.opts.RunAtStart && !e.opts.CatchUp {
+		e.next = e.sched.Next(e.since)
+		if !e.next.IsZero() && !e.next.After(now) {
+			p.came(e, now, fires) // came while the loop was waking
+		}
+		return
+	}
 	e.next = e.sched.Next(now)
 	cur := prevFire(e.sched, now)
 	if cur.IsZero() {
@@ -85,9 +95,7 @@ func (p *periodic[T]) activate(e *periodicEntry[T], now time.Time, fires *[]peri
 		}
 		return
 	}
-	if e.opts.RunAtStart || e.opts.CatchUp || now.Sub(cur) <= tolerance(cur, e.next) {
-		p.take(e, cur, e.next, fires)
-	}
+	p.take(e, cur, e.next, fires)
 }
 
 // came handles e's period e.next, which has come: run it, or the latest

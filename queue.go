@@ -180,8 +180,11 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 // nothing) and ErrClosed after Stop or Shutdown, even one called before
 // Start or while Start was starting the store (the stop then closes the
 // store; no worker starts). An error from the store's Start is returned
-// wrapped, and the queue is not started.
+// wrapped, and the queue is not started. A nil ctx panics.
 func (q *Queue[T]) Start(ctx context.Context) error {
+	if ctx == nil {
+		panic("queue: Start: nil context")
+	}
 	q.startMu.Lock()
 	defer q.startMu.Unlock()
 	switch q.state.Load() {
@@ -244,7 +247,9 @@ func (q *Queue[T]) Start(ctx context.Context) error {
 // ErrUnknownPriority for an unknown label, an error wrapping
 // ErrInvalidJob for a negative MaxAttempts, a caller-set ID or Attempt, or
 // a negative UniqueFor or one without a Key, and ErrClosed once Stop or
-// Shutdown has begun. On error nothing was stored. A job with a UniqueFor
+// Shutdown has begun. A ctx already done refuses the job on every store,
+// with an error matching ctx.Err(), before anything else is looked at. On
+// error nothing was stored. A job with a UniqueFor
 // window is also refused with a *DuplicateError while an earlier job's
 // window on its Key is open, whether that job is pending, running or
 // ended: see the package documentation's Dedupe section.
@@ -274,6 +279,9 @@ func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
 // clock again to know the job is scheduled (a clock reading is a third of
 // the cost of scheduling a job).
 func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("queue: Enqueue: %w", err)
+	}
 	if q.mem == nil {
 		// The in-memory store needs no guard: its Drain closes the ready
 		// rings to new jobs, which orders every Enqueue before or after it.

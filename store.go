@@ -46,7 +46,9 @@ type Store[T any] interface {
 	// coalescing is off) or when job.Group has a scheduled job and job is
 	// scheduled; ErrQueueFull when a ready job does not fit in Capacity.
 	// When job.Key is running and coalescing is on, the job is kept as
-	// the key's single rerun and Added.Coalesced is true. On error nothing
+	// the key's single rerun and Added.Coalesced is true. A ctx already
+	// done refuses the job with an error matching ctx.Err(); an unknown
+	// Priority with StoreConfig.UnknownPriority's error. On error nothing
 	// is stored.
 	Add(ctx context.Context, job Job[T]) (Added, error)
 

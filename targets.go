@@ -114,19 +114,30 @@ func WithDisableAfter(n int) Option {
 // outcome resets the count. A target that never answers thus stops
 // taking workers after its first few timeouts. With this option every
 // failure counts, timeouts included; a breaker that never opens is
-// WithCircuitBreaker(math.MaxInt, time.Second, 1).
+// WithCircuitBreaker(math.MaxInt, time.Second, 1). A zero failures,
+// cooldown or probes keeps its default (5, 30s and 1), so
+// WithCircuitBreaker(0, 0, 0) counts every failure with the timeout
+// breaker's numbers.
 func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option {
 	return func(c *config) error {
-		if failures < 1 {
-			return optErr("WithCircuitBreaker", failures, "failures must be >= 1")
+		if failures < 0 {
+			return optErr("WithCircuitBreaker", failures, "failures must be >= 1 (0 keeps the default)")
 		}
-		if cooldown <= 0 {
-			return optErr("WithCircuitBreaker", cooldown, "cool-down must be > 0")
+		if cooldown < 0 {
+			return optErr("WithCircuitBreaker", cooldown, "cool-down must be > 0 (0 keeps the default)")
 		}
-		if probes < 1 {
-			return optErr("WithCircuitBreaker", probes, "probes must be >= 1")
+		if probes < 0 {
+			return optErr("WithCircuitBreaker", probes, "probes must be >= 1 (0 keeps the default)")
 		}
-		c.targets.brkFailures, c.targets.brkCooldown, c.targets.brkProbes = failures, cooldown, probes
+		if failures != 0 {
+			c.targets.brkFailures = failures
+		}
+		if cooldown != 0 {
+			c.targets.brkCooldown = cooldown
+		}
+		if probes != 0 {
+			c.targets.brkProbes = probes
+		}
 		c.targets.brkTimeouts = false
 		return nil
 	}

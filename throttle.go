@@ -54,13 +54,12 @@ func WithFanout(max, throttlePct, topN int) Option {
 
 // WithShuffle replaces the shuffle Fanout uses (default: Fisher–Yates over
 // math/rand/v2), for tests that need a fixed order: pass
-// rand.New(rand.NewPCG(1, 2)).Shuffle.
+// rand.New(rand.NewPCG(1, 2)).Shuffle. nil keeps the default.
 func WithShuffle(shuffle func(n int, swap func(i, j int))) Option {
 	return func(c *config) error {
-		if shuffle == nil {
-			return optErr("WithShuffle", nil, "must not be nil")
+		if shuffle != nil {
+			c.targets.shuffle = shuffle
 		}
-		c.targets.shuffle = shuffle
 		return nil
 	}
 }

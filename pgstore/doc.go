@@ -26,9 +26,13 @@
 // ErrNotMigrated, names the schema, the missing table or the versions,
 // and Migrate. A schema migrated with another tool from the same files
 // (no queuekit_migrations table) is checked for its tables only. When
-// the database cannot be reached at Start, the store starts anyway; a
+// the database cannot be reached at Start (an outage: connection refused,
+// a timeout), the store starts anyway and retries in the background; a
 // missing table found later makes Stats unhealthy and return
-// ErrNotMigrated, as Add does.
+// ErrNotMigrated, as Add does. A configuration that cannot work is not an
+// outage: a refused user or password, an unknown database or a host name
+// that does not resolve is Start's error, at once (as it is redisstore's
+// New), and nothing starts.
 //
 // A job's state is one of scheduled (waiting for run_at), available (due,
 // waiting for a worker), running (leased to a process), retryable (put back

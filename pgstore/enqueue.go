@@ -31,7 +31,7 @@ type row struct {
 func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
-		return row{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
+		return row{}, s.cfg.UnknownPriority(job.Priority)
 	}
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return row{}, err

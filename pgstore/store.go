@@ -143,7 +143,9 @@ var (
 // New returns a Store that keeps jobs of type T in the database behind
 // pool. It validates the options and does no I/O: the tables must exist
 // (see Migrate; Start checks that they do), and the connection is first
-// used by Start or Add. The store never closes pool.
+// used by Start or Add. The store never closes pool. A payload type the
+// codec cannot encode (with encoding/json: a func, a chan, a complex
+// number, or a struct holding one) is refused here, not at every Add.
 func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 	o, err := buildOptions(opts)
 	switch {
@@ -151,6 +153,9 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		return nil, err
 	case pool == nil:
 		return nil, o.Err("New", nil, "pool must not be nil")
+	}
+	if err := durable.CheckPayloadType[T](&o.Options); err != nil {
+		return nil, err
 	}
 	s := &Store[T]{
 		pool:        pool,
@@ -226,9 +231,13 @@ const schemaCheckTimeout = 5 * time.Second
 // only. Start does not fail when the database is unreachable (the check
 // waits at most 5 s): the background work retries with backoff, Stats
 // reports Healthy false meanwhile, and a schema found not migrated later
-// is reported by Stats as ErrNotMigrated. When the queue watches target
-// state (WatchTargets) and LISTEN is on, Start also waits, at most 5 s,
-// for the LISTEN connection.
+// is reported by Stats as ErrNotMigrated. A configuration that cannot
+// work is not an outage: when the server refuses the user or the password,
+// the database does not exist, or the host does not resolve, Start
+// returns that error at once (wrapping pgx's, a *pgconn.PgError for the
+// server's refusals), starts nothing, and may be called again. When the
+// queue watches target state (WatchTargets), LISTEN is on and the database
+// answered, Start also waits, at most 5 s, for the LISTEN connection.
 func (s *Store[T]) Start(ctx context.Context) error {
 	if !s.bound.Load() {
 		return ErrNotBound
@@ -243,13 +252,16 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	switch {
 	case errors.As(err, &nm):
 		return err
+	case misconfigured(err):
+		return fmt.Errorf("pgstore: Start: the database refuses this configuration, which is not an outage and will not pass by retrying (check the connection string): %w", err)
 	case err != nil:
 		s.noteErr(err)
 		s.cfg.Logger.Warn("pgstore: could not check the schema at start; starting anyway", "err", err)
 	}
+	reached := err == nil
 	listen := false
 	defer func() {
-		if listen { // after the unlock
+		if listen && reached { // after the unlock; unreached, it cannot come soon
 			s.awaitListen()
 		}
 	}()
@@ -286,6 +298,21 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	}()
 	close(s.startCh)
 	return nil
+}
+
+// misconfigured reports whether err, from Start's first statement, says
+// that the connection cannot work until its configuration changes: the
+// server refused the user or the password (28P01, 28000), the database
+// does not exist (3D000), or the address cannot work (durable.BadAddress).
+func misconfigured(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000", "3D000":
+			return true
+		}
+	}
+	return err != nil && durable.BadAddress(err)
 }
 
 func (s *Store[T]) startable() error {

@@ -31,6 +31,18 @@
 //		})
 //	}
 //
+// A handler that calls an HTTP service hangs a bubble when the call goes
+// through a real socket, an httptest.Server's included: network I/O is
+// not durably blocking, so the bubble's time never advances. Give the
+// handler HTTPClient(h) (or Transport(h)) instead, which serves the
+// http.Handler h in process: a downstream's 429, 5xx and slow answers
+// then play out in fake time (a handler waiting for its request's
+// context is cut short at the deadline, at once).
+//
+// A periodic job registered at the bubble's start (midnight UTC, a fire
+// time of most schedules) first runs at its next fire time, never at
+// once: Advance to it before looking.
+//
 // Where a bubble cannot reach, as in a test against a real PostgreSQL or
 // Redis server, give the queue a FakeClock (queue.WithClock) and move its
 // time with FakeClock.Advance, and wait for events with Counter and Await

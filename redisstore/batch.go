@@ -58,7 +58,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 	for i := range jobs {
 		pi := s.cfg.PriorityIndex(jobs[i].Priority)
 		if pi < 0 {
-			return nil, fmt.Errorf("redisstore: job %d: %w %q", i, queue.ErrUnknownPriority, jobs[i].Priority)
+			return nil, fmt.Errorf("redisstore: job %d: %w", i, s.cfg.UnknownPriority(jobs[i].Priority))
 		}
 		if err := durable.CheckUniqueFor(jobs[i].UniqueFor, jobs[i].Key); err != nil {
 			return nil, fmt.Errorf("redisstore: job %d: %w", i, err)

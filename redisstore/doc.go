@@ -223,6 +223,13 @@
 // Stats reports Healthy and, in Detail, the state of each shard and of the
 // fallback. For a fast switch give the client short dial and read timeouts.
 //
+// During an outage go-redis itself logs each failed dial of its pool
+// ("redis: connection pool: failed to dial after 5 attempts") through its
+// process-wide logger, to stderr by default. The store does not change
+// that logger, a setting of the whole process; a program that wants those
+// lines elsewhere calls redis.SetLogger once at start. New's own check
+// dials a plain client once itself, so a wrong address prints nothing.
+//
 // # Durability
 //
 // What a Redis restart keeps is what Redis persisted: with AOF and

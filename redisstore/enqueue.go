@@ -24,7 +24,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	}
 	pi := s.cfg.PriorityIndex(job.Priority)
 	if pi < 0 {
-		return queue.Added{}, fmt.Errorf("%w %q", queue.ErrUnknownPriority, job.Priority)
+		return queue.Added{}, s.cfg.UnknownPriority(job.Priority)
 	}
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return queue.Added{}, err

@@ -174,9 +174,11 @@ func WithHealthCheck(interval, timeout time.Duration) Option {
 func WithLeaderTTL(d time.Duration) Option { return shared((*durable.Options).SetLeaderTTL, d) }
 
 // WithConnect sets how long New waits for Redis to answer (default 5s) and
-// what it does when Redis does not: return the error (degraded false, the
-// default) or start on the in-memory fallback and switch to Redis once it
-// answers (degraded true; needs the fallback on).
+// what it does when Redis does not, an outage: return the error (degraded
+// false, the default) or start on the in-memory fallback and switch to
+// Redis once it answers (degraded true; needs the fallback on). A refused
+// password, user or DB number and an address that cannot work are New's
+// error either way.
 func WithConnect(timeout time.Duration, degraded bool) Option {
 	return func(o *options) error {
 		if timeout <= 0 {

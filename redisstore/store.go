@@ -106,7 +106,16 @@ type claimRec[T any] struct {
 }
 
 // New returns a Store on client. It checks that Redis answers within the
-// connect timeout (WithConnect) and validates the options. The store does
+// connect timeout (WithConnect) and validates the options. A configuration
+// that cannot work is not an outage: when Redis refuses the user, the
+// password or the DB number, or the address does not resolve or is not
+// one, New returns that error at once, even with WithConnect's degraded
+// start (as pgstore's Start does). A plain *redis.Client is dialled once
+// with its own dialer before the ping, so that an unreachable address
+// fails at once and go-redis's pool does not print its dial failures;
+// other clients are pinged only; a payload type
+// the codec cannot encode (with encoding/json: a func, a chan, a complex
+// number, or a struct holding one) is refused here, not at every Add. The store does
 // nothing else until the queue calls Init and Start; Close never closes
 // client.
 func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error) {
@@ -115,6 +124,9 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := durable.CheckPayloadType[T](&o.Options); err != nil {
 		return nil, err
 	}
 	s := &Store[T]{
@@ -128,13 +140,52 @@ func New[T any](client redis.UniversalClient, opts ...Option) (*Store[T], error)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.connectTimeout)
 	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
+	if err := connect(ctx, client); err != nil {
+		if misconfigured(err) {
+			return nil, fmt.Errorf("redisstore: New: Redis refuses this configuration, which is not an outage and will not pass by retrying (check the address, user, password and DB): %w", err)
+		}
 		if !o.startDegraded {
 			return nil, fmt.Errorf("redisstore: redis unreachable: %w", err)
 		}
 		s.down = true
 	}
 	return s, nil
+}
+
+// connect checks that client's Redis answers. A plain client's address is
+// dialled first with the client's own dialer, once: a dial that fails
+// then returns at once, with its cause, where a Ping would have the pool
+// dial again until ctx ends, each failure printed by go-redis's
+// process-wide logger.
+func connect(ctx context.Context, client redis.UniversalClient) error {
+	if c, ok := client.(*redis.Client); ok {
+		o := c.Options()
+		if o.Dialer != nil {
+			conn, err := o.Dialer(ctx, o.Network, o.Addr)
+			if err != nil {
+				return err
+			}
+			conn.Close()
+		}
+	}
+	return client.Ping(ctx).Err()
+}
+
+// misconfigured reports whether err, from connecting to Redis, says that
+// the client's configuration cannot work until it changes: Redis refused
+// the user or the password, or the DB number, or the address cannot work
+// (durable.BadAddress).
+func misconfigured(err error) bool {
+	if err == nil {
+		return false
+	}
+	// HasErrorPrefix drops a leading "ERR ".
+	for _, prefix := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "AUTH ", "DB index is out of range"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return durable.BadAddress(err)
 }
 
 // newToken returns a random token naming this store's ID blocks.

@@ -54,12 +54,25 @@ func testPriority(t *testing.T, h *harness) {
 
 func testUnknownPriority(t *testing.T, h *harness) {
 	addErr(t, h, queue.Job[Payload]{Priority: "urgent"}, queue.ErrUnknownPriority)
-	// Every store words it alike, naming the label.
+	// Every store words it alike, naming the label and the valid ones.
 	_, err := h.Store.Add(bg, queue.Job[Payload]{Priority: "urgent"})
-	if want := fmt.Sprintf("%v %q", queue.ErrUnknownPriority, "urgent"); err == nil || err.Error() != want {
+	want := fmt.Sprintf("%v %q (the queue's priorities: high, normal, low)", queue.ErrUnknownPriority, "urgent")
+	if err == nil || err.Error() != want {
 		t.Fatalf("Add with an unknown priority = %v, want the error %q", err, want)
 	}
 	noClaim(t, h)
+}
+
+// testDoneContext: an Add whose ctx is already done is refused with an
+// error matching ctx.Err(), stores nothing and takes no key.
+func testDoneContext(t *testing.T, h *harness) {
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := h.Store.Add(ctx, queue.Job[Payload]{Key: "k"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Add with a cancelled ctx = %v, want an error matching context.Canceled", err)
+	}
+	noClaim(t, h)
+	add(t, h, queue.Job[Payload]{Key: "k"})
 }
 
 func testFull(t *testing.T, h *harness) {

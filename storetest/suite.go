@@ -120,6 +120,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "InitTwiceRefused", run: testInitTwice},
 		{name: "PriorityOrder", run: testPriority},
 		{name: "UnknownPriority", run: testUnknownPriority},
+		{name: "DoneContext", run: testDoneContext},
 		{name: "WeightedShares", run: testWeightedShares, cfg: []func(*queue.StoreConfig){weighted}},
 		{name: "WeightedNoBurst", run: testWeightedNoBurst, cfg: []func(*queue.StoreConfig){weighted}},
 		{name: "StrictStarves", run: testStrictStarves, cfg: []func(*queue.StoreConfig){roomy}},

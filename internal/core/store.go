@@ -2,7 +2,9 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -107,6 +109,22 @@ func (c *StoreConfig) PriorityIndex(label string) int {
 		}
 	}
 	return -1
+}
+
+// UnknownPriority returns the error for a job whose Priority label is
+// not one of the levels: it wraps ErrUnknownPriority and names the label
+// and the valid ones, so that every store words it alike.
+func (c *StoreConfig) UnknownPriority(label string) error {
+	return fmt.Errorf("%w %q (the queue's priorities: %s)", ErrUnknownPriority, label, PriorityNames(c.Priorities))
+}
+
+// PriorityNames lists the levels' names, comma-separated, for errors.
+func PriorityNames(levels []Priority) string {
+	names := make([]string, len(levels))
+	for i, p := range levels {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // StoreStats is a snapshot of a store's contents.

@@ -7,8 +7,12 @@ import (
 	"github.com/queuekit/queue/internal/core"
 )
 
-// Add implements Store.
-func (s *Store[T]) Add(_ context.Context, job core.Job[T]) (core.Added, error) {
+// Add implements Store. A ctx already done refuses the job with an error
+// matching ctx.Err(), as every store does.
+func (s *Store[T]) Add(ctx context.Context, job core.Job[T]) (core.Added, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Added{}, fmt.Errorf("memstore: add: %w", err)
+	}
 	return s.AddJob(&job, false, 0)
 }
 
@@ -26,7 +30,7 @@ func (s *Store[T]) AddJob(job *core.Job[T], future bool, parked int) (core.Added
 func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (core.Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
-		return core.Added{}, fmt.Errorf("%w %q", core.ErrUnknownPriority, job.Priority)
+		return core.Added{}, s.cfg.UnknownPriority(job.Priority)
 	}
 	if s.atLimit(parked) {
 		return core.Added{}, core.ErrPendingLimit
