@@ -171,6 +171,7 @@ type handoff[T any] struct {
 	flush []Job[T]
 	d     jobDecision // for flush: cancel them, or wait until at
 	at    time.Time
+	wait  bool // the slot went back to the SlotStore's line: the caller is to be the target's waiter (slots.go)
 }
 
 // release frees a running slot of target; probe says the job that held it
@@ -184,7 +185,14 @@ type handoff[T any] struct {
 // jobs do not run: release returns them all in flush, with what to do with
 // them (cancel, or wait until at). While the breaker is half-open, the
 // slot goes to the next parked job as a probe.
-func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[T]) (h handoff[T]) {
+//
+// With a SlotStore, when yield is set (a job ended and the queue is not
+// stopping) and another process waits for a slot of the target
+// (t.yield), the slot is not handed on: its store slot goes back to the
+// store's line, and the parked jobs wait in it, behind the processes
+// already there; h.wait then asks the caller to be the target's waiter,
+// when it has none.
+func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[T], yield bool) (h handoff[T]) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -227,6 +235,14 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 		t.running--
 		return handoff[T]{}
 	}
+	if yield && t.yield && t.brk == breakerClosed {
+		t.running--
+		if !t.full {
+			t.full = true
+			h.wait = true
+		}
+		return h
+	}
 	ts.unparkInto(t, next)
 	h.ok = true
 	if t.brk == breakerHalfOpen {
@@ -240,7 +256,7 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 	// With a SlotStore, only when the store is not full: else the
 	// target's waiter takes the slots as they free.
 	n := min(t.waiting.len(), max(ts.limit()-t.running-t.acquiring, 0))
-	if t.full {
+	if t.full || t.yield {
 		n = 0
 	}
 	if n > 0 {

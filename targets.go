@@ -174,11 +174,14 @@ type target[T any] struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	acquiring int     // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
-	full      bool    // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
-	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
-	busy      bool    // counted in targets.busy (fair.go)
-	seen      int64   // the last instant a job of the target was admitted or ended
+	acquiring int       // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
+	full      bool      // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
+	yield     bool      // another process waits in the SlotStore's line: ended jobs give their slot back (slots.go)
+	yieldGen  uint64    // counts the times yield was set, so that a stale answer does not clear it (slots.go)
+	lineSince time.Time // when this process began to wait in the SlotStore's line; zero when it does not (slots.go)
+	waiting   fifo[T]   // claimed jobs waiting for a concurrency slot or a probe's outcome
+	busy      bool      // counted in targets.busy (fair.go)
+	seen      int64     // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.
