@@ -148,8 +148,15 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 // holds across every process of the queue: a job runs only while its
 // process holds one of the target's k slots in the store, which costs a
 // round trip to take it and one to free it. A job that gets no slot is
-// parked as above until a slot frees anywhere in the fleet. The fair
-// share stays each process's own.
+// parked as above, and its process waits in the target's line in the
+// store, until a slot frees anywhere in the fleet: a freed slot goes to
+// the process first in the line, and while a process waits the others
+// give each slot back as its job ends, rather than to their own next
+// parked job, so that the slots go round the waiting processes in the
+// order they began to wait. A process in the line thus gets a slot once
+// the processes ahead of it (at most all the others) have had one each,
+// whatever the others' backlogs. The fair share stays each process's
+// own.
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {

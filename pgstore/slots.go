@@ -67,7 +67,7 @@ type slotState struct {
 
 // slotQueries holds the slot statements with the table names filled in.
 type slotQueries struct {
-	table, make, acquire, renew, release, leave string
+	table, line, make, acquire, renew, release, leave string
 }
 
 func newSlotQueries(schema string) slotQueries {
@@ -78,7 +78,7 @@ func newSlotQueries(schema string) slotQueries {
 		line = pgx.Identifier{schema, "queuekit_slot_line"}.Sanitize()
 	}
 	r := strings.NewReplacer("{slots}", table, "{line}", line)
-	return slotQueries{table: table, make: r.Replace(sqlMakeSlots), acquire: r.Replace(sqlAcquireSlot),
+	return slotQueries{table: table, line: line, make: r.Replace(sqlMakeSlots), acquire: r.Replace(sqlAcquireSlot),
 		renew: r.Replace(sqlRenewSlots), release: r.Replace(sqlReleaseSlot), leave: r.Replace(sqlLeaveSlotLine)}
 }
 
@@ -335,10 +335,14 @@ func (s *Store[T]) slotNoted(payload string) {
 	(*fn)(n.Target, n.Waiter)
 }
 
-// slotsErr turns "relation does not exist" into a *NotMigratedError.
+// slotsErr turns "relation does not exist" into a *NotMigratedError
+// naming the missing table.
 func (s *Store[T]) slotsErr(err error) error {
 	if nm := s.notMigrated(err); nm != nil {
 		nm.Missing = s.sq.table
+		if strings.Contains(err.Error(), "queuekit_slot_line") {
+			nm.Missing = s.sq.line
+		}
 		return nm
 	}
 	return err
