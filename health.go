@@ -148,7 +148,10 @@ func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T], slotted 
 	} else {
 		ts.markBusy(t, inst)
 	}
-	if t.running+t.acquiring >= ts.limit() || !slotted && t.full {
+	// With a SlotStore, a job also parks while the store refused one
+	// (t.full), and behind the jobs parked while another process waits
+	// (t.yield): they are first in line.
+	if t.running+t.acquiring >= ts.limit() || !slotted && (t.full || t.yield && t.waiting.len() > 0) {
 		ts.park(t, job)
 		return waitJob, time.Time{}, false
 	}
