@@ -19,7 +19,7 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		q.deferJob(w, job, q.clock.Now())
 		target := job.Target
 		for held {
-			h := q.targets.release(target, q.clock.Now(), w.probe, job)
+			h := q.targets.release(target, q.clock.Now(), w.probe, job, false)
 			q.flushParked(w, h.flush, waitJob, q.clock.Now())
 			if held = h.ok; held {
 				w.probe = h.probe
@@ -49,13 +49,18 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	if target := job.Target; target != "" {
 		defer func() {
 			// The job has ended: a parked job that takes its slot
-			// is stored over it, to run next.
-			h := q.targets.release(target, q.clock.Now(), w.probe, job)
+			// is stored over it, to run next. Or the slot goes back
+			// to the store for another process, and w may wait in
+			// the line for the parked jobs, as the target's waiter.
+			h := q.targets.release(target, q.clock.Now(), w.probe, job, q.runCtx.Err() == nil)
 			q.flushParked(w, h.flush, h.d, h.at)
 			if h.ok {
 				handed, w.probe = true, h.probe
 			} else {
 				q.releaseSlot(w, target)
+				if h.wait {
+					handed = q.awaitSlot(w, target, job)
+				}
 			}
 		}()
 	}

@@ -148,7 +148,10 @@ func (ts *targets[T]) admitJob(name string, now time.Time, job *Job[T], slotted 
 	} else {
 		ts.markBusy(t, inst)
 	}
-	if t.running+t.acquiring >= ts.limit() || !slotted && t.full {
+	// With a SlotStore, a job also parks while the store refused one
+	// (t.full), and behind the jobs parked while another process waits
+	// (t.yield): they are first in line.
+	if t.running+t.acquiring >= ts.limit() || !slotted && (t.full || t.yield && t.waiting.len() > 0) {
 		ts.park(t, job)
 		return waitJob, time.Time{}, false
 	}
@@ -171,6 +174,7 @@ type handoff[T any] struct {
 	flush []Job[T]
 	d     jobDecision // for flush: cancel them, or wait until at
 	at    time.Time
+	wait  bool // the slot went back to the SlotStore's line: the caller is to be the target's waiter (slots.go)
 }
 
 // release frees a running slot of target; probe says the job that held it
@@ -184,7 +188,14 @@ type handoff[T any] struct {
 // jobs do not run: release returns them all in flush, with what to do with
 // them (cancel, or wait until at). While the breaker is half-open, the
 // slot goes to the next parked job as a probe.
-func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[T]) (h handoff[T]) {
+//
+// With a SlotStore, when yield is set (a job ended and the queue is not
+// stopping) and another process waits for a slot of the target
+// (t.yield), the slot is not handed on: its store slot goes back to the
+// store's line, and the parked jobs wait in it, behind the processes
+// already there; h.wait then asks the caller to be the target's waiter,
+// when it has none.
+func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[T], yield bool) (h handoff[T]) {
 	t := ts.get(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -227,6 +238,14 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 		t.running--
 		return handoff[T]{}
 	}
+	if yield && t.yield && t.brk == breakerClosed {
+		t.running--
+		if !t.full {
+			t.full = true
+			h.wait = true
+		}
+		return h
+	}
 	ts.unparkInto(t, next)
 	h.ok = true
 	if t.brk == breakerHalfOpen {
@@ -240,7 +259,7 @@ func (ts *targets[T]) release(name string, now time.Time, probe bool, next *Job[
 	// With a SlotStore, only when the store is not full: else the
 	// target's waiter takes the slots as they free.
 	n := min(t.waiting.len(), max(ts.limit()-t.running-t.acquiring, 0))
-	if t.full {
+	if t.full || t.yield {
 		n = 0
 	}
 	if n > 0 {

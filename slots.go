@@ -28,11 +28,26 @@ import (
 //     goroutine, slotLoop, so that the worker does not wait for it. Until
 //     slotLoop takes it, a job of the target admitted in this process
 //     takes the slot over instead of acquiring one (no round trip).
-//   - A job the store refuses is parked. One worker per target, the
-//     waiter (target.full), then asks again when the store says a slot of
-//     the target was released (WatchSlots: NOTIFY, pub/sub) and every
+//   - A job the store refuses is parked, and the process takes its place
+//     in the target's line in the store (SlotRequest.Waited keeps it
+//     there across asks). One worker per target, the waiter
+//     (target.full), then asks again when the store says a slot of the
+//     target was released (WatchSlots: NOTIFY, pub/sub) and every
 //     slotRetry in any case; a slot it gets goes to the first parked job,
-//     as a slot freed in process does.
+//     as a slot freed in process does. A waiter that leaves with no job
+//     to give a slot to leaves the line.
+//   - The store grants a freed slot to the first process of the line,
+//     not to whoever asks first. A process that learns that another one
+//     waits (the store announces each refusal to every process, and says
+//     how many wait in its answers) yields (target.yield): a job that
+//     ends gives its slot back to the store instead of to the next
+//     parked job, no slot is taken over, and its own parked jobs queue
+//     in the line behind the others. So, under contention, the slots go
+//     round the waiting processes in the order they began to wait: one
+//     in the line gets a slot once those ahead of it have (at most one
+//     each per slot freed), instead of waiting for the holders'
+//     backlogs. Without another process waiting, nothing changes: the
+//     hand-off and the take-over cost no round trip.
 //   - Held slots are renewed every third of their TTL (slotTTL) from one
 //     goroutine; a process that dies loses them when they expire.
 
@@ -45,13 +60,18 @@ const (
 	// slotTTLDefault is a slot's lease on a store that does not lease
 	// jobs; on one that does, it is the job lease (3 × HeartbeatInterval).
 	slotTTLDefault = 30 * time.Second
+	// slotLine is how long a process keeps its place in a target's line
+	// without asking again (SlotRequest.Line); its waiter asks every
+	// slotRetry, so only a dead or stuck process loses it.
+	slotLine = 4 * slotRetry
 )
 
 // fleetSlots is a queue's side of its SlotStore.
 type fleetSlots struct {
 	store  SlotStore
 	ttl    time.Duration
-	prefix string // this process's holder prefix
+	proc   string // this process, in the store's lines
+	prefix string // this process's holder prefix: proc + ":"
 	seq    atomic.Uint64
 
 	mu   sync.Mutex
@@ -79,11 +99,45 @@ func (ts *targets[T]) bindSlots(store any, mem bool, leaser Leaser) {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	fs := &fleetSlots{store: s, ttl: ttl, prefix: hex.EncodeToString(b[:]) + ":",
+	proc := hex.EncodeToString(b[:])
+	fs := &fleetSlots{store: s, ttl: ttl, proc: proc, prefix: proc + ":",
 		held: map[string]string{}, idle: map[string][]string{}, wake: map[string]chan struct{}{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
-	s.WatchSlots(fs.released)
+	s.WatchSlots(func(target, waiter string) {
+		switch waiter {
+		case "":
+			fs.released(target)
+		case proc: // this process's own refusal
+		default:
+			ts.contend(target)
+		}
+	})
 	ts.slots = fs
+}
+
+// contend notes that another process waits in name's line: this one
+// yields its slots of the target as their jobs end.
+func (ts *targets[T]) contend(name string) {
+	if t, ok := ts.lookup(name); ok {
+		t.mu.Lock()
+		t.yield = true
+		t.yieldGen++
+		t.mu.Unlock()
+	}
+}
+
+// noteLine records the store's answer that waiting other processes wait
+// in t's line, to a call made when t.yieldGen was gen: none ends the
+// yielding, unless another process's refusal was announced since the
+// call began (the answer may then be stale); t.mu is held.
+func (t *target[T]) noteLine(gen uint64, waiting int) {
+	switch {
+	case waiting > 0:
+		t.yield = true
+		t.yieldGen++
+	case t.yieldGen == gen:
+		t.yield = false
+	}
 }
 
 // released wakes the target's waiter, if this process has one.
@@ -100,36 +154,80 @@ func (fs *fleetSlots) released(target string) {
 }
 
 // acquireSlot takes over a slot of target whose job ended and whose
-// release was not sent yet, or else asks the store for one; a failure
-// counts as a refusal (the job waits: it never runs without a slot).
+// release was not sent yet, unless another process waits for one, or
+// else asks the store for one; a refusal puts the process in the
+// target's line, and a failure counts as a refusal (the job waits: it
+// never runs without a slot).
 func (q *Queue[T]) acquireSlot(target string) (holder string, ok bool) {
 	fs := q.targets.slots
-	fs.mu.Lock()
-	if idle := fs.idle[target]; len(idle) > 0 {
-		holder = idle[len(idle)-1]
-		if len(idle) == 1 {
-			delete(fs.idle, target)
-		} else {
-			fs.idle[target] = idle[:len(idle)-1]
+	t := q.targets.get(target)
+	now := q.clock.Now()
+	t.mu.Lock()
+	yield, gen, since := t.yield, t.yieldGen, t.lineSince
+	t.mu.Unlock()
+	if !yield {
+		fs.mu.Lock()
+		if idle := fs.idle[target]; len(idle) > 0 {
+			holder = idle[len(idle)-1]
+			if len(idle) == 1 {
+				delete(fs.idle, target)
+			} else {
+				fs.idle[target] = idle[:len(idle)-1]
+			}
+			fs.mu.Unlock()
+			return holder, true // still leased: its release was not sent
 		}
 		fs.mu.Unlock()
-		return holder, true // still leased: its release was not sent
 	}
-	fs.mu.Unlock()
-	holder = fs.prefix + strconv.FormatUint(fs.seq.Add(1), 36)
+	req := SlotRequest{Target: target, Holder: fs.prefix + strconv.FormatUint(fs.seq.Add(1), 36), Process: fs.proc,
+		Limit: q.targets.cfg.concurrency, TTL: fs.ttl, Line: slotLine}
+	if !since.IsZero() {
+		req.Waited = max(now.Sub(since), 0)
+	}
 	ctx, cancel := context.WithTimeout(q.bgCtx, slotCallTimeout)
-	ok, err := fs.store.AcquireSlot(ctx, target, holder, q.targets.cfg.concurrency, fs.ttl)
+	ans, err := fs.store.AcquireSlot(ctx, req)
 	cancel()
 	if err != nil {
 		q.slotWarn("queue: acquiring a concurrency slot failed; the job waits", "target", target, "err", err)
 		return "", false
 	}
-	if ok {
+	t.mu.Lock()
+	t.noteLine(gen, ans.Waiting)
+	switch {
+	case ans.Granted:
+		t.lineSince = time.Time{} // the store took the process out of the line
+	case t.lineSince.IsZero():
+		t.lineSince = now
+	}
+	t.mu.Unlock()
+	if ans.Granted {
 		fs.mu.Lock()
-		fs.held[holder] = target
+		fs.held[req.Holder] = target
 		fs.mu.Unlock()
 	}
-	return holder, ok
+	return req.Holder, ans.Granted
+}
+
+// leaveLine takes the process out of target's line, when it is in it:
+// its waiter leaves with no job to give a slot to.
+func (q *Queue[T]) leaveLine(t *target[T]) {
+	fs := q.targets.slots
+	t.mu.Lock()
+	in := !t.lineSince.IsZero()
+	t.lineSince = time.Time{}
+	t.mu.Unlock()
+	if !in {
+		return
+	}
+	// The queue may be shutting down: the call is still made, within
+	// slotCallTimeout, so that the line does not wait for its expiry.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.bgCtx), slotCallTimeout)
+	err := fs.store.LeaveSlotLine(ctx, t.name, fs.proc)
+	cancel()
+	if err != nil {
+		q.slotWarn("queue: leaving a concurrency slot's line failed; the place is given up when it expires",
+			"target", t.name, "err", err, "after", slotLine)
+	}
 }
 
 // releaseSlot hands the store slot w holds, if any, to slotLoop to be
@@ -158,12 +256,20 @@ func (q *Queue[T]) sendReleases(ctx context.Context) {
 	fs.idle = map[string][]string{}
 	fs.mu.Unlock()
 	for target, holders := range idle {
+		t := q.targets.get(target)
 		for _, holder := range holders {
+			t.mu.Lock()
+			gen := t.yieldGen
+			t.mu.Unlock()
 			rctx, cancel := context.WithTimeout(ctx, slotCallTimeout)
-			err := fs.store.ReleaseSlot(rctx, target, holder)
+			waiting, err := fs.store.ReleaseSlot(rctx, target, holder, fs.proc)
 			cancel()
 			if err != nil {
 				q.slotWarn("queue: releasing a concurrency slot failed; it is free when its lease expires", "target", target, "err", err, "lease", fs.ttl)
+			} else {
+				t.mu.Lock()
+				t.noteLine(gen, waiting)
+				t.mu.Unlock()
 			}
 			fs.mu.Lock()
 			delete(fs.held, holder)
@@ -275,6 +381,7 @@ func (q *Queue[T]) awaitSlot(w *worker[T], name string, job *Job[T]) bool {
 				}
 				t.mu.Unlock()
 				q.flushParked(w, back, waitJob, q.clock.Now())
+				q.leaveLine(t)
 				return false
 			}
 			timer.Reset(slotRetry)
@@ -286,6 +393,7 @@ func (q *Queue[T]) awaitSlot(w *worker[T], name string, job *Job[T]) bool {
 		}
 		t.mu.Unlock()
 		if idle {
+			q.leaveLine(t)
 			return false // the parked jobs were handed slots freed here, or cancelled
 		}
 		holder, ok := q.acquireSlot(name)
@@ -299,7 +407,7 @@ func (q *Queue[T]) awaitSlot(w *worker[T], name string, job *Job[T]) bool {
 		t.full = false
 		t.running++
 		t.mu.Unlock()
-		h := ts.release(name, q.clock.Now(), false, job)
+		h := ts.release(name, q.clock.Now(), false, job, false)
 		q.flushParked(w, h.flush, h.d, h.at)
 		if h.ok {
 			w.probe = h.probe

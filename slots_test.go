@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,7 @@ import (
 type slotHub struct {
 	tab      *memstore.Store[int]
 	mu       sync.Mutex
-	fns      []func(string)
+	fns      []func(target, waiter string)
 	mute     atomic.Bool
 	acquires atomic.Int64
 	releases atomic.Int64
@@ -32,7 +33,7 @@ type slotHub struct {
 func newSlotHub(t *testing.T) *slotHub {
 	h := &slotHub{tab: memstore.New[int]()}
 	require.NoError(t, h.tab.Init(queue.StoreConfig{Name: "slots", Priorities: []queue.Priority{{Name: "normal"}}, DefaultPriority: "normal", Capacity: 1, Clock: timeClock{}}))
-	h.tab.WatchSlots(func(target string) {
+	h.tab.WatchSlots(func(target, waiter string) {
 		if h.mute.Load() {
 			return
 		}
@@ -40,7 +41,7 @@ func newSlotHub(t *testing.T) *slotHub {
 		fns := h.fns
 		h.mu.Unlock()
 		for _, fn := range fns {
-			fn(target)
+			fn(target, waiter)
 		}
 	})
 	return h
@@ -53,21 +54,25 @@ type slotStore struct {
 	h *slotHub
 }
 
-func (s slotStore) AcquireSlot(ctx context.Context, target, holder string, limit int, ttl time.Duration) (bool, error) {
+func (s slotStore) AcquireSlot(ctx context.Context, req queue.SlotRequest) (queue.SlotAnswer, error) {
 	s.h.acquires.Add(1)
-	return s.h.tab.AcquireSlot(ctx, target, holder, limit, ttl)
+	return s.h.tab.AcquireSlot(ctx, req)
 }
 
 func (s slotStore) RenewSlots(ctx context.Context, target string, holders []string, ttl time.Duration) ([]string, error) {
 	return s.h.tab.RenewSlots(ctx, target, holders, ttl)
 }
 
-func (s slotStore) ReleaseSlot(ctx context.Context, target, holder string) error {
+func (s slotStore) ReleaseSlot(ctx context.Context, target, holder, process string) (int, error) {
 	s.h.releases.Add(1)
-	return s.h.tab.ReleaseSlot(ctx, target, holder)
+	return s.h.tab.ReleaseSlot(ctx, target, holder, process)
 }
 
-func (s slotStore) WatchSlots(fn func(string)) {
+func (s slotStore) LeaveSlotLine(ctx context.Context, target, process string) error {
+	return s.h.tab.LeaveSlotLine(ctx, target, process)
+}
+
+func (s slotStore) WatchSlots(fn func(target, waiter string)) {
 	s.h.mu.Lock()
 	s.h.fns = append(s.h.fns, fn)
 	s.h.mu.Unlock()
@@ -136,14 +141,24 @@ func TestSlotsHoldAcrossQueues(t *testing.T) {
 	})
 }
 
+// grab takes a slot of target for holder, as a process of its own (the
+// holder's name up to a colon) that would wait in the line for a second,
+// and reports whether it got it.
+func grab(t *testing.T, h *slotHub, target, holder string, limit int, ttl time.Duration) bool {
+	t.Helper()
+	proc, _, _ := strings.Cut(holder, ":")
+	ans, err := h.tab.AcquireSlot(context.Background(), queue.SlotRequest{Target: target, Holder: holder, Process: proc,
+		Limit: limit, TTL: ttl, Line: time.Second})
+	require.NoError(t, err)
+	return ans.Granted
+}
+
 // heldSlots counts the slots of target held now, by trying to take them.
 func heldSlots(t *testing.T, h *slotHub, target string) int {
 	const limit = 100
 	free := 0
 	for i := range limit {
-		ok, err := h.tab.AcquireSlot(context.Background(), target, fmt.Sprint("probe-", i), limit, time.Nanosecond)
-		require.NoError(t, err)
-		if ok {
+		if grab(t, h, target, fmt.Sprint("probe-", i), limit, time.Nanosecond) {
 			free++
 		}
 	}
@@ -185,9 +200,7 @@ func TestSlotsRoundTrips(t *testing.T) {
 func TestSlotsCrashedHolderExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newSlotHub(t)
-		ok, err := h.tab.AcquireSlot(context.Background(), "x", "dead-process:1", 1, 30*time.Second)
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.True(t, grab(t, h, "x", "dead-process:1", 1, 30*time.Second))
 		g := &gauge{}
 		q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
 			queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
@@ -258,9 +271,7 @@ func TestSlotsReleaseWakesWaiter(t *testing.T) {
 func TestSlotsParkedJobsReachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newSlotHub(t)
-		ok, err := h.tab.AcquireSlot(context.Background(), "x", "elsewhere:1", 1, time.Hour)
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.True(t, grab(t, h, "x", "elsewhere:1", 1, time.Hour))
 		g := &gauge{}
 		q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
 			queue.WithWorkers(3, 3), queue.WithTargetConcurrency(1))
@@ -276,7 +287,8 @@ func TestSlotsParkedJobsReachable(t *testing.T) {
 		n, err := q.Cancel(context.Background(), "k2")
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
-		require.NoError(t, h.tab.ReleaseSlot(context.Background(), "x", "elsewhere:1"))
+		_, err = h.tab.ReleaseSlot(context.Background(), "x", "elsewhere:1", "elsewhere")
+		require.NoError(t, err)
 		advance(time.Second)
 		assert.Equal(t, uint64(3), q.Stats().Done)
 		assert.Equal(t, uint64(1), q.Stats().Cancelled)
@@ -290,9 +302,7 @@ func TestSlotsParkedJobsReachable(t *testing.T) {
 func TestSlotsShutdownPutsParkedBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newSlotHub(t)
-		ok, err := h.tab.AcquireSlot(context.Background(), "x", "elsewhere:1", 1, time.Hour)
-		require.NoError(t, err)
-		require.True(t, ok)
+		require.True(t, grab(t, h, "x", "elsewhere:1", 1, time.Hour))
 		g := &gauge{}
 		s := slotStore{Store: memstore.New[int](), h: h}
 		q := newStoreQueue(t, queue.Store[int](s), g.handler(time.Millisecond), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
@@ -312,5 +322,81 @@ func TestSlotsShutdownPutsParkedBack(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 3, stored.Ready+stored.Scheduled, "in the store again")
 		assert.Equal(t, 1, heldSlots(t, h, "x"), "only the other holder's slot")
+	})
+}
+
+// Three processes with a limit of 2 on a target, each with a backlog of
+// its own: the slots go round them, in the order they began to wait,
+// instead of staying with the first two holders until their backlogs are
+// run (before, the third ran its first job after the others' 60). Each
+// process runs about a third of the first half of the runs, and no
+// process waits, while it has jobs, for more than a few runs of the
+// others (a place in the line: at most the other two processes, each
+// getting a slot as it frees, and the runs already going); the limit
+// holds.
+func TestSlotsGoRoundTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newSlotHub(t)
+		var (
+			mu            sync.Mutex
+			order         []int
+			running, peak int
+		)
+		const procs, each = 3, 30
+		var qs []*queue.Queue[int]
+		for p := range procs {
+			handler := func(ctx context.Context, j queue.Job[int]) error {
+				mu.Lock()
+				order = append(order, p)
+				running++
+				peak = max(peak, running)
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond) // the job's work, in the bubble's time
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			}
+			q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler,
+				queue.WithWorkers(4, 4), queue.WithTargetConcurrency(2))
+			for i := range each {
+				require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
+			}
+			qs = append(qs, q)
+		}
+		for _, q := range qs {
+			require.NoError(t, q.Start(context.Background()))
+		}
+		advance(time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, order, procs*each, "every job ran")
+		assert.LessOrEqual(t, peak, 2, "the limit holds across the processes")
+		early := make([]int, procs)
+		for _, p := range order[:len(order)/2] {
+			early[p]++
+		}
+		streak, longest := make([]int, procs), make([]int, procs)
+		left := []int{each, each, each}
+		for _, p := range order {
+			left[p]--
+			for o := range procs {
+				if o == p {
+					streak[o] = 0
+				} else if left[o] > 0 {
+					streak[o]++
+					longest[o] = max(longest[o], streak[o])
+				}
+			}
+		}
+		t.Logf("runs of each process in the first half: %v; longest wait, in runs of the others: %v", early, longest)
+		for p := range procs {
+			assert.GreaterOrEqual(t, early[p], each/3, "process %d's runs in the first half of all runs", p)
+			assert.LessOrEqual(t, longest[p], 6, "process %d waited for that many runs of the others", p)
+		}
+		for _, q := range qs {
+			assert.Zero(t, q.Stats().Depth, "nothing left parked")
+		}
+		assert.Equal(t, 0, heldSlots(t, h, "x"), "every slot released")
 	})
 }

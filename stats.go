@@ -61,17 +61,28 @@ type Counts struct {
 // Stats is a snapshot of a queue. What the store alone knows (ready jobs
 // per priority, scheduled and waiting jobs, pending keys, dead jobs, the
 // backend's health) is in Store; the fields here are the engine's view.
+// On a durable store shared by several processes, Depth and FleetRunning
+// count the jobs of the whole fleet, Running and Workers this process's.
 type Stats struct {
-	Name        string  `json:"name"`         // the queue's name (WithName)
-	State       string  `json:"state"`        // new, running, paused (Admin().Pause), stopping, stopped
-	Depth       int     `json:"depth"`        // ready jobs, and jobs parked for a busy target's slot
-	Capacity    int     `json:"capacity"`     // the most ready jobs the queue holds (WithCapacity)
-	MaxPending  int     `json:"max_pending"`  // the bound on ready, scheduled, waiting and parked jobs (WithCapacity's pending; in-memory store)
-	FillPct     float64 `json:"fill_pct"`     // Depth as a percentage of Capacity
-	Running     int     `json:"running"`      // jobs whose handler is running (or about to)
-	Workers     int     `json:"workers"`      // active workers
-	BaseWorkers int     `json:"base_workers"` // the pool's floor (WithWorkers' base)
-	MaxWorkers  int     `json:"max_workers"`  // the pool's ceiling (WithWorkers' max)
+	Name       string  `json:"name"`        // the queue's name (WithName)
+	State      string  `json:"state"`       // new, running, paused (Admin().Pause), stopping, stopped
+	Depth      int     `json:"depth"`       // ready jobs (the fleet's), and jobs parked in this process for a busy target's slot
+	Capacity   int     `json:"capacity"`    // the most ready jobs the queue holds (WithCapacity)
+	MaxPending int     `json:"max_pending"` // the bound on ready, scheduled, waiting and parked jobs (WithCapacity's pending; in-memory store)
+	FillPct    float64 `json:"fill_pct"`    // Depth as a percentage of Capacity
+	// Running counts the jobs whose handler runs in this process (this
+	// engine's workers), whatever the store.
+	Running int `json:"running"`
+	// FleetRunning counts the jobs running in every process of the
+	// queue: the store's count (Store.Running) less the jobs parked in
+	// this process for a busy target's slot, which the store counts as
+	// running. Jobs parked in another process count here too. On the
+	// in-memory store, whose process is the whole fleet, it is Running
+	// with the jobs claimed whose handler has not started yet.
+	FleetRunning int `json:"fleet_running"`
+	Workers      int `json:"workers"`      // active workers
+	BaseWorkers  int `json:"base_workers"` // the pool's floor (WithWorkers' base)
+	MaxWorkers   int `json:"max_workers"`  // the pool's ceiling (WithWorkers' max)
 	// Counts are the event counters since New.
 	Counts
 	// NextScheduled lists the next 10 scheduled jobs, earliest first.
@@ -117,16 +128,20 @@ func (q *Queue[T]) Stats() Stats {
 		ss.Ready = q.store.Len()
 	}
 	st.Store = ss
-	st.Depth, st.Running = ss.Ready, ss.Running
 	// Jobs parked for a busy target's slot are claimed from the store,
 	// which counts them running; they wait to run, as ready jobs do.
 	parked := int(q.targets.parked.Load())
-	st.Depth += parked
-	st.Running = max(st.Running-parked, 0)
+	st.Depth = ss.Ready + parked
+	st.FleetRunning = max(ss.Running-parked, 0)
 	st.FillPct = float64(st.Depth) * 100 / float64(st.Capacity)
 	st.Counts = q.counts()
 	q.mu.Lock()
 	st.Workers = len(q.pool.workers)
+	for _, w := range q.pool.all() {
+		if w.running() != 0 {
+			st.Running++
+		}
+	}
 	q.mu.Unlock()
 	if next, err := q.store.Scheduled(ctx, 10); err == nil {
 		st.NextScheduled = next

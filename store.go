@@ -299,21 +299,34 @@ type FleetSizer interface {
 // for a time-to-live, judged by the store's clock; the queue renews the
 // leases it holds every third of the TTL and releases a slot, from a
 // goroutine of its own, when its job ends, unless a job of the same
-// target in the process takes the slot over first. A process that dies holds its slots until their
-// leases expire. A job that gets no slot waits, parked in process, and is
-// retried when WatchSlots says a slot of its target was released, or
-// after half a second. See "Fleet state" in docs/OPERATIONS.md.
+// target in the process takes the slot over first. A process that dies
+// holds its slots until their leases expire.
+//
+// A process that gets no slot waits in the target's line, kept in the
+// store: its jobs wait, parked in process, and one of its workers asks
+// again when WatchSlots says a slot of the target was released, or after
+// half a second. A freed slot goes to the first process in the line, not
+// to whoever asks first, and a process that holds slots while another
+// waits gives each back as its job ends, rather than to its own next
+// parked job, so that the slots go round the waiting processes in the
+// order they began to wait. See "Fleet state" in docs/OPERATIONS.md.
 //
 // The queue uses a SlotStore only under a fixed WithTargetConcurrency
 // limit (the fair share is each process's own), and not with the
 // in-memory store it makes itself, where the process's own count is
 // exact. All methods are safe for concurrent use.
 type SlotStore interface {
-	// AcquireSlot leases one of target's slots to holder for ttl, if
-	// fewer than limit of them are leased (unexpired), atomically, and
-	// reports whether it did. limit and ttl must be > 0, target and
-	// holder not empty.
-	AcquireSlot(ctx context.Context, target, holder string, limit int, ttl time.Duration) (bool, error)
+	// AcquireSlot leases one of req.Target's slots to req.Holder for
+	// req.TTL when fewer than req.Limit of them are leased (unexpired)
+	// and more are free than processes wait ahead of req.Process in the
+	// target's line, atomically. A holder that holds a slot of the
+	// target keeps it (its lease renewed). A granted process leaves the
+	// line; a refused one takes its place in it, or keeps it, for
+	// req.Line, and the refusal is told to every process's WatchSlots
+	// function. The answer says whether the slot was granted and how
+	// many other processes wait in the line. req.Limit, req.TTL and
+	// req.Line must be > 0, req.Waited >= 0, the strings not empty.
+	AcquireSlot(ctx context.Context, req SlotRequest) (SlotAnswer, error)
 	// RenewSlots extends to ttl from now the leases of target's slots
 	// that holders hold, and returns the holders that hold none (their
 	// lease expired and the slot went to another holder, or was
@@ -321,11 +334,26 @@ type SlotStore interface {
 	RenewSlots(ctx context.Context, target string, holders []string, ttl time.Duration) (lost []string, err error)
 	// ReleaseSlot ends holder's lease of a slot of target (nothing
 	// happens when it holds none) and, when it held one, tells every
-	// process's WatchSlots function.
-	ReleaseSlot(ctx context.Context, target, holder string) error
+	// process's WatchSlots function. It returns how many processes
+	// other than process wait in the target's line.
+	ReleaseSlot(ctx context.Context, target, holder, process string) (waiting int, err error)
+	// LeaveSlotLine takes process out of target's line, when it is in
+	// it: it no longer waits for a slot of the target.
+	LeaveSlotLine(ctx context.Context, target, process string) error
 	// WatchSlots sets the function the store calls, from its own
-	// goroutine, with a target when any process of the queue released one
-	// of its slots, once Start has run. fn does not block. The queue calls
-	// it once, before Start; a store that cannot notify may ignore it.
-	WatchSlots(fn func(target string))
+	// goroutine, when a process of the queue released a slot of target
+	// (waiter is "") or was refused one and waits in target's line
+	// (waiter is that process), once Start has run. fn does not block.
+	// The queue calls it once, before Start; a store that cannot notify
+	// may ignore it.
+	WatchSlots(fn func(target, waiter string))
 }
+
+// SlotRequest asks a SlotStore for a slot of a target (see AcquireSlot).
+// It is defined in an internal package that the in-memory store shares
+// with the engine, with each field's documentation.
+type SlotRequest = core.SlotRequest
+
+// SlotAnswer is a SlotStore's answer to a SlotRequest: whether the slot
+// was granted and how many other processes wait for one.
+type SlotAnswer = core.SlotAnswer

@@ -160,8 +160,15 @@ func WithCircuitBreaker(failures int, cooldown time.Duration, probes int) Option
 // holds across every process of the queue: a job runs only while its
 // process holds one of the target's k slots in the store, which costs a
 // round trip to take it and one to free it. A job that gets no slot is
-// parked as above until a slot frees anywhere in the fleet. The fair
-// share stays each process's own.
+// parked as above, and its process waits in the target's line in the
+// store, until a slot frees anywhere in the fleet: a freed slot goes to
+// the process first in the line, and while a process waits the others
+// give each slot back as its job ends, rather than to their own next
+// parked job, so that the slots go round the waiting processes in the
+// order they began to wait. A process in the line thus gets a slot once
+// the processes ahead of it (at most all the others) have had one each,
+// whatever the others' backlogs. The fair share stays each process's
+// own.
 func WithTargetConcurrency(k int) Option {
 	return func(c *config) error {
 		if k < 0 {
@@ -186,11 +193,14 @@ type target[T any] struct {
 	brkUntil  time.Time // end of the open state
 	probes    int       // probes running in half-open
 	running   int
-	acquiring int     // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
-	full      bool    // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
-	waiting   fifo[T] // claimed jobs waiting for a concurrency slot or a probe's outcome
-	busy      bool    // counted in targets.busy (fair.go)
-	seen      int64   // the last instant a job of the target was admitted or ended
+	acquiring int       // jobs getting a slot of the SlotStore (slots.go), their local slot reserved
+	full      bool      // the SlotStore refused a slot: parked jobs wait for the target's waiter (slots.go)
+	yield     bool      // another process waits in the SlotStore's line: ended jobs give their slot back (slots.go)
+	yieldGen  uint64    // counts the times yield was set, so that a stale answer does not clear it (slots.go)
+	lineSince time.Time // when this process began to wait in the SlotStore's line; zero when it does not (slots.go)
+	waiting   fifo[T]   // claimed jobs waiting for a concurrency slot or a probe's outcome
+	busy      bool      // counted in targets.busy (fair.go)
+	seen      int64     // the last instant a job of the target was admitted or ended
 }
 
 // TargetStatus describes one target's health.

@@ -16,7 +16,7 @@ func BenchmarkTargetAdmitRelease(b *testing.B) {
 		if d, _, _ := ts.admitJob("upstream", now, &job, false); d != runJob {
 			b.Fatal(d)
 		}
-		ts.release("upstream", now, false, &job)
+		ts.release("upstream", now, false, &job, false)
 	}
 }
 
@@ -37,10 +37,10 @@ func BenchmarkTargetParkHandoff(b *testing.B) {
 		if d, at, _ := ts.admitJob("upstream", now, &next, false); d != waitJob || !at.IsZero() {
 			b.Fatal(d, at)
 		}
-		if h := ts.release("upstream", now, false, &running); !h.ok || running.Payload != 1 {
+		if h := ts.release("upstream", now, false, &running, false); !h.ok || running.Payload != 1 {
 			b.Fatal("no handoff")
 		}
-		ts.release("upstream", now, false, &running)
+		ts.release("upstream", now, false, &running, false)
 		running.Payload = 0
 	}
 }

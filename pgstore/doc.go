@@ -59,7 +59,9 @@
 // A fixed per-target concurrency limit (queue.WithTargetConcurrency) is
 // shared: the store implements queue.SlotStore on the queuekit_slots
 // table (migration 006), so at most k jobs of a target run at once in the
-// fleet; the fair share stays each process's own. It implements
+// fleet, and keeps the processes waiting for a slot in line in
+// queuekit_slot_line (migration 008), so that the slots go round them;
+// the fair share stays each process's own. It implements
 // queue.HoldStore too: a job held back for its target's suspension has
 // the held column set (migration 007), and a Resume in any process, or
 // the admin backend's ResumeTarget or Enable (queuectl), makes the
@@ -310,9 +312,10 @@
 //     renewed with the fill), so that queue.Admit admits one bucket's worth
 //     for the fleet and queue.ScaleByDepth scales each process on its share
 //     of the depth; they hold a target's concurrency slots in
-//     queuekit_slots (migration 006), so that a WithTargetConcurrency
-//     limit holds for the fleet; docs/OPERATIONS.md ("Fleet state") lists
-//     what is shared.
+//     queuekit_slots (migration 006), and wait for them in line in
+//     queuekit_slot_line (migration 008), so that a WithTargetConcurrency
+//     limit holds for the fleet and its slots go round the processes;
+//     docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - EnqueueTx's job is counted and observed by the queue once its
 //     transaction has committed (seen by the process that called it).
 //   - Jobs are claimed slightly ahead of the workers (see Claims): a job

@@ -31,29 +31,30 @@ func slotProbe(schema string) (setup, start, end, run string) {
 	t := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	setup = `CREATE TABLE IF NOT EXISTS ` + t("probe") + ` (id int PRIMARY KEY, running int NOT NULL, peak int NOT NULL);
 		INSERT INTO ` + t("probe") + ` VALUES (1, 0, 0) ON CONFLICT DO NOTHING;
-		CREATE TABLE IF NOT EXISTS ` + t("runs") + ` (payload int NOT NULL, proc text NOT NULL)`
+		CREATE TABLE IF NOT EXISTS ` + t("runs") + ` (seq bigserial, payload int NOT NULL, proc text NOT NULL, parked int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`
 	start = `UPDATE ` + t("probe") + ` SET running = running + 1, peak = greatest(peak, running + 1) WHERE id = 1`
 	end = `UPDATE ` + t("probe") + ` SET running = running - 1 WHERE id = 1`
-	run = `INSERT INTO ` + t("runs") + ` (payload, proc) VALUES ($1, $2)`
+	run = `INSERT INTO ` + t("runs") + ` (payload, proc, parked) VALUES ($1, $2, $3)`
 	return
 }
 
-// slotHandler records each run in the schema's probe, as proc.
-func slotHandler(pool *pgxpool.Pool, schema, proc string, block bool) queue.Handler[int] {
+// slotHandler records each run in the schema's probe, as proc, with the
+// jobs of its target that parked reports; a run takes work.
+func slotHandler(pool *pgxpool.Pool, schema, proc string, block bool, work time.Duration, parked func() int) queue.Handler[int] {
 	_, start, end, run := slotProbe(schema)
 	return func(ctx context.Context, j queue.Job[int]) error {
 		bg := context.WithoutCancel(ctx)
 		if _, err := pool.Exec(bg, start); err != nil {
 			return err
 		}
-		if _, err := pool.Exec(bg, run, j.Payload, proc); err != nil {
+		if _, err := pool.Exec(bg, run, j.Payload, proc, parked()); err != nil {
 			return err
 		}
 		if j.Payload == -1 && block {
 			fmt.Println("RUNNING")
 			<-make(chan struct{}) // until the process is killed
 		}
-		time.Sleep(2 * time.Millisecond) // the job's work: long enough for two runs to overlap
+		time.Sleep(work) // the job's work: long enough for two runs to overlap
 		_, err := pool.Exec(bg, end)
 		return err
 	}
@@ -61,37 +62,59 @@ func slotHandler(pool *pgxpool.Pool, schema, proc string, block bool) queue.Hand
 
 // TestFleetConcurrencyHelper is the helper process of the fleet
 // concurrency tests; it does nothing in a normal test run. Its
-// environment gives the schema, its workers and its lease.
+// environment gives the schema, its name, workers, limit, lease and the
+// work of a job.
 func TestFleetConcurrencyHelper(t *testing.T) {
 	schema := os.Getenv(slotsEnv)
 	if schema == "" {
 		t.Skip("helper process of the fleet concurrency tests")
 	}
+	name := os.Getenv(slotsEnv + "_NAME")
 	workers, _ := strconv.Atoi(os.Getenv(slotsEnv + "_WORKERS"))
+	limit, _ := strconv.Atoi(os.Getenv(slotsEnv + "_LIMIT"))
 	lease, _ := time.ParseDuration(os.Getenv(slotsEnv + "_LEASE"))
+	work, _ := time.ParseDuration(os.Getenv(slotsEnv + "_WORK"))
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgURL())
 	require.NoError(t, err)
 	defer pool.Close()
-	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithWorkerID("helper"), pgstore.WithLeaseTTL(lease))
+	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithWorkerID(name), pgstore.WithLeaseTTL(lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(pool, schema, "helper", true), fleetflow.SlotOptions(workers)...)
+	var q *queue.Queue[int]
+	q, err = queue.NewWithStore(s, slotHandler(pool, schema, name, true, work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(workers, limit)...)
 	require.NoError(t, err)
 	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
-// startSlotProc starts the helper process on e's schema.
-func startSlotProc(t *testing.T, e *env, workers int, lease time.Duration) *fleetflow.Proc {
-	t.Helper()
-	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+e.schema,
-		fmt.Sprint(slotsEnv, "_WORKERS=", workers), fmt.Sprint(slotsEnv, "_LEASE=", lease))
+// slotProc is a process of the fleet concurrency tests: its name, its
+// workers, the target's limit, its lease and the work of a job.
+type slotProc struct {
+	name           string
+	workers, limit int
+	lease, work    time.Duration
 }
 
-// slotQueue makes this process's queue on e's schema, started if start.
-func slotQueue(t *testing.T, e *env, workers int, lease time.Duration, start bool) *queue.Queue[int] {
+// defaultSlotProc is the helper of the limit and crash tests: a limit of
+// 1, jobs of 2 ms.
+func defaultSlotProc(workers int, lease time.Duration) slotProc {
+	return slotProc{name: "helper", workers: workers, limit: 1, lease: lease, work: 2 * time.Millisecond}
+}
+
+// startSlotProc starts a helper process as sp on e's schema.
+func startSlotProc(t *testing.T, e *env, sp slotProc) *fleetflow.Proc {
 	t.Helper()
-	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent"), pgstore.WithLeaseTTL(lease)),
-		slotHandler(e.pool, e.schema, "parent", false), fleetflow.SlotOptions(workers)...)
+	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+e.schema, slotsEnv+"_NAME="+sp.name,
+		fmt.Sprint(slotsEnv, "_WORKERS=", sp.workers), fmt.Sprint(slotsEnv, "_LIMIT=", sp.limit),
+		fmt.Sprint(slotsEnv, "_LEASE=", sp.lease), fmt.Sprint(slotsEnv, "_WORK=", sp.work))
+}
+
+// slotQueue makes this process's queue on e's schema, as sp (named
+// "parent"), started if start.
+func slotQueue(t *testing.T, e *env, sp slotProc, start bool) *queue.Queue[int] {
+	t.Helper()
+	var q *queue.Queue[int]
+	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent"), pgstore.WithLeaseTTL(sp.lease)),
+		slotHandler(e.pool, e.schema, "parent", false, sp.work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(sp.workers, sp.limit)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -124,8 +147,9 @@ func TestFleetConcurrencyLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	setupProbe(t, e)
-	p := startSlotProc(t, e, 4, pgstore.DefaultLeaseTTL)
-	q := slotQueue(t, e, 4, pgstore.DefaultLeaseTTL, true)
+	sp := defaultSlotProc(4, pgstore.DefaultLeaseTTL)
+	p := startSlotProc(t, e, sp)
+	q := slotQueue(t, e, sp, true)
 	const n = 100
 	for i := range n {
 		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
@@ -163,8 +187,9 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	const lease = 2 * time.Second
 	e := newEnv(t)
 	setupProbe(t, e)
-	p := startSlotProc(t, e, 1, lease)
-	q := slotQueue(t, e, 1, lease, false) // started once the helper runs the blocking job
+	sp := defaultSlotProc(1, lease)
+	p := startSlotProc(t, e, sp)
+	q := slotQueue(t, e, sp, false) // started once the helper runs the blocking job
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: -1}))
 	p.Expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: 1}))
@@ -177,4 +202,65 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	waited := time.Since(killed)
 	t.Logf("the parked job ran %s after the kill (lease %s)", waited.Round(time.Millisecond), lease)
 	require.Eventually(t, func() bool { return q.Stats().Done >= 1 }, 10*time.Second, pollTick)
+}
+
+// TestFleetConcurrencyFair: three processes, a limit of 2 on one target,
+// 4 workers each, and 90 jobs of 20 ms enqueued at once, which the three
+// claim and park: the slots go round the processes that wait, so that
+// none waits for the others' backlogs (before, a process holding a slot
+// handed it to its own next parked job, and one that held none ran its
+// jobs only once the others had run all of theirs). The line is FIFO by
+// process and each process gets a slot in turn; a job waits for at most
+// one slot per process per job parked before it in its own process. So
+// each process runs, in the first half of the runs, at least 20 % of its
+// own jobs (a fair share gives each about half; a starved process none),
+// no process with jobs parked waits for more than fairMaxWait runs of
+// the others in a row, and the limit holds.
+func TestFleetConcurrencyFair(t *testing.T) {
+	// A process in the line gets a slot once the (at most 2) processes
+	// ahead of it have had one each; the runs the others hand on before
+	// they learn that it waits come on top (3 to 9 seen in a row, in
+	// all; a starved process waits for a holder's whole backlog).
+	const fairMaxWait = 24
+	t.Parallel()
+	e := newEnv(t)
+	setupProbe(t, e)
+	sp := slotProc{name: "p1", workers: 4, limit: 2, lease: pgstore.DefaultLeaseTTL, work: 20 * time.Millisecond}
+	p1 := startSlotProc(t, e, sp)
+	sp.name = "p2"
+	p2 := startSlotProc(t, e, sp)
+	q := slotQueue(t, e, sp, true)
+	const n = 90
+	for i := range n {
+		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
+	}
+	awaitRuns(t, e, n)
+	var peak int
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT peak FROM `+pgx.Identifier{e.schema, "probe"}.Sanitize()).Scan(&peak))
+	require.LessOrEqual(t, peak, 2, "jobs of the target running at once, at most, across the processes")
+	rows, err := e.pool.Query(context.Background(), `SELECT payload, proc, parked FROM `+
+		pgx.Identifier{e.schema, "runs"}.Sanitize()+` ORDER BY seq`)
+	require.NoError(t, err)
+	var order []fleetflow.SlotRun
+	ran := map[int]int{}
+	for rows.Next() {
+		var payload int
+		var r fleetflow.SlotRun
+		require.NoError(t, rows.Scan(&payload, &r.Proc, &r.Parked))
+		order = append(order, r)
+		ran[payload]++
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, ran, n, "every job ran")
+	for payload, c := range ran {
+		require.Equal(t, 1, c, "job %d runs once", payload)
+	}
+	var span time.Duration
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT max(at) - min(at) FROM `+
+		pgx.Identifier{e.schema, "runs"}.Sanitize()).Scan(&span))
+	t.Logf("the runs started over %s", span.Round(time.Millisecond))
+	fleetflow.CheckFairSlots(t, order, fairMaxWait)
+	p1.Stop(t)
+	p2.Stop(t)
 }

@@ -43,10 +43,10 @@ func CheckCounts[T any](tb testing.TB, q *queue.Queue[T]) queue.Stats {
 	tb.Helper()
 	st := q.Stats()
 	ended := st.Done + st.Dead + st.Cancelled
-	live := uint64(st.Depth + st.Store.Scheduled + st.Store.Waiting + st.Running)
+	live := uint64(st.Depth + st.Store.Scheduled + st.Store.Waiting + st.FleetRunning)
 	if st.Enqueued != ended+live {
 		tb.Fatalf("queuetest: counts do not add up: enqueued %d != done %d + dead %d + cancelled %d + ready %d + scheduled %d + waiting %d + running %d",
-			st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Store.Scheduled, st.Store.Waiting, st.Running)
+			st.Enqueued, st.Done, st.Dead, st.Cancelled, st.Depth, st.Store.Scheduled, st.Store.Waiting, st.FleetRunning)
 	}
 	return st
 }

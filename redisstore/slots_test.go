@@ -24,15 +24,21 @@ import (
 
 const slotsEnv = "REDISSTORE_SLOTS"
 
-// slotKeys are the probe's keys under prefix.
+// probeKeys are the probe's keys under prefix.
 func probeKeys(prefix string) (running, overlaps, runs, procs string) {
 	tag := "{" + prefix + ":probe}"
 	return tag + ":running", tag + ":overlaps", tag + ":runs", tag + ":procs"
 }
 
-// slotHandler records each run under prefix, as proc.
-func slotHandler(c redis.UniversalClient, prefix, proc string, block bool) queue.Handler[int] {
+// probeOrder is the list of the runs, in the order they started: each
+// "<process> <jobs parked in it>".
+func probeOrder(prefix string) string { return "{" + prefix + ":probe}:order" }
+
+// slotHandler records each run under prefix, as proc, with the jobs of
+// its target that parked reports; a run takes work.
+func slotHandler(c redis.UniversalClient, prefix, proc string, block bool, work time.Duration, parked func() int) queue.Handler[int] {
 	running, overlaps, runs, procs := probeKeys(prefix)
+	order := probeOrder(prefix)
 	return func(ctx context.Context, j queue.Job[int]) error {
 		bg := context.WithoutCancel(ctx)
 		n, err := c.Incr(bg, running).Result()
@@ -42,47 +48,75 @@ func slotHandler(c redis.UniversalClient, prefix, proc string, block bool) queue
 		if n > 1 {
 			c.Incr(bg, overlaps)
 		}
+		if n > 2 {
+			c.Incr(bg, overlaps+"2")
+		}
 		c.HIncrBy(bg, runs, strconv.Itoa(j.Payload), 1)
 		c.HIncrBy(bg, procs, proc, 1)
+		c.RPush(bg, order, fmt.Sprint(proc, " ", parked()))
 		if j.Payload == -1 && block {
 			fmt.Println("RUNNING")
 			<-make(chan struct{}) // until the process is killed
 		}
-		time.Sleep(2 * time.Millisecond) // the job's work: long enough for two runs to overlap
+		time.Sleep(work) // the job's work: long enough for two runs to overlap
 		return c.Decr(bg, running).Err()
 	}
 }
 
 // TestFleetConcurrencyHelper is the helper process of the fleet
-// concurrency tests; it does nothing in a normal test run.
+// concurrency tests; it does nothing in a normal test run. Its
+// environment gives the prefix, its name, workers, limit, lease and the
+// work of a job.
 func TestFleetConcurrencyHelper(t *testing.T) {
 	prefix := os.Getenv(slotsEnv)
 	if prefix == "" {
 		t.Skip("helper process of the fleet concurrency tests")
 	}
+	name := os.Getenv(slotsEnv + "_NAME")
 	workers, _ := strconv.Atoi(os.Getenv(slotsEnv + "_WORKERS"))
+	limit, _ := strconv.Atoi(os.Getenv(slotsEnv + "_LIMIT"))
 	lease, _ := time.ParseDuration(os.Getenv(slotsEnv + "_LEASE"))
+	work, _ := time.ParseDuration(os.Getenv(slotsEnv + "_WORK"))
 	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	defer c.Close()
-	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("helper"), WithLeaseTTL(lease))
+	s, err := New[int](c, WithPrefix(prefix), WithWorkerID(name), WithLeaseTTL(lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "helper", true), fleetflow.SlotOptions(workers)...)
+	var q *queue.Queue[int]
+	q, err = queue.NewWithStore(s, slotHandler(c, prefix, name, true, work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(workers, limit)...)
 	require.NoError(t, err)
 	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
-func startSlotProc(t *testing.T, prefix string, workers int, lease time.Duration) *fleetflow.Proc {
-	t.Helper()
-	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+prefix,
-		fmt.Sprint(slotsEnv, "_WORKERS=", workers), fmt.Sprint(slotsEnv, "_LEASE=", lease))
+// slotProc is a process of the fleet concurrency tests: its name, its
+// workers, the target's limit, its lease and the work of a job.
+type slotProc struct {
+	name           string
+	workers, limit int
+	lease, work    time.Duration
 }
 
-// slotQueue makes this process's queue on prefix, started if start.
-func slotQueue(t *testing.T, c redis.UniversalClient, prefix string, workers int, lease time.Duration, start bool) *queue.Queue[int] {
+// defaultSlotProc is the helper of the limit and crash tests: a limit of
+// 1, jobs of 2 ms.
+func defaultSlotProc(workers int, lease time.Duration) slotProc {
+	return slotProc{name: "helper", workers: workers, limit: 1, lease: lease, work: 2 * time.Millisecond}
+}
+
+// startSlotProc starts a helper process as sp on prefix.
+func startSlotProc(t *testing.T, prefix string, sp slotProc) *fleetflow.Proc {
 	t.Helper()
-	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("parent"), WithLeaseTTL(lease))
+	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+prefix, slotsEnv+"_NAME="+sp.name,
+		fmt.Sprint(slotsEnv, "_WORKERS=", sp.workers), fmt.Sprint(slotsEnv, "_LIMIT=", sp.limit),
+		fmt.Sprint(slotsEnv, "_LEASE=", sp.lease), fmt.Sprint(slotsEnv, "_WORK=", sp.work))
+}
+
+// slotQueue makes this process's queue on prefix, as sp (named "parent"),
+// started if start.
+func slotQueue(t *testing.T, c redis.UniversalClient, prefix string, sp slotProc, start bool) *queue.Queue[int] {
+	t.Helper()
+	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("parent"), WithLeaseTTL(sp.lease))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, slotHandler(c, prefix, "parent", false), fleetflow.SlotOptions(workers)...)
+	var q *queue.Queue[int]
+	q, err = queue.NewWithStore(s, slotHandler(c, prefix, "parent", false, sp.work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(sp.workers, sp.limit)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -104,8 +138,9 @@ func awaitRuns(t *testing.T, c redis.UniversalClient, prefix string, n int64) {
 func TestFleetConcurrencyLimit(t *testing.T) {
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
-	p := startSlotProc(t, prefix, 4, DefaultLeaseTTL)
-	q := slotQueue(t, c, prefix, 4, DefaultLeaseTTL, true)
+	sp := defaultSlotProc(4, DefaultLeaseTTL)
+	p := startSlotProc(t, prefix, sp)
+	q := slotQueue(t, c, prefix, sp, true)
 	const n = 100
 	for i := range n {
 		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
@@ -130,8 +165,9 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	const lease = 2 * time.Second
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
-	p := startSlotProc(t, prefix, 1, lease)
-	q := slotQueue(t, c, prefix, 1, lease, false) // started once the helper runs the blocking job
+	sp := defaultSlotProc(1, lease)
+	p := startSlotProc(t, prefix, sp)
+	q := slotQueue(t, c, prefix, sp, false) // started once the helper runs the blocking job
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: -1}))
 	p.Expect(t, func(l string) bool { return l == "RUNNING" }, "the helper to run the blocking job")
 	require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: 1}))
@@ -143,4 +179,55 @@ func TestFleetConcurrencyCrash(t *testing.T) {
 	awaitRuns(t, c, prefix, 2)
 	t.Logf("the parked job ran %s after the kill (lease %s)", time.Since(killed).Round(time.Millisecond), lease)
 	require.Eventually(t, func() bool { return q.Stats().Done >= 1 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestFleetConcurrencyFair: three processes, a limit of 2 on one target,
+// 4 workers each, and 90 jobs of 20 ms enqueued at once, which the three
+// claim and park: the slots go round the processes that wait, so that
+// none waits for the others' backlogs (before, a process holding a slot
+// handed it to its own next parked job, and one that held none ran its
+// jobs only once the others had run all of theirs). The line is FIFO by
+// process and each process gets a slot in turn; a job waits for at most
+// one slot per process per job parked before it in its own process. So
+// each process runs, in the first half of the runs, at least 20 % of its
+// own jobs (a fair share gives each about half; a starved process none),
+// no process with jobs parked waits for more than fairMaxWait runs of
+// the others in a row, and the limit holds.
+func TestFleetConcurrencyFair(t *testing.T) {
+	// A process in the line gets a slot once the (at most 2) processes
+	// ahead of it have had one each; the runs the others hand on before
+	// they learn that it waits come on top (3 to 9 seen in a row, in
+	// all; a starved process waits for a holder's whole backlog).
+	const fairMaxWait = 24
+	c := needRedis(t)
+	prefix := testPrefix(t, c)
+	sp := slotProc{name: "p1", workers: 4, limit: 2, lease: DefaultLeaseTTL, work: 20 * time.Millisecond}
+	p1 := startSlotProc(t, prefix, sp)
+	sp.name = "p2"
+	p2 := startSlotProc(t, prefix, sp)
+	q := slotQueue(t, c, prefix, sp, true)
+	const n = 90
+	for i := range n {
+		require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
+	}
+	awaitRuns(t, c, prefix, n)
+	_, overlaps, runs, _ := probeKeys(prefix)
+	// The probe counts a run that starts while another runs as an
+	// overlap: with a limit of 2, a run that starts while 2 run.
+	require.Zero(t, c.Get(context.Background(), overlaps+"2").Val(), "runs of the target that began while 2 ran")
+	got := c.HGetAll(context.Background(), runs).Val()
+	require.Len(t, got, n, "every job ran")
+	for payload, count := range got {
+		require.Equal(t, "1", count, "job %s runs once", payload)
+	}
+	var order []fleetflow.SlotRun
+	for _, l := range c.LRange(context.Background(), probeOrder(prefix), 0, -1).Val() {
+		var r fleetflow.SlotRun
+		_, err := fmt.Sscan(l, &r.Proc, &r.Parked)
+		require.NoError(t, err, "run %q", l)
+		order = append(order, r)
+	}
+	fleetflow.CheckFairSlots(t, order, fairMaxWait)
+	p1.Stop(t)
+	p2.Stop(t)
 }

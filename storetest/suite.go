@@ -42,9 +42,10 @@ type harness struct {
 	// Watched receives what a queue.TargetStore announces to
 	// WatchTargets (registered before Start); nil for other stores.
 	Watched chan queue.TargetState
-	// Released receives the targets a queue.SlotStore announces to
-	// WatchSlots (registered before Start); nil for other stores.
-	Released chan string
+	// Slots receives what a queue.SlotStore announces to WatchSlots
+	// (registered before Start): releases and refusals; nil for other
+	// stores.
+	Slots chan slotNote
 }
 
 // Config returns the configuration the suite binds stores to, for a
@@ -95,8 +96,8 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 			ts.WatchTargets(func(st queue.TargetState) { h.Watched <- st })
 		}
 		if ss, ok := h.Store.(queue.SlotStore); ok {
-			h.Released = make(chan string, 1024)
-			ss.WatchSlots(func(target string) { h.Released <- target })
+			h.Slots = make(chan slotNote, 1024)
+			ss.WatchSlots(func(target, waiter string) { h.Slots <- slotNote{target: target, waiter: waiter} })
 		}
 		if err := h.Store.Start(context.Background()); err != nil {
 			t.Fatalf("Start: %v", err)

@@ -34,12 +34,12 @@ func HealthOptions() []queue.Option {
 		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), queue.WithCircuitBreaker(1, time.Hour, 1)}
 }
 
-// SlotOptions are the queue options of both processes of the fleet
+// SlotOptions are the queue options of the processes of the fleet
 // concurrency tests (TestFleetConcurrency...): workers workers, and a
-// limit of one running job per target across the fleet.
-func SlotOptions(workers int) []queue.Option {
+// limit of limit running jobs per target across the fleet.
+func SlotOptions(workers, limit int) []queue.Option {
 	return []queue.Option{queue.WithName("slots"), queue.WithWorkers(workers, workers),
-		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), queue.WithTargetConcurrency(1)}
+		queue.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), queue.WithTargetConcurrency(limit)}
 }
 
 // ServeHealth is the body of the target-health test's helper process: it
