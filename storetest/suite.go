@@ -150,6 +150,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "Admission", run: testAdmission},
 		{name: "FleetSize", run: testFleetSize},
 		{name: "Slots", run: testSlots},
+		{name: "ErrorText", run: func(t *testing.T, h *harness) { testErrorText(t, h, f.LeaseTTL) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
