@@ -23,7 +23,8 @@ type row struct {
 	state     string
 	priority  int
 	runAt     time.Time
-	scheduled bool
+	scheduled bool       // runAt is the job's RunAt, in the future
+	schedAt   *time.Time // the job's RunAt (nil: zero), which Claim hands back
 	payload   []byte
 }
 
@@ -41,8 +42,14 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 		return row{}, err
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
-	if !job.RunAt.IsZero() && job.RunAt.After(now) {
-		r.state, r.runAt, r.scheduled = stScheduled, ceilMicro(job.RunAt), true
+	if !job.RunAt.IsZero() {
+		// A RunAt not in the future is kept too (scheduled_at), for the
+		// handler to see; the job is ready, in FIFO order (run_at now).
+		at := ceilMicro(job.RunAt)
+		r.schedAt = &at
+		if job.RunAt.After(now) {
+			r.state, r.runAt, r.scheduled = stScheduled, at, true
+		}
 	}
 	return r, nil
 }
@@ -134,10 +141,7 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	if err != nil {
 		return queue.Added{}, err
 	}
-	var sched *time.Time
-	if r.scheduled {
-		sched = &r.runAt
-	}
+	sched := r.schedAt
 	var (
 		ok, dup, held bool
 		id            *int64
@@ -349,11 +353,11 @@ type rowQuerier interface {
 // of the jobs that took their key's unique-window mark.
 func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue.Job[T], rows []row, ids, winners []int64, now time.Time, inserted map[int64]bool) error {
 	n := len(jobs)
-	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]bool, n)
+	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
 	for i := range jobs {
 		r := &rows[i]
-		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.scheduled, r.payload
+		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload
 		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
 	}
 	if winners == nil {
@@ -381,8 +385,8 @@ func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []r
 		}
 		r := &rows[i]
 		var sched any
-		if r.scheduled {
-			sched = r.runAt
+		if r.schedAt != nil {
+			sched = *r.schedAt
 		}
 		vals := []any{ids[i], s.cfg.Name, r.state, int32(r.priority), r.runAt, sched, int32(jobs[i].MaxAttempts), jobs[i].Target, r.payload, now}
 		i++

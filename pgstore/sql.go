@@ -325,8 +325,10 @@ FROM t WHERE j.id = t.id
 RETURNING j.id, t.sup`
 
 // sqlReleaseReruns makes the reruns of the keys of jobs $2 (in queue $1)
-// ready once no live job holds the key: available when due and the queue
-// has room ($4), else retryable at its time or at $5 (RequeueDelay later).
+// ready once no live job holds the key: available when due (no
+// scheduled_at, or one not after now: a RunAt kept for the handler) and
+// the queue has room ($4), else retryable at its time or at $5
+// (RequeueDelay later).
 // $3 is now, $6 the channel. It runs after the statements that ended the
 // jobs, in a new snapshot, so it sees reruns added while they waited.
 //
@@ -349,9 +351,9 @@ room AS (
 ),
 up AS (
     UPDATE {jobs} j SET
-        state = CASE WHEN j.scheduled_at IS NULL AND (SELECT ok FROM room) THEN 'available' ELSE 'retryable' END,
-        run_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.run_at WHEN (SELECT ok FROM room) THEN $3::timestamptz ELSE $5::timestamptz END,
-        scheduled_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.scheduled_at WHEN (SELECT ok FROM room) THEN NULL ELSE $5::timestamptz END
+        state = CASE WHEN j.scheduled_at > $3::timestamptz OR NOT (SELECT ok FROM room) THEN 'retryable' ELSE 'available' END,
+        run_at = CASE WHEN j.scheduled_at > $3::timestamptz THEN j.run_at WHEN (SELECT ok FROM room) THEN $3::timestamptz ELSE $5::timestamptz END,
+        scheduled_at = CASE WHEN j.scheduled_at > $3::timestamptz OR (SELECT ok FROM room) THEN j.scheduled_at ELSE $5::timestamptz END
     FROM r WHERE j.id = r.id
     RETURNING j.state
 )
@@ -463,15 +465,15 @@ const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = 
 // key or group is taken, and those whose key has an open unique window
 // unless the job took the window's mark (sqlMarkMany, earlier in the same
 // transaction). $1 queue, $2 IDs, $3 states, $4 priorities, $5 run_at, $6
-// scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10 targets, $11
+// scheduled_at (the RunAt of each job, NULL for none), $7 max attempts, $8 keys, $9 groups, $10 targets, $11
 // payloads, $12 now, $13 the IDs of the jobs that took their key's mark,
 // $14 the database-time shift in microseconds (see lease.go).
 var sqlInsertMany = `
 WITH ins AS (
     INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
-    SELECT u.id, $1::text, u.state, u.priority, u.run_at, CASE WHEN u.sched THEN u.run_at END,
+    SELECT u.id, $1::text, u.state, u.priority, u.run_at, u.sched,
         u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz
-    FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::boolean[], $7::integer[],
+    FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[], $7::integer[],
         $8::text[], $9::text[], $10::text[], $11::bytea[]) AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload)
     WHERE u.key = '' OR u.id = ANY ($13::bigint[]) OR NOT EXISTS (SELECT 1 FROM {marks} m
         WHERE m.queue = $1::text AND m.key = u.key AND m.until > ` + dbTime("$14") + `)

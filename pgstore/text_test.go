@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,4 +30,58 @@ func TestRefusedErrorTextFallsBack(t *testing.T) {
 		Scan(&state, &last))
 	require.Equal(t, "dead", state)
 	require.Equal(t, "upstream said: a?b (pgstore: the full error text was refused by the database: SQLSTATE 22021)", last)
+}
+
+// TestPeriodicRunAtIsThePeriod: a periodic run without jitter, enqueued at
+// its period's time (not in the future), reaches its handler with RunAt
+// the period, as the documentation says, not zero.
+func TestPeriodicRunAtIsThePeriod(t *testing.T) {
+	e := newEnv(t)
+	got := make(chan queue.Job[int], 10)
+	q, err := queue.NewWithStore(newStore[int](t, e), func(_ context.Context, j queue.Job[int]) error {
+		got <- j
+		return nil
+	}, queue.WithName("periodic_runat"))
+	require.NoError(t, err)
+	require.NoError(t, q.Periodic("tick", queue.Every(time.Second), queue.Job[int]{}, queue.PeriodicOptions{RunAtStart: true}))
+	require.NoError(t, q.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = q.Shutdown(ctx)
+	})
+	for range 2 {
+		select {
+		case j := <-got:
+			require.False(t, j.RunAt.IsZero(), "RunAt of periodic run %s", j.Key)
+			require.Equal(t, "periodic:tick:"+strconv.FormatInt(j.RunAt.Unix(), 10), j.Key, "RunAt is the period")
+		case <-time.After(30 * time.Second):
+			t.Fatal("no periodic run within 30 s")
+		}
+	}
+}
+
+// TestEnqueueManyKeepsRunAt: EnqueueMany keeps a RunAt that is not in the
+// future for the handler, as Add does, on both of its insert paths (COPY
+// for jobs without key, a statement for keyed ones).
+func TestEnqueueManyKeepsRunAt(t *testing.T) {
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	clk := queuetest.NewFakeClock(epoch)
+	bind(t, s, "many_runat", clk)
+	past := epoch.Add(-time.Hour)
+	for _, key := range []string{"", "k"} {
+		added, err := s.EnqueueMany(context.Background(), []queue.Job[P]{{Key: key, RunAt: past}, {}})
+		require.NoError(t, err)
+		require.Len(t, added, 2)
+		for range 2 {
+			j := claimWithin(t, s, 5*time.Second)
+			want := time.Time{}
+			if j.ID == added[0].ID {
+				want = past
+			}
+			require.True(t, j.RunAt.Equal(want), "key %q: job %d RunAt %v, want %v", key, j.ID, j.RunAt, want)
+			require.NoError(t, s.Complete(context.Background(), j))
+		}
+	}
 }

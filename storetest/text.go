@@ -8,7 +8,8 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// Error texts with bytes a database's text type refuses.
+// Text and times a store keeps for its callers as they were given:
+// error texts with bytes a database's text type refuses, and RunAt.
 
 // oddError is an error text with a NUL byte and a byte that is not UTF-8,
 // as a handler may return from a downstream's reply.
@@ -66,5 +67,25 @@ func testErrorText(t *testing.T, h *harness, ttl time.Duration) {
 	}
 	if n := h.Events.Count(queue.EventRescued); n != 0 {
 		t.Fatalf("%d rescues reported, want none", n)
+	}
+}
+
+// testRunAtKept: a job's RunAt is handed back at Claim as it was enqueued
+// when it is not in the future (a time in the past, now), and zero stays
+// zero.
+func testRunAtKept(t *testing.T, h *harness) {
+	now := h.Clock.Now()
+	runAts := []time.Time{now.Add(-time.Hour), now, {}}
+	for i, at := range runAts {
+		if a := add(t, h, queue.Job[Payload]{RunAt: at, Payload: Payload{N: i}}); a.Scheduled {
+			t.Fatalf("Add with RunAt %v (now %v): %+v, want ready", at, now, a)
+		}
+	}
+	for range runAts {
+		j := claim(t, h)
+		if want := runAts[j.Payload.N]; !j.RunAt.Equal(want) {
+			t.Fatalf("claimed job %d: RunAt %v, want %v as enqueued", j.Payload.N, j.RunAt, want)
+		}
+		must(t, "Complete", h.Store.Complete(bg, j))
 	}
 }
