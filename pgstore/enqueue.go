@@ -148,10 +148,12 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 		state         string
 		notes         int
 	)
+	key, keyRaw := storeKey(job.Key)
+	group, groupRaw := storeKey(job.Group)
 	insert := func(db querier) error {
 		return db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
-			job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
-			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(),
+			key, group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
+			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(), keyRaw, groupRaw,
 		).Scan(&ok, &id, &state, &dup, &notes, &held)
 	}
 	if job.UniqueFor > 0 {
@@ -305,16 +307,17 @@ SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`, s.q.jobs, n)
 // it takes the marks of the windowed jobs (the first job of each key),
 // inserts the jobs, and gives back the marks of those it did not insert.
 func (s *Store[T]) insertWindowed(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
-	first := make(map[string]int64) // key → the ID of its first windowed job
+	first := make(map[string]int64) // key as stored → the ID of its first windowed job
 	var mids, wins []int64
 	var mkeys []string
 	for i := range jobs {
 		j := &jobs[i]
-		if _, ok := first[j.Key]; j.UniqueFor <= 0 || ok {
+		key := storedKey(j.Key)
+		if _, ok := first[key]; j.UniqueFor <= 0 || ok {
 			continue
 		}
-		first[j.Key] = ids[i]
-		mids, mkeys, wins = append(mids, ids[i]), append(mkeys, j.Key), append(wins, j.UniqueFor.Microseconds())
+		first[key] = ids[i]
+		mids, mkeys, wins = append(mids, ids[i]), append(mkeys, key), append(wins, j.UniqueFor.Microseconds())
 	}
 	shift := s.leaseShift().Microseconds()
 	res, err := tx.Query(ctx, s.q.markMany, s.cfg.Name, mids, mkeys, wins, shift)
@@ -355,16 +358,19 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 	n := len(jobs)
 	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
+	keyRaws, groupRaws := make([][]byte, n), make([][]byte, n)
 	for i := range jobs {
 		r := &rows[i]
 		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload
-		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
+		maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
+		keys[i], keyRaws[i] = storeKey(jobs[i].Key)
+		groups[i], groupRaws[i] = storeKey(jobs[i].Group)
 	}
 	if winners == nil {
 		winners = []int64{}
 	}
 	res, err := db.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
-		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds())
+		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds(), keyRaws, groupRaws)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,36 @@ func TestEnqueueManyKeepsRunAt(t *testing.T) {
 			require.NoError(t, s.Complete(context.Background(), j))
 		}
 	}
+}
+
+// TestEnqueueManyOddKeys: EnqueueMany keeps keys and groups of any bytes
+// and length as Add does, windows included: a key given twice is
+// inserted once, and each job's key comes back as it was given.
+func TestEnqueueManyOddKeys(t *testing.T) {
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "many_keys", queuetest.NewFakeClock(epoch))
+	long := strings.Repeat("0123456789abcdef", 200) // 3 200 bytes
+	keys := []string{long + "a", long + "b", "a\x00b", "a\xffb", "#sha256:plain"}
+	for _, window := range []time.Duration{0, time.Hour} {
+		jobs := []queue.Job[P]{}
+		for i, k := range keys {
+			jobs = append(jobs, queue.Job[P]{Key: k, Group: k, UniqueFor: window, Payload: P{N: i}})
+		}
+		jobs = append(jobs, queue.Job[P]{Key: keys[0], UniqueFor: window, Payload: P{N: 0}})
+		added, err := s.EnqueueMany(context.Background(), jobs)
+		require.NoError(t, err)
+		require.Zero(t, added[len(keys)].ID, "window %v: the second job with key 0 is skipped", window)
+		for range keys {
+			j := claimWithin(t, s, 5*time.Second)
+			require.Equal(t, keys[j.Payload.N], j.Key)
+			require.Equal(t, keys[j.Payload.N], j.Group)
+			require.NoError(t, s.Complete(context.Background(), j))
+		}
+	}
+	// The windows stand.
+	_, err := s.Add(context.Background(), queue.Job[P]{Key: keys[0]})
+	require.ErrorIs(t, err, queue.ErrDuplicate)
+	_, err = s.Add(context.Background(), queue.Job[P]{Key: keys[2]})
+	require.ErrorIs(t, err, queue.ErrDuplicate)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +35,7 @@ func RunAdmin(t *testing.T, newStore func(t *testing.T) queue.Store[Payload]) {
 	t.Run("Invalid", func(t *testing.T) { adminInvalid(t, newStore(t)) })
 	t.Run("RetryDead", func(t *testing.T) { adminRetryDead(t, newStore(t)) })
 	t.Run("ErrorText", func(t *testing.T) { adminErrorText(t, newStore(t)) })
+	t.Run("OddKeys", func(t *testing.T) { adminOddKeys(t, newStore(t)) })
 	t.Run("DeleteCancelQueued", func(t *testing.T) { adminDeleteCancel(t, newStore(t)) })
 	t.Run("CancelRunning", func(t *testing.T) { adminCancelRunning(t, newStore(t)) })
 	t.Run("PauseResume", func(t *testing.T) { adminPause(t, newStore(t)) })
@@ -365,6 +367,34 @@ func adminErrorText(t *testing.T, store queue.Store[Payload]) {
 	st := q.Stats()
 	require.Equal(t, uint64(2), st.Dead, "dead counted")
 	require.Zero(t, st.Rescued, "rescued counted")
+}
+
+// Keys of any bytes and length are found by GetKey and by a key prefix,
+// and listed as they were given.
+func adminOddKeys(t *testing.T, store queue.Store[Payload]) {
+	ctx := context.Background()
+	q, _ := adminQueue(t, store, idle)
+	a := q.Admin()
+	keys := oddKeys()
+	for i, k := range keys {
+		require.NoError(t, q.Enqueue(ctx, queue.Job[Payload]{Key: k, Group: k, Payload: Payload{N: i}}))
+	}
+	for _, k := range keys {
+		j, err := a.GetKey(ctx, k, false)
+		require.NoError(t, err, "GetKey(%.40q)", k)
+		require.Equal(t, k, j.Key)
+		require.Equal(t, k, j.Group)
+	}
+	for _, c := range []struct {
+		prefix string
+		want   int
+	}{{keys[0][:100], 2}, {keys[0], 1}, {"a\x00", 1}, {"a", 2}, {"\xfe", 1}, {"#sha256:", 0}} {
+		got := list(t, a, admin.Query{Filter: admin.Filter{State: admin.Ready, KeyPrefix: c.prefix}})
+		require.Len(t, got, c.want, "jobs with key prefix %.40q", c.prefix)
+		for _, j := range got {
+			require.True(t, strings.HasPrefix(j.Key, c.prefix), "key %.40q listed for prefix %.40q", j.Key, c.prefix)
+		}
+	}
 }
 
 // Delete and Cancel end a queued or scheduled job, counted as cancelled.

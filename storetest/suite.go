@@ -152,6 +152,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "Slots", run: testSlots},
 		{name: "ErrorText", run: func(t *testing.T, h *harness) { testErrorText(t, h, f.LeaseTTL) }},
 		{name: "RunAtKept", run: testRunAtKept},
+		{name: "OddKeys", run: testOddKeys},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
