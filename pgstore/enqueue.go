@@ -37,6 +37,9 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return row{}, err
 	}
+	if err := durable.CheckTarget(job.Target); err != nil {
+		return row{}, err
+	}
 	payload, err := s.o.Encode(job.Payload)
 	if err != nil {
 		return row{}, err

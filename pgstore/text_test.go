@@ -118,3 +118,18 @@ func TestEnqueueManyOddKeys(t *testing.T) {
 	_, err = s.Add(context.Background(), queue.Job[P]{Key: keys[2]})
 	require.ErrorIs(t, err, queue.ErrDuplicate)
 }
+
+// TestBadTargetRefused: a Target that is not a valid name is refused with
+// queue.ErrInvalidJob naming the rule, not with the database's error.
+func TestBadTargetRefused(t *testing.T) {
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "bad_target", queuetest.NewFakeClock(epoch))
+	for _, target := range []string{"api\x00", "api\xff", strings.Repeat("t", 1025)} {
+		_, err := s.Add(context.Background(), queue.Job[P]{Target: target})
+		require.ErrorIs(t, err, queue.ErrInvalidJob, "Add, target %.20q", target)
+		require.Contains(t, err.Error(), "Target")
+		_, err = s.EnqueueMany(context.Background(), []queue.Job[P]{{}, {Target: target}})
+		require.ErrorIs(t, err, queue.ErrInvalidJob, "EnqueueMany, target %.20q", target)
+	}
+}

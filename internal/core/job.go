@@ -27,7 +27,9 @@ type Job[T any] struct {
 
 	// Target names the downstream the job talks to (a forwarder, an API
 	// host). Target health — suspension, disabling, circuit breaking and
-	// per-target concurrency — is tracked per Target. "" means none.
+	// per-target concurrency — is tracked per Target. "" means none. A
+	// target is a name: Enqueue refuses one that is not valid UTF-8, holds
+	// a NUL byte or is over 1 024 bytes (ErrInvalidJob).
 	Target string
 
 	// Priority is a label from [github.com/queuekit/queue.WithPriorities]; "" means the default
