@@ -112,7 +112,7 @@ func (q *Queue[T]) keepDead(job *Job[T], cause error) {
 	}
 	d := deadJob[T]{job: *job, updated: q.clock.Now()}
 	if cause != nil {
-		d.err = cause.Error()
+		d.err = core.ErrorText(cause) // as the durable stores keep it
 	}
 	q.adm.mu.Lock()
 	if len(q.adm.dead) >= deadKeep {

@@ -99,7 +99,9 @@
 // Enqueue is coalesced into exactly one more run after it (WithCoalesce).
 // Retries keep the key. Group is a coarser key for scheduled jobs: one
 // scheduled job per group. Cancel and CancelMatch cancel pending jobs by
-// key so that they never run.
+// key so that they never run. Keys and groups are bytes: every store
+// accepts any length and any bytes (NUL and invalid UTF-8 included),
+// dedupes on the exact bytes and hands them back unchanged.
 //
 // A job with a UniqueFor window holds its key for that long after it is
 // accepted, whatever becomes of it: "at most one job with this key per

@@ -32,8 +32,9 @@ var (
 	// ErrInvalidJob is wrapped by the error Enqueue returns for a job it
 	// refuses as malformed: a negative MaxAttempts, an ID or Attempt set
 	// by the caller (the queue assigns IDs and counts attempts), or a
-	// negative UniqueFor or one without a Key. The error names the field
-	// and its value.
+	// negative UniqueFor or one without a Key, or a Target that is not
+	// valid UTF-8, holds a NUL byte or is over 1 024 bytes. The error
+	// names the field and its value.
 	ErrInvalidJob = errors.New("queue: invalid job")
 
 	// ErrClosed: the queue is stopping or stopped.
@@ -80,6 +81,9 @@ func invalidJob[T any](job *Job[T]) error {
 		return fmt.Errorf("%w: UniqueFor is %v; it must be >= 0 (0 means no unique window)", ErrInvalidJob, job.UniqueFor)
 	case job.UniqueFor > 0 && job.Key == "":
 		return fmt.Errorf("%w: UniqueFor is %v but Key is empty; a unique window holds a Key: set one, or leave UniqueFor zero", ErrInvalidJob, job.UniqueFor)
+	}
+	if p := core.TargetProblem(job.Target); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidJob, p)
 	}
 	return nil
 }

@@ -664,6 +664,9 @@ func TestMisuseBadJobFieldsRefused(t *testing.T) {
 		{"caller-set attempt", queue.Job[int]{Attempt: 3}, []string{"Attempt", "3", "MaxAttempts"}},
 		{"negative unique window", queue.Job[int]{Key: "k", UniqueFor: -time.Second}, []string{"UniqueFor", "-1s"}},
 		{"unique window without key", queue.Job[int]{UniqueFor: time.Hour}, []string{"UniqueFor", "1h0m0s", "Key"}},
+		{"target not UTF-8", queue.Job[int]{Target: "api\xff"}, []string{"Target", `"api\xff"`, "UTF-8"}},
+		{"target with NUL", queue.Job[int]{Target: "api\x00"}, []string{"Target", `"api\x00"`, "NUL"}},
+		{"target too long", queue.Job[int]{Target: strings.Repeat("t", 1025)}, []string{"Target", "1025 bytes", "1024"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/memstore"
 )
 
@@ -301,7 +302,8 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		q.emit(EventDropped, job, nil, 0)
 		return ErrQueueFull
 	}
-	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) {
+	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) ||
+		(job.Target != "" && core.TargetProblem(job.Target) != "") {
 		return invalidJob(job)
 	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {

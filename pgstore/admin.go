@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -133,8 +134,15 @@ func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, a
 		cond += " AND target = $" + strconv.Itoa(len(args)) + "::text"
 	}
 	if f.KeyPrefix != "" {
-		args = append(args, likePrefix(f.KeyPrefix))
-		cond += " AND key LIKE $" + strconv.Itoa(len(args)) + "::text"
+		// A key stored as its digest (keys.go) is matched on its bytes.
+		args = append(args, []byte(f.KeyPrefix), len(f.KeyPrefix))
+		n := len(args)
+		bytesCond := "key_bytes IS NOT NULL AND substr(key_bytes, 1, $" + strconv.Itoa(n) + "::integer) = $" + strconv.Itoa(n-1) + "::bytea"
+		if utf8.ValidString(f.KeyPrefix) && strings.IndexByte(f.KeyPrefix, 0) < 0 { // text can hold it
+			args = append(args, likePrefix(f.KeyPrefix))
+			bytesCond = "(key_bytes IS NULL AND key LIKE $" + strconv.Itoa(len(args)) + "::text OR " + bytesCond + ")"
+		}
+		cond += " AND " + bytesCond
 	}
 	cmp, dir := "<", "DESC"
 	if oldest {
@@ -190,10 +198,13 @@ func (s *Store[T]) scanInfos(rows pgx.Rows) ([]admin.JobInfo, error) {
 		state     string
 		cancelReq bool
 		payload   []byte
+		keyRaw    []byte
+		groupRaw  []byte
 	)
 	_, err := pgx.ForEachRow(rows, []any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &state, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &payload}, func() error {
+		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &keyRaw, &groupRaw, &payload}, func() error {
 		j.Priority = s.label(weight)
+		j.Key, j.Group = loadKey(j.Key, keyRaw), loadKey(j.Group, groupRaw)
 		j.State = adminState(state)
 		if j.State == admin.Running && cancelReq && j.LastError == "" {
 			j.LastError = "cancel requested"
@@ -247,7 +258,7 @@ func (a *adminStore[T]) GetKey(ctx context.Context, key string, payload bool) (a
 	if err := s.adminReady(); err != nil {
 		return admin.JobInfo{}, err
 	}
-	return s.getOne(ctx, "get", fmt.Sprintf("key %q", key), s.q.adminGetKey, s.cfg.Name, key, payload)
+	return s.getOne(ctx, "get", fmt.Sprintf("key %q", key), s.q.adminGetKey, s.cfg.Name, storedKey(key), payload)
 }
 
 func (s *Store[T]) getOne(ctx context.Context, what, name, sql string, args ...any) (admin.JobInfo, error) {

@@ -391,16 +391,18 @@ type claimed[T any] struct {
 // scanClaimed reads the rows of the claim statement.
 func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
 	var (
-		got   []claimed[T]
-		c     claimed[T]
-		sched *time.Time
+		got              []claimed[T]
+		c                claimed[T]
+		sched            *time.Time
+		keyRaw, groupRaw []byte
 	)
 	_, err := pgx.ForEachRow(rows, []any{&c.job.ID, &c.weight, &c.runAt, &sched, &c.job.Attempt, &c.job.MaxAttempts,
-		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload}, func() error {
+		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload, &keyRaw, &groupRaw}, func() error {
 		c.job.RunAt = time.Time{}
 		if sched != nil {
 			c.job.RunAt = *sched
 		}
+		c.job.Key, c.job.Group = loadKey(c.job.Key, keyRaw), loadKey(c.job.Group, groupRaw)
 		got = append(got, c)
 		c = claimed[T]{}
 		return nil

@@ -76,6 +76,15 @@
 // per group. Add never raises on a duplicate: it returns queue.ErrDuplicate,
 // so EnqueueTx leaves the caller's transaction usable.
 //
+// A key or group that a text column or an index entry cannot hold (not
+// UTF-8, a NUL byte, longer than 1 024 bytes, or starting with
+// "#sha256:") is stored as "#sha256:" and the hex SHA-256 of its bytes,
+// which the indexes and dedupe use, and in full in key_bytes
+// (group_bytes), from which Claim, Scheduled and the admin API hand it
+// back (migration 007). Other keys are stored as they are. Events that
+// the store reports for such a job on its own (a lease rescue, a
+// promotion, an admin action) carry the stored form.
+//
 // An Add for a key whose job is running share-locks that row; the
 // completion, which must wait for the lock, releases the rerun in a later
 // statement of its transaction and so always sees it. A rerun is never

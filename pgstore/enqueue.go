@@ -23,7 +23,8 @@ type row struct {
 	state     string
 	priority  int
 	runAt     time.Time
-	scheduled bool
+	scheduled bool       // runAt is the job's RunAt, in the future
+	schedAt   *time.Time // the job's RunAt (nil: zero), which Claim hands back
 	payload   []byte
 }
 
@@ -36,13 +37,22 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return row{}, err
 	}
+	if err := durable.CheckTarget(job.Target); err != nil {
+		return row{}, err
+	}
 	payload, err := s.o.Encode(job.Payload)
 	if err != nil {
 		return row{}, err
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
-	if !job.RunAt.IsZero() && job.RunAt.After(now) {
-		r.state, r.runAt, r.scheduled = stScheduled, ceilMicro(job.RunAt), true
+	if !job.RunAt.IsZero() {
+		// A RunAt not in the future is kept too (scheduled_at), for the
+		// handler to see; the job is ready, in FIFO order (run_at now).
+		at := ceilMicro(job.RunAt)
+		r.schedAt = &at
+		if job.RunAt.After(now) {
+			r.state, r.runAt, r.scheduled = stScheduled, at, true
+		}
 	}
 	return r, nil
 }
@@ -134,20 +144,19 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	if err != nil {
 		return queue.Added{}, err
 	}
-	var sched *time.Time
-	if r.scheduled {
-		sched = &r.runAt
-	}
+	sched := r.schedAt
 	var (
 		ok, dup, held bool
 		id            *int64
 		state         string
 		notes         int
 	)
+	key, keyRaw := storeKey(job.Key)
+	group, groupRaw := storeKey(job.Group)
 	insert := func(db querier) error {
 		return db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
-			job.Key, job.Group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
-			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(),
+			key, group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
+			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(), keyRaw, groupRaw,
 		).Scan(&ok, &id, &state, &dup, &notes, &held)
 	}
 	if job.UniqueFor > 0 {
@@ -301,16 +310,17 @@ SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`, s.q.jobs, n)
 // it takes the marks of the windowed jobs (the first job of each key),
 // inserts the jobs, and gives back the marks of those it did not insert.
 func (s *Store[T]) insertWindowed(ctx context.Context, tx pgx.Tx, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
-	first := make(map[string]int64) // key → the ID of its first windowed job
+	first := make(map[string]int64) // key as stored → the ID of its first windowed job
 	var mids, wins []int64
 	var mkeys []string
 	for i := range jobs {
 		j := &jobs[i]
-		if _, ok := first[j.Key]; j.UniqueFor <= 0 || ok {
+		key := storedKey(j.Key)
+		if _, ok := first[key]; j.UniqueFor <= 0 || ok {
 			continue
 		}
-		first[j.Key] = ids[i]
-		mids, mkeys, wins = append(mids, ids[i]), append(mkeys, j.Key), append(wins, j.UniqueFor.Microseconds())
+		first[key] = ids[i]
+		mids, mkeys, wins = append(mids, ids[i]), append(mkeys, key), append(wins, j.UniqueFor.Microseconds())
 	}
 	shift := s.leaseShift().Microseconds()
 	res, err := tx.Query(ctx, s.q.markMany, s.cfg.Name, mids, mkeys, wins, shift)
@@ -349,18 +359,21 @@ type rowQuerier interface {
 // of the jobs that took their key's unique-window mark.
 func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue.Job[T], rows []row, ids, winners []int64, now time.Time, inserted map[int64]bool) error {
 	n := len(jobs)
-	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]bool, n)
+	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
+	keyRaws, groupRaws := make([][]byte, n), make([][]byte, n)
 	for i := range jobs {
 		r := &rows[i]
-		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.scheduled, r.payload
-		maxes[i], keys[i], groups[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Key, jobs[i].Group, jobs[i].Target
+		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload
+		maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
+		keys[i], keyRaws[i] = storeKey(jobs[i].Key)
+		groups[i], groupRaws[i] = storeKey(jobs[i].Group)
 	}
 	if winners == nil {
 		winners = []int64{}
 	}
 	res, err := db.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
-		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds())
+		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds(), keyRaws, groupRaws)
 	if err != nil {
 		return err
 	}
@@ -381,8 +394,8 @@ func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []r
 		}
 		r := &rows[i]
 		var sched any
-		if r.scheduled {
-			sched = r.runAt
+		if r.schedAt != nil {
+			sched = *r.schedAt
 		}
 		vals := []any{ids[i], s.cfg.Name, r.state, int32(r.priority), r.runAt, sched, int32(jobs[i].MaxAttempts), jobs[i].Target, r.payload, now}
 		i++

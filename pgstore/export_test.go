@@ -1,5 +1,11 @@
 package pgstore
 
+import (
+	"context"
+
+	"github.com/queuekit/queue"
+)
+
 // HotSQL returns the statements that run on every claim, promotion and
 // rescue, for EXPLAIN.
 func HotSQL[T any](s *Store[T]) (claim, promote, rescue string) {
@@ -40,4 +46,11 @@ func NextDueSQL[T any](s *Store[T]) string { return s.q.nextDue }
 // woken.
 func FetchSettled[T any](s *Store[T]) bool {
 	return s.listening.Load() && s.dry.dry() && len(s.wakeFetch) == 0
+}
+
+// DeadRawText ends a claimed job as dead with text as its error, as Dead
+// does but without escaping text first: a text the database refuses, to
+// test the writer's fallback.
+func DeadRawText[T any](s *Store[T], ctx context.Context, job queue.Job[T], text string) error {
+	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, key: job.Key, err: text})
 }

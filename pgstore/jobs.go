@@ -17,7 +17,7 @@ func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 	if key == "" {
 		return 0, nil
 	}
-	rows, err := s.pool.Query(ctx, s.q.cancel, s.cfg.Name, key, s.cfg.Clock.Now())
+	rows, err := s.pool.Query(ctx, s.q.cancel, s.cfg.Name, storedKey(key), s.cfg.Clock.Now())
 	if err != nil {
 		s.noteErr(err)
 		return 0, fmt.Errorf("pgstore: cancel: %w", err)
@@ -42,8 +42,9 @@ func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool)
 	var ids []int64
 	var id int64
 	var key string
-	_, err = pgx.ForEachRow(rows, []any{&id, &key}, func() error {
-		if match(key) {
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &key, &raw}, func() error {
+		if match(loadKey(key, raw)) {
 			ids = append(ids, id)
 		}
 		return nil

@@ -135,7 +135,9 @@ func room(param string) string { return strings.ReplaceAll(roomSQL, "$CAP", para
 // max_attempts, $7 key, $8 group, $9 target, $10 payload, $11 now, $12
 // coalesce, $13 capacity (0: no check), $14 channel (empty: no NOTIFY),
 // $15 the window in microseconds (0: none), $16 the database-time shift in
-// microseconds (see lease.go).
+// microseconds (see lease.go), $17 and $18 the key's and the group's
+// bytes when they are stored as digests (keys.go; $7 and $8 are then the
+// digests).
 //
 // The explicit non-empty key test lets the planner use the partial key indexes
 // (their predicate must be implied by the query's, and key = $7 proves
@@ -164,9 +166,11 @@ room AS (
     SELECT ($2::text <> 'available' OR EXISTS (SELECT 1 FROM run) OR ` + room("$13") + `) AS ok
 ),
 ins AS (
-    INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
+    INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at,
+        key_bytes, group_bytes)
     SELECT $1::text, CASE WHEN EXISTS (SELECT 1 FROM run) THEN 'pending' ELSE $2::text END,
-        $3::integer, $4::timestamptz, $5::timestamptz, $6::integer, $7::text, $8::text, $9::text, $10::bytea, $11::timestamptz
+        $3::integer, $4::timestamptz, $5::timestamptz, $6::integer, $7::text, $8::text, $9::text, $10::bytea, $11::timestamptz,
+        $17::bytea, $18::bytea
     WHERE (SELECT ok FROM room) AND (NOT EXISTS (SELECT 1 FROM run) OR $12::boolean) AND NOT (SELECT held FROM held)
     ON CONFLICT DO NOTHING
     RETURNING id, state
@@ -197,7 +201,8 @@ WHERE j.id = ANY (ARRAY(
     ORDER BY priority, run_at, id
     LIMIT $3::bigint
     FOR UPDATE SKIP LOCKED))
-RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload`
+RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload,
+    j.key_bytes, j.group_bytes`
 
 // sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
 // to available while the queue has room ($4, 0: no check); the rest wait
@@ -337,8 +342,10 @@ WITH up AS (
 SELECT count(*) FROM up`
 
 // sqlReleaseReruns makes the reruns of the keys of jobs $2 (in queue $1)
-// ready once no live job holds the key: available when due and the queue
-// has room ($4), else retryable at its time or at $5 (RequeueDelay later).
+// ready once no live job holds the key: available when due (no
+// scheduled_at, or one not after now: a RunAt kept for the handler) and
+// the queue has room ($4), else retryable at its time or at $5
+// (RequeueDelay later).
 // $3 is now, $6 the channel. It runs after the statements that ended the
 // jobs, in a new snapshot, so it sees reruns added while they waited.
 //
@@ -361,9 +368,9 @@ room AS (
 ),
 up AS (
     UPDATE {jobs} j SET
-        state = CASE WHEN j.scheduled_at IS NULL AND (SELECT ok FROM room) THEN 'available' ELSE 'retryable' END,
-        run_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.run_at WHEN (SELECT ok FROM room) THEN $3::timestamptz ELSE $5::timestamptz END,
-        scheduled_at = CASE WHEN j.scheduled_at IS NOT NULL THEN j.scheduled_at WHEN (SELECT ok FROM room) THEN NULL ELSE $5::timestamptz END
+        state = CASE WHEN j.scheduled_at > $3::timestamptz OR NOT (SELECT ok FROM room) THEN 'retryable' ELSE 'available' END,
+        run_at = CASE WHEN j.scheduled_at > $3::timestamptz THEN j.run_at WHEN (SELECT ok FROM room) THEN $3::timestamptz ELSE $5::timestamptz END,
+        scheduled_at = CASE WHEN j.scheduled_at > $3::timestamptz OR (SELECT ok FROM room) THEN j.scheduled_at ELSE $5::timestamptz END
     FROM r WHERE j.id = r.id
     RETURNING j.state
 )
@@ -378,7 +385,7 @@ WHERE queue = $1::text AND key = $2::text AND state IN {waiting}
 RETURNING id`
 
 // sqlWaitingKeys lists queue $1's waiting jobs that have a key.
-const sqlWaitingKeys = `SELECT id, key FROM {jobs} WHERE queue = $1::text AND key <> '' AND state IN {waiting}`
+const sqlWaitingKeys = `SELECT id, key, key_bytes FROM {jobs} WHERE queue = $1::text AND key <> '' AND state IN {waiting}`
 
 // sqlCancelIDs cancels the jobs $1 that are still waiting; $2 is now.
 var sqlCancelIDs = `
@@ -403,7 +410,7 @@ GROUP BY state, priority`
 
 // sqlScheduled lists queue $1's next $2 scheduled jobs.
 const sqlScheduled = `
-SELECT id, key, group_key, target, priority, run_at, attempt FROM {jobs}
+SELECT id, key, group_key, target, priority, run_at, attempt, key_bytes, group_bytes FROM {jobs}
 WHERE queue = $1::text AND state IN ('scheduled', 'retryable')
 ORDER BY run_at, id
 LIMIT $2::bigint`
@@ -475,16 +482,20 @@ const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = 
 // key or group is taken, and those whose key has an open unique window
 // unless the job took the window's mark (sqlMarkMany, earlier in the same
 // transaction). $1 queue, $2 IDs, $3 states, $4 priorities, $5 run_at, $6
-// scheduled (bool), $7 max attempts, $8 keys, $9 groups, $10 targets, $11
+// scheduled_at (the RunAt of each job, NULL for none), $7 max attempts, $8 keys, $9 groups, $10 targets, $11
 // payloads, $12 now, $13 the IDs of the jobs that took their key's mark,
-// $14 the database-time shift in microseconds (see lease.go).
+// $14 the database-time shift in microseconds (see lease.go), $15 and $16
+// the keys' and groups' bytes where they are stored as digests (keys.go;
+// $8 and $9 then hold the digests).
 var sqlInsertMany = `
 WITH ins AS (
-    INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at)
-    SELECT u.id, $1::text, u.state, u.priority, u.run_at, CASE WHEN u.sched THEN u.run_at END,
-        u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz
-    FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::boolean[], $7::integer[],
-        $8::text[], $9::text[], $10::text[], $11::bytea[]) AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload)
+    INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at,
+        key_bytes, group_bytes)
+    SELECT u.id, $1::text, u.state, u.priority, u.run_at, u.sched,
+        u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz, u.key_bytes, u.group_bytes
+    FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[], $7::integer[],
+        $8::text[], $9::text[], $10::text[], $11::bytea[], $15::bytea[], $16::bytea[])
+        AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload, key_bytes, group_bytes)
     WHERE u.key = '' OR u.id = ANY ($13::bigint[]) OR NOT EXISTS (SELECT 1 FROM {marks} m
         WHERE m.queue = $1::text AND m.key = u.key AND m.until > ` + dbTime("$14") + `)
     ORDER BY u.id

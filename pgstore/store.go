@@ -562,8 +562,10 @@ func (s *Store[T]) Scheduled(ctx context.Context, n int) ([]queue.ScheduledJob, 
 	var out []queue.ScheduledJob
 	var j queue.ScheduledJob
 	var weight int
-	_, err = pgx.ForEachRow(rows, []any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &j.RunAt, &j.Attempt}, func() error {
+	var keyRaw, groupRaw []byte
+	_, err = pgx.ForEachRow(rows, []any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &j.RunAt, &j.Attempt, &keyRaw, &groupRaw}, func() error {
 		j.Priority = s.label(weight)
+		j.Key, j.Group = loadKey(j.Key, keyRaw), loadKey(j.Group, groupRaw)
 		out = append(out, j)
 		return nil
 	})

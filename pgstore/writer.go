@@ -3,14 +3,18 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/durable"
 )
 
@@ -304,12 +308,9 @@ func (s *Store[T]) outcome(ctx context.Context, o *op) error {
 	return nil
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
+// errText is err's text as it is written: NUL bytes and bytes that are
+// not UTF-8, which PostgreSQL's text refuses, escaped (core.ErrorText).
+func errText(err error) string { return core.ErrorText(err) }
 
 // Heartbeat implements queue.Leaser: it extends, in one statement, the
 // leases of the given jobs (and of jobs claimed but not yet handed out) to
@@ -347,11 +348,17 @@ func (s *Store[T]) Heartbeat(ctx context.Context, ids []int64) ([]int64, error) 
 // execBatch writes a batch and sets each op's result, which the writer
 // delivers when it returns. A failure that leaves the outcome unknown (the
 // connection broke) is retried; a statement the server refused is retried
-// op by op, so that one bad op cannot fail the others.
+// op by op, so that one bad op cannot fail the others, and a lone op whose
+// error text the server refused as data is written once more with a
+// plain text in its place (textRefused): an outcome that failed would
+// leave its job leased, to be rescued and run again.
 func (s *Store[T]) execBatch(batch []*op) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	var err error
+	var (
+		err      error
+		replaced bool // the lone op's error text was replaced (textRefused)
+	)
 	for try := 0; ; try++ {
 		err = s.writeOnce(ctx, batch, try > 0)
 		s.noteErr(err)
@@ -364,6 +371,12 @@ func (s *Store[T]) execBatch(batch []*op) {
 					s.execBatch([]*op{o})
 				}
 				return
+			}
+			if o := batch[0]; o.err != "" && !replaced && isDataError(err) {
+				s.cfg.Logger.Warn("pgstore: the database refused a job's error text; writing the outcome without it",
+					"id", o.id, "err", err)
+				o.err, replaced = textRefused(o.err, err), true
+				continue
 			}
 			break
 		}
@@ -534,6 +547,33 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		}
 	}
 	return nil
+}
+
+// isDataError reports whether err is the server refusing a value
+// (SQLSTATE class 22, data exception: an invalid byte sequence, a value
+// too long).
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+}
+
+// textRefused is the error text written in place of text when the
+// database refused it with err: what can be kept of it, and why.
+func textRefused(text string, err error) string {
+	var pgErr *pgconn.PgError
+	errors.As(err, &pgErr)
+	keep := text
+	if len(keep) > 200 {
+		keep = keep[:200]
+	}
+	// Printable ASCII only: whatever the database refused, this it takes.
+	keep = strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, keep)
+	return fmt.Sprintf("%s (pgstore: the full error text was refused by the database: SQLSTATE %s)", keep, pgErr.Code)
 }
 
 func collectIDs(rows pgx.Rows, dst map[int64]bool) error {

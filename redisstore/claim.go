@@ -270,7 +270,7 @@ func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 }
 
 func (s *Store[T]) deadUndecodable(sh *shard, j queue.Job[T], lease string, cause error, now int64) {
-	st, err := s.settle(sh, settleOp{id: j.ID, lease: lease, mode: "dead", err: cause.Error(), key: j.Key})
+	st, err := s.settle(sh, settleOp{id: j.ID, lease: lease, mode: "dead", err: errString(cause), key: j.Key})
 	if err != nil || st != "ok" {
 		s.cfg.Logger.Error("redisstore: dead-lettering undecodable job", "id", j.ID,
 			"status", st, "err", err)

@@ -26,6 +26,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 	if pi < 0 {
 		return queue.Added{}, s.cfg.UnknownPriority(job.Priority)
 	}
+	if err := durable.CheckTarget(job.Target); err != nil {
+		return queue.Added{}, err
+	}
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return queue.Added{}, err
 	}

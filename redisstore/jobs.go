@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,10 +32,75 @@ type meta struct {
 func parseMeta(raw any) (meta, bool) {
 	var m meta
 	s, ok := raw.(string)
-	if !ok || json.Unmarshal([]byte(s), &m) != nil {
+	if !ok {
 		return m, false
 	}
+	if utf8.ValidString(s) {
+		return m, json.Unmarshal([]byte(s), &m) == nil
+	}
+	// A key, group or error text that is not UTF-8 is written as it is
+	// (appendJSONString), and encoding/json would read each stray byte
+	// as U+FFFD: carry the bytes through the decoder as runes and back.
+	if json.Unmarshal([]byte(shieldBytes(s)), &m) != nil {
+		return m, false
+	}
+	for _, f := range []*string{&m.Key, &m.Group, &m.Target, &m.Priority, &m.Err} {
+		*f = unshieldBytes(*f)
+	}
 	return m, true
+}
+
+// shieldMark starts a shielded byte (shieldMark, then shieldBase+the
+// byte) or a shielded shieldMark (shieldMark twice): private-use runes,
+// and any already in the text are shielded too, so unshieldBytes gives
+// back exactly the bytes shieldBytes was given.
+const (
+	shieldMark = '\uE000'
+	shieldBase = 0xE100
+)
+
+// shieldBytes returns s, not valid UTF-8, with every byte that is not
+// part of a UTF-8 sequence written as two private-use runes.
+func shieldBytes(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteRune(shieldMark)
+			b.WriteRune(rune(shieldBase + int(s[i])))
+		case r == shieldMark:
+			b.WriteRune(shieldMark)
+			b.WriteRune(shieldMark)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// unshieldBytes reverses shieldBytes.
+func unshieldBytes(s string) string {
+	if !strings.ContainsRune(s, shieldMark) {
+		return s
+	}
+	var b strings.Builder
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		if rs[i] != shieldMark || i+1 == len(rs) {
+			b.WriteRune(rs[i])
+			continue
+		}
+		i++
+		if rs[i] == shieldMark {
+			b.WriteRune(shieldMark)
+		} else {
+			b.WriteByte(byte(rs[i] - shieldBase))
+		}
+	}
+	return b.String()
 }
 
 func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/core"
 )
 
 // Complete ends a claimed job as done; see queue.Store. If Redis is
@@ -21,12 +22,9 @@ func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) erro
 	return s.finish(ctx, job, "dead", errString(cause))
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
+// errString is err's text as every store shows it (core.ErrorText):
+// NUL bytes and bytes that are not UTF-8 escaped.
+func errString(err error) string { return core.ErrorText(err) }
 
 func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause string) error {
 	c, err := s.takeClaim(job.ID, job.Attempt)

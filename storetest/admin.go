@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,8 @@ func RunAdmin(t *testing.T, newStore func(t *testing.T) queue.Store[Payload]) {
 	t.Run("Paging", func(t *testing.T) { adminPaging(t, newStore(t)) })
 	t.Run("Invalid", func(t *testing.T) { adminInvalid(t, newStore(t)) })
 	t.Run("RetryDead", func(t *testing.T) { adminRetryDead(t, newStore(t)) })
+	t.Run("ErrorText", func(t *testing.T) { adminErrorText(t, newStore(t)) })
+	t.Run("OddKeys", func(t *testing.T) { adminOddKeys(t, newStore(t)) })
 	t.Run("DeleteCancelQueued", func(t *testing.T) { adminDeleteCancel(t, newStore(t)) })
 	t.Run("CancelRunning", func(t *testing.T) { adminCancelRunning(t, newStore(t)) })
 	t.Run("PauseResume", func(t *testing.T) { adminPause(t, newStore(t)) })
@@ -327,6 +330,71 @@ func adminRetryDead(t *testing.T, store queue.Store[Payload]) {
 	require.NoError(t, a.Delete(ctx, dead[1].ID))
 	require.Empty(t, list(t, a, admin.Query{Filter: admin.Filter{State: admin.Dead}}))
 	require.ErrorIs(t, a.Retry(ctx, dead[1].ID), admin.ErrNotFound)
+}
+
+// A handler's error text with a NUL byte and a byte that is not UTF-8
+// ends its job as any other error does: a permanent error dead after one
+// run, a retried one after its attempts, each counted once, never
+// rescued, and listed with the text, those bytes escaped.
+func adminErrorText(t *testing.T, store queue.Store[Payload]) {
+	ctx := context.Background()
+	var runs [2]atomic.Int32
+	q, ev := adminQueue(t, store, func(_ context.Context, j queue.Job[Payload]) error {
+		runs[j.Payload.N].Add(1)
+		if j.Payload.N == 0 {
+			return queue.Permanent(errors.New(oddError))
+		}
+		return errors.New(oddError)
+	}, queue.WithRetry(2, time.Millisecond, time.Millisecond))
+	a := q.Admin()
+	require.NoError(t, q.Enqueue(ctx, queue.Job[Payload]{Key: "permanent", Payload: Payload{N: 0}}))
+	require.NoError(t, q.Enqueue(ctx, queue.Job[Payload]{Key: "retried", Payload: Payload{N: 1}}))
+	start(t, q)
+	ev.await(t, "two dead jobs", func(c map[queue.EventKind]int) bool { return c[queue.EventDead] == 2 })
+	require.Equal(t, int32(1), runs[0].Load(), "runs of the job with a permanent error")
+	require.Equal(t, int32(2), runs[1].Load(), "runs of the job with a retried error")
+	ev.mu.Lock()
+	counts := fmt.Sprint(ev.counts)
+	retried, rescued := ev.counts[queue.EventRetried], ev.counts[queue.EventRescued]
+	ev.mu.Unlock()
+	require.Equal(t, 1, retried, counts)
+	require.Zero(t, rescued, counts)
+	dead := list(t, a, admin.Query{Filter: admin.Filter{State: admin.Dead}})
+	require.Len(t, dead, 2)
+	for _, d := range dead {
+		require.Contains(t, d.LastError, `upstream said: a\x00b\xff`, "job %s", d.Key)
+	}
+	st := q.Stats()
+	require.Equal(t, uint64(2), st.Dead, "dead counted")
+	require.Zero(t, st.Rescued, "rescued counted")
+}
+
+// Keys of any bytes and length are found by GetKey and by a key prefix,
+// and listed as they were given.
+func adminOddKeys(t *testing.T, store queue.Store[Payload]) {
+	ctx := context.Background()
+	q, _ := adminQueue(t, store, idle)
+	a := q.Admin()
+	keys := oddKeys()
+	for i, k := range keys {
+		require.NoError(t, q.Enqueue(ctx, queue.Job[Payload]{Key: k, Group: k, Payload: Payload{N: i}}))
+	}
+	for _, k := range keys {
+		j, err := a.GetKey(ctx, k, false)
+		require.NoError(t, err, "GetKey(%.40q)", k)
+		require.Equal(t, k, j.Key)
+		require.Equal(t, k, j.Group)
+	}
+	for _, c := range []struct {
+		prefix string
+		want   int
+	}{{keys[0][:100], 2}, {keys[0], 1}, {"a\x00", 1}, {"a", 2}, {"\xfe", 1}, {"#sha256:", 0}} {
+		got := list(t, a, admin.Query{Filter: admin.Filter{State: admin.Ready, KeyPrefix: c.prefix}})
+		require.Len(t, got, c.want, "jobs with key prefix %.40q", c.prefix)
+		for _, j := range got {
+			require.True(t, strings.HasPrefix(j.Key, c.prefix), "key %.40q listed for prefix %.40q", j.Key, c.prefix)
+		}
+	}
 }
 
 // Delete and Cancel end a queued or scheduled job, counted as cancelled.

@@ -5,7 +5,10 @@
 // Run checks the contract, one subtest per behaviour: priority order,
 // schedules that are never early, keys, coalesced reruns and groups,
 // unique windows,
-// retries, deferrals, cancellation, capacity, Drain, concurrent claimers
+// retries, deferrals, cancellation, capacity, Drain, concurrent claimers,
+// error texts with NUL and invalid UTF-8 (ErrorText), keys and groups of
+// any bytes and length (OddKeys), RunAt handed back as enqueued
+// (RunAtKept)
 // and, for a store that implements queue.Leaser, lease rescue; for a
 // store that implements queue.TargetStore, target state (TargetState):
 // entries load back field for field, the last write wins, an empty entry

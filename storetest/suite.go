@@ -153,6 +153,9 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "Admission", run: testAdmission},
 		{name: "FleetSize", run: testFleetSize},
 		{name: "Slots", run: testSlots},
+		{name: "ErrorText", run: func(t *testing.T, h *harness) { testErrorText(t, h, f.LeaseTTL) }},
+		{name: "RunAtKept", run: testRunAtKept},
+		{name: "OddKeys", run: testOddKeys},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {

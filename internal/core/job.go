@@ -14,16 +14,22 @@ type Job[T any] struct {
 	// scheduled, another Enqueue with the same key returns ErrDuplicate;
 	// while it runs, another Enqueue is coalesced into exactly one more run
 	// (see [github.com/queuekit/queue.WithCoalesce]). "" means no deduplication.
+	// A key is compared as bytes and may have any length and hold any
+	// bytes (NUL, invalid UTF-8) on every store; it is handed back
+	// unchanged.
 	Key string
 
 	// Group is a coarser key for scheduled jobs: at most one job of a group
 	// may wait in the schedule at a time (a tracker forwarder groups by
-	// infohash:forwarder, ignoring the peer). "" means no group.
+	// infohash:forwarder, ignoring the peer). "" means no group. Like
+	// Key, any bytes of any length.
 	Group string
 
 	// Target names the downstream the job talks to (a forwarder, an API
 	// host). Target health — suspension, disabling, circuit breaking and
-	// per-target concurrency — is tracked per Target. "" means none.
+	// per-target concurrency — is tracked per Target. "" means none. A
+	// target is a name: Enqueue refuses one that is not valid UTF-8, holds
+	// a NUL byte or is over 1 024 bytes (ErrInvalidJob).
 	Target string
 
 	// Priority is a label from [github.com/queuekit/queue.WithPriorities]; "" means the default

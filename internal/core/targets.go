@@ -1,7 +1,6 @@
 package core
 
 import (
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -53,12 +52,10 @@ const MaxReasonLen = 256
 // start cut at a character boundary and ended with "...", at most
 // MaxReasonLen bytes in all: a cut never splits a UTF-8 sequence, which
 // PostgreSQL would refuse to store. Invalid UTF-8 and NUL bytes (an
-// error text may hold any bytes; PostgreSQL stores neither) become
-// U+FFFD first.
+// error text may hold any bytes; PostgreSQL stores neither) are escaped
+// first, as in every error text a store keeps (SafeText).
 func ShortReason(msg string) string {
-	if !utf8.ValidString(msg) || strings.IndexByte(msg, 0) >= 0 {
-		msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
-	}
+	msg = SafeText(msg)
 	if len(msg) <= MaxReasonLen {
 		return msg
 	}

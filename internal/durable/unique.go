@@ -22,6 +22,16 @@ func CheckUniqueFor(window time.Duration, key string) error {
 	return nil
 }
 
+// CheckTarget returns the error the queue's Enqueue returns for a job's
+// Target that is not a valid name (core.TargetProblem), for a store's own
+// enqueue paths; nil if it is valid.
+func CheckTarget(target string) error {
+	if p := core.TargetProblem(target); p != "" {
+		return fmt.Errorf("%w: %s", queue.ErrInvalidJob, p)
+	}
+	return nil
+}
+
 // WindowDuplicate returns the *queue.DuplicateError for a job refused
 // because key is in a unique window (Job.UniqueFor) that has not ended.
 func WindowDuplicate(key string) error { return core.WindowDuplicate(key) }

@@ -139,9 +139,10 @@ func TargetHealth(t *testing.T, start func(t *testing.T) *Proc, local func(t *te
 	equal("x", strings.Join(a.Fanout("k", []string{"d", "x"}), ","))
 
 	// A reason with bytes a store may refuse (PostgreSQL stores neither
-	// invalid UTF-8 nor NUL) is cleaned, not left to jam the writes.
+	// invalid UTF-8 nor NUL) is escaped (core.SafeText), not left to jam
+	// the writes.
 	noErr(a.Disable("bin", errors.New("bad \xff byte \x00")))
-	b.Await(t, "status bin", `disabled=true reason="bad `+"\uFFFD"+` byte `+"\uFFFD"+`" suspended=false breaker=closed`, tick)
+	b.Await(t, "status bin", `disabled=true reason="bad \\xff byte \\x00" suspended=false breaker=closed`, tick)
 
 	// Cadence: next due in an hour here, not due there.
 	equal("true", b.Ask(t, "due c k"))

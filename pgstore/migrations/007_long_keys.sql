@@ -1,0 +1,14 @@
+-- queuekit pgstore migration 007: keys and groups of any bytes and any
+-- length (issue #32).
+--
+-- A key (or group) that PostgreSQL's text cannot hold or an index entry
+-- cannot fit (not UTF-8, a NUL byte, longer than 1024 bytes, or starting
+-- with '#sha256:') is stored in key (group_key) as '#sha256:' and the hex
+-- SHA-256 of its bytes, which the indexes and every comparison use, and
+-- in full in key_bytes (group_bytes), from which it is handed back. Every
+-- other key is stored as it is, with key_bytes NULL, as before.
+--
+-- As 001, tables are unqualified: set search_path to the store's schema
+-- first when applying this file with another migration tool. Adding
+-- columns without a default rewrites nothing.
+ALTER TABLE queuekit_jobs ADD COLUMN key_bytes bytea, ADD COLUMN group_bytes bytea;
