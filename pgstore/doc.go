@@ -81,7 +81,7 @@
 // "#sha256:") is stored as "#sha256:" and the hex SHA-256 of its bytes,
 // which the indexes and dedupe use, and in full in key_bytes
 // (group_bytes), from which Claim, Scheduled and the admin API hand it
-// back (migration 007). Other keys are stored as they are. Events that
+// back (migration 009). Other keys are stored as they are. Events that
 // the store reports for such a job on its own (a lease rescue, a
 // promotion, an admin action) carry the stored form.
 //

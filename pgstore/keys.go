@@ -10,7 +10,7 @@ import (
 // Keys and groups are kept for any bytes and any length (issue #32): a
 // key that a text column cannot hold (not UTF-8, a NUL byte) or an index
 // entry cannot fit is stored as its digest, and in full in key_bytes
-// (group_bytes) for the handler (migration 007).
+// (group_bytes) for the handler (migration 009).
 const (
 	// maxPlainKey is the longest key stored as it is: with the queue's
 	// name, its index entries stay well below the B-tree's limit of

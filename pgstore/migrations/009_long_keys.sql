@@ -1,5 +1,5 @@
--- queuekit pgstore migration 007: keys and groups of any bytes and any
--- length (issue #32).
+-- queuekit pgstore migration 009: keys and groups of any bytes and any
+-- length.
 --
 -- A key (or group) that PostgreSQL's text cannot hold or an index entry
 -- cannot fit (not UTF-8, a NUL byte, longer than 1024 bytes, or starting
