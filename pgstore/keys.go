@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Keys and groups are kept for any bytes and any length (issue #32): a
+// Keys and groups are kept for any bytes and any length: a
 // key that a text column cannot hold (not UTF-8, a NUL byte) or an index
 // entry cannot fit is stored as its digest, and in full in key_bytes
 // (group_bytes) for the handler (migration 009).
