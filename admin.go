@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/queuekit/queue/internal/core"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/internal/memstore"
@@ -50,14 +51,14 @@ func (q *Queue[T]) Admin() *admin.Admin {
 // workers track their runs from the start, so that the heartbeat that
 // learns of the cancel can cancel the run, whether or not this process
 // ever calls Admin.
-func cancelsRuns[T any](store Store[T]) bool {
-	_, ok := store.(core.RunCanceller)
+func cancelsRuns[T any](store storekit.Store[T]) bool {
+	_, ok := store.(storekit.RunCanceller)
 	return ok
 }
 
 // adminer is a store whose admin backend is a value of its own: the
 // durable stores (pgstore, redisstore), whose Retry and Cancel are the
-// queue.Store methods, so that the store itself cannot be an
+// storekit.Store methods, so that the store itself cannot be an
 // admin.Store.
 type adminer interface {
 	Admin() admin.Store
@@ -112,7 +113,7 @@ func (q *Queue[T]) keepDead(job *Job[T], cause error) {
 	}
 	d := deadJob[T]{job: *job, updated: q.clock.Now()}
 	if cause != nil {
-		d.err = core.ErrorText(cause) // as the durable stores keep it
+		d.err = storekit.ErrorText(cause) // as the durable stores keep it
 	}
 	q.adm.mu.Lock()
 	if len(q.adm.dead) >= deadKeep {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // One admission bucket for a fleet. On a store that implements Admitter,
@@ -45,8 +47,8 @@ const (
 // any: the live-process count (FleetSizer) for ScaleByDepth, and the
 // shared admission bucket (Admitter) unless admission is off.
 func (q *Queue[T]) joinFleet() {
-	q.fleet, _ = q.store.(FleetSizer)
-	if ad, ok := q.store.(Admitter); ok && q.admit.limiter != nil {
+	q.fleet, _ = q.store.(storekit.FleetSizer)
+	if ad, ok := q.store.(storekit.Admitter); ok && q.admit.limiter != nil {
 		q.admit.fleet = newFleetBucket(ad, q.cfg.admission, q.clock, q.log)
 	}
 }
@@ -57,7 +59,7 @@ func fleetLeaseSize(burst int) int { return min(max(burst/20, 1), 50) }
 // fleetBucket is this process's side of a store's shared bucket. Its
 // fields are guarded by mu; it is only locked while the bucket is engaged.
 type fleetBucket struct {
-	store  Admitter
+	store  storekit.Admitter
 	perSec float64
 	burst  int
 	k      int
@@ -73,7 +75,7 @@ type fleetBucket struct {
 	taking     chan struct{} // closed when the lease in flight is back; nil when none is
 }
 
-func newFleetBucket(st Admitter, cfg admissionConfig, clk Clock, log *slog.Logger) *fleetBucket {
+func newFleetBucket(st storekit.Admitter, cfg admissionConfig, clk Clock, log *slog.Logger) *fleetBucket {
 	if clk == nil {
 		clk = systemClock{}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // sharedBucket is a store-side admission bucket shared by several queues,
@@ -56,8 +57,8 @@ func (s *admitStore) TakeTokens(ctx context.Context, perSecond float64, burst, n
 func (s *admitStore) Processes() int { return s.procs }
 
 var (
-	_ queue.Admitter   = (*admitStore)(nil)
-	_ queue.FleetSizer = (*admitStore)(nil)
+	_ storekit.Admitter   = (*admitStore)(nil)
+	_ storekit.FleetSizer = (*admitStore)(nil)
 )
 
 // Two queues on one shared bucket admit one bucket's worth between them,

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Errors returned by Enqueue and the lifecycle methods. Match them with
@@ -13,21 +14,21 @@ import (
 var (
 	// ErrQueueFull: the ready queue is at capacity; the job was not
 	// accepted and is counted as dropped_full.
-	ErrQueueFull = core.ErrQueueFull
+	ErrQueueFull = queuetype.ErrQueueFull
 
 	// ErrPendingLimit: the queue holds WithCapacity's pending bound of jobs (ready,
 	// scheduled, coalesced reruns and jobs parked for a target's slot);
 	// the job was not accepted and is counted as dropped_limit. It also
 	// matches ErrQueueFull, so that code that backs off on a full queue
 	// backs off on this one; match ErrPendingLimit to tell them apart.
-	ErrPendingLimit = core.ErrPendingLimit
+	ErrPendingLimit = queuetype.ErrPendingLimit
 
 	// ErrDuplicate is matched (with errors.Is) by the *DuplicateError
 	// that Enqueue returns when a job with the same Key is already
 	// queued, scheduled or running (see WithCoalesce), or was accepted
 	// within its unique window (Job.UniqueFor), or a scheduled job of the
 	// same Group is waiting.
-	ErrDuplicate = core.ErrDuplicate
+	ErrDuplicate = queuetype.ErrDuplicate
 
 	// ErrInvalidJob is wrapped by the error Enqueue returns for a job it
 	// refuses as malformed: a negative MaxAttempts, an ID or Attempt set
@@ -35,13 +36,13 @@ var (
 	// negative UniqueFor or one without a Key, or a Target that is not
 	// valid UTF-8, holds a NUL byte or is over 1 024 bytes. The error
 	// names the field and its value.
-	ErrInvalidJob = errors.New("queue: invalid job")
+	ErrInvalidJob = queuetype.ErrInvalidJob
 
 	// ErrClosed: the queue is stopping or stopped.
-	ErrClosed = core.ErrClosed
+	ErrClosed = queuetype.ErrClosed
 
 	// ErrStarted: Start was called on a queue that was already started.
-	ErrStarted = core.ErrStarted
+	ErrStarted = queuetype.ErrStarted
 
 	// ErrRateLimited is matched (with errors.Is) by the error Admit
 	// returns when it refuses a request; RetryDelay reads its retry hint.
@@ -49,7 +50,7 @@ var (
 
 	// ErrUnknownPriority: a job names a priority label that the queue
 	// was not configured with.
-	ErrUnknownPriority = core.ErrUnknownPriority
+	ErrUnknownPriority = queuetype.ErrUnknownPriority
 
 	// ErrUnknownTarget: Resume named a target the queue has never seen,
 	// or Suspend, Disable or Resume an empty name. Suspend and Disable
@@ -65,7 +66,7 @@ var (
 // The in-memory store returns the same *DuplicateError for repeated
 // duplicates of one key, so that refusing them allocates nothing: treat it
 // as read-only.
-type DuplicateError = core.DuplicateError
+type DuplicateError = queuetype.DuplicateError
 
 // invalidJob returns the error for a job Enqueue refuses as malformed, or
 // nil.
@@ -82,7 +83,7 @@ func invalidJob[T any](job *Job[T]) error {
 	case job.UniqueFor > 0 && job.Key == "":
 		return fmt.Errorf("%w: UniqueFor is %v but Key is empty; a unique window holds a Key: set one, or leave UniqueFor zero", ErrInvalidJob, job.UniqueFor)
 	}
-	if p := core.TargetProblem(job.Target); p != "" {
+	if p := storekit.TargetProblem(job.Target); p != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, p)
 	}
 	return nil
@@ -90,10 +91,10 @@ func invalidJob[T any](job *Job[T]) error {
 
 // OptionError reports an invalid option passed to New: the Option's
 // name, the rejected Value and the Reason.
-type OptionError = core.OptionError
+type OptionError = queuetype.OptionError
 
 func optErr(option string, value any, reason string, args ...any) error {
-	return core.OptErr(option, value, reason, args...)
+	return queuetype.NewOptionError(option, value, reason, args...)
 }
 
 // PanicError is the error recorded for a job whose Handler panicked.

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // run runs one claimed job and records its outcome. When the job's target
@@ -143,7 +145,7 @@ func (q *Queue[T]) cancelJob(w *worker[T], job *Job[T]) {
 // claim was lost to a rescue, which ends the job.
 func (q *Queue[T]) endClaimed(job *Job[T], cause error) bool {
 	var err error
-	if c, ok := q.store.(ClaimCanceller[T]); ok {
+	if c, ok := q.store.(storekit.ClaimCanceller[T]); ok {
 		err = c.CancelClaimed(q.bgCtx, *job, cause)
 	} else {
 		err = q.store.Complete(q.bgCtx, *job)
@@ -250,7 +252,7 @@ func (q *Queue[T]) complete(w *worker[T], ctx context.Context, job *Job[T], took
 // recorded, and the job's rescue will end it, so the caller counts
 // nothing.
 func (q *Queue[T]) leaseLost(job *Job[T], op string, err error) bool {
-	if !errors.Is(err, ErrLeaseLost) {
+	if !errors.Is(err, storekit.ErrLeaseLost) {
 		return false
 	}
 	q.log.Warn("lease lost before the outcome was recorded; the job was rescued and ends there",
@@ -271,7 +273,7 @@ func (q *Queue[T]) retry(w *worker[T], ctx context.Context, job *Job[T], at time
 	case err == nil:
 		w.ctr.retried.Add(1)
 		q.emit(EventRetried, job, cause, at.Sub(q.clock.Now()))
-	case errors.Is(err, ErrSuperseded):
+	case errors.Is(err, storekit.ErrSuperseded):
 		w.ctr.cancelled.Add(1)
 		q.emit(EventCancelled, job, err, 0)
 	case q.leaseLost(job, "retry", err):
@@ -306,7 +308,7 @@ func (q *Queue[T]) deferJob(w *worker[T], job *Job[T], at time.Time) {
 // the job was on its way back may have released the target's held jobs
 // before this one was among them: the target is then released again.
 func (q *Queue[T]) holdJob(w *worker[T], job *Job[T], at time.Time) {
-	hs, ok := q.store.(HoldStore[T])
+	hs, ok := q.store.(storekit.HoldStore[T])
 	if !ok || !at.After(q.clock.Now()) {
 		q.deferJob(w, job, at)
 		return
@@ -319,7 +321,7 @@ func (q *Queue[T]) holdJob(w *worker[T], job *Job[T], at time.Time) {
 // putBack puts a claimed job back to run at at without using an attempt,
 // with hs.Hold when hs is not nil, else with Defer, and counts it; it
 // reports whether the store took it back.
-func (q *Queue[T]) putBack(w *worker[T], job *Job[T], at time.Time, hs HoldStore[T]) bool {
+func (q *Queue[T]) putBack(w *worker[T], job *Job[T], at time.Time, hs storekit.HoldStore[T]) bool {
 	bg := q.bgCtx
 	var err error
 	if hs != nil {
@@ -331,7 +333,7 @@ func (q *Queue[T]) putBack(w *worker[T], job *Job[T], at time.Time, hs HoldStore
 	case err == nil:
 		w.ctr.deferred.Add(1)
 		q.emit(EventDeferred, job, nil, at.Sub(q.clock.Now()))
-	case errors.Is(err, ErrSuperseded):
+	case errors.Is(err, storekit.ErrSuperseded):
 		w.ctr.cancelled.Add(1)
 		q.emit(EventCancelled, job, err, 0)
 	case q.leaseLost(job, "defer", err):

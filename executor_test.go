@@ -16,6 +16,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 func TestPanicRecovered(t *testing.T) {
@@ -245,7 +246,7 @@ func TestRetryAfterDoesNotUseAttempts(t *testing.T) {
 // does for a run whose lease expired and whose job was rescued.
 type lostLeaseStore struct{ *memstore.Store[int] }
 
-var errLost = fmt.Errorf("teststore: %w", queue.ErrLeaseLost)
+var errLost = fmt.Errorf("teststore: %w", storekit.ErrLeaseLost)
 
 func (lostLeaseStore) Complete(context.Context, queue.Job[int]) error { return errLost }
 func (lostLeaseStore) Dead(context.Context, queue.Job[int], error) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // sharedPool runs a producer for d that offers rate jobs per second to
@@ -24,7 +25,7 @@ import (
 // how many healthy jobs ran to the end and how many healthy enqueues
 // were refused. The queue runs on store, or on the in-memory store when
 // store is nil. Call it inside a bubble.
-func sharedPool(t *testing.T, hung bool, workers, rate int, d time.Duration, store queue.Store[int]) (done, refused int) {
+func sharedPool(t *testing.T, hung bool, workers, rate int, d time.Duration, store storekit.Store[int]) (done, refused int) {
 	var ok atomic.Int64
 	h := func(ctx context.Context, job queue.Job[int]) error {
 		if job.Target == "hung" {
@@ -114,7 +115,7 @@ func TestHungTargetDoesNotStarveHealthyOne(t *testing.T) {
 
 // contractStore hides the in-memory store's type, so the engine reaches it
 // through the Store interface only, as it does a durable store.
-type contractStore struct{ queue.Store[int] }
+type contractStore struct{ storekit.Store[int] }
 
 // Fair dispatch is the engine's: a store the engine knows only by the
 // Store contract gets it too.

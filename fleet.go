@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // Fleet state: with a store that implements TargetStore, target health
@@ -31,12 +33,12 @@ const targetSyncTimeout = 5 * time.Second
 
 // fleetSync is a queue's link to its TargetStore.
 type fleetSync struct {
-	store TargetStore
+	store storekit.TargetStore
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	pending map[string]TargetState // entry -> latest local state not yet written
-	failing bool                   // the last load or save failed (logged once)
+	pending map[string]storekit.TargetState // entry -> latest local state not yet written
+	failing bool                            // the last load or save failed (logged once)
 	// heard counts the announcements applied; heardAt maps an entry to
 	// the count at its last one. A reload keeps the entries heard of
 	// while it loaded: its result may predate their writes.
@@ -53,11 +55,11 @@ func entryKey(target, key string) string { return target + "\x00" + key }
 
 // bindFleet links ts to store when it is a TargetStore.
 func (ts *targets[T]) bindFleet(store any, log *slog.Logger) {
-	s, ok := store.(TargetStore)
+	s, ok := store.(storekit.TargetStore)
 	if !ok {
 		return
 	}
-	ts.fleet = &fleetSync{store: s, log: log, pending: map[string]TargetState{}, heardAt: map[string]uint64{},
+	ts.fleet = &fleetSync{store: s, log: log, pending: map[string]storekit.TargetState{}, heardAt: map[string]uint64{},
 		kick: make(chan struct{}, 1)}
 	s.WatchTargets(ts.applyState)
 }
@@ -117,7 +119,7 @@ func (ts *targets[T]) share(t *target[T]) {
 	if ts.fleet == nil {
 		return
 	}
-	st := TargetState{Target: t.name, SuspendedUntil: t.suspended, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt}
+	st := storekit.TargetState{Target: t.name, SuspendedUntil: t.suspended, Disabled: t.disabled, Reason: t.reason, DisabledAt: t.disableAt}
 	if t.brk != breakerClosed {
 		st.BreakerUntil = t.brkUntil
 	}
@@ -133,10 +135,10 @@ func (ts *targets[T]) shareDue(target, key string, at time.Time, past bool) {
 	if past {
 		at = time.Time{}
 	}
-	ts.fleet.put(TargetState{Target: target, Key: key, NextDue: at})
+	ts.fleet.put(storekit.TargetState{Target: target, Key: key, NextDue: at})
 }
 
-func (f *fleetSync) put(st TargetState) {
+func (f *fleetSync) put(st storekit.TargetState) {
 	f.mu.Lock()
 	f.pending[entryKey(st.Target, st.Key)] = st
 	f.mu.Unlock()
@@ -156,7 +158,7 @@ func (ts *targets[T]) flush(ctx context.Context) {
 		f.mu.Unlock()
 		return
 	}
-	batch := make([]TargetState, 0, len(f.pending))
+	batch := make([]storekit.TargetState, 0, len(f.pending))
 	for _, st := range f.pending {
 		batch = append(batch, st)
 	}
@@ -247,7 +249,7 @@ func (ts *targets[T]) reload(ctx context.Context) {
 	// process did not hear of.
 	ts.m.Range(func(name, _ any) bool {
 		if !health[name.(string)] && !pend[entryKey(name.(string), "")] {
-			ts.applyHealth(&TargetState{Target: name.(string)})
+			ts.applyHealth(&storekit.TargetState{Target: name.(string)})
 		}
 		return true
 	})
@@ -274,7 +276,7 @@ func addDue(due map[string]map[string]int64, target, key string, inst int64) {
 }
 
 // applyState applies an entry a process wrote, as the store announced it.
-func (ts *targets[T]) applyState(st TargetState) {
+func (ts *targets[T]) applyState(st storekit.TargetState) {
 	f := ts.fleet
 	k := entryKey(st.Target, st.Key)
 	f.mu.Lock()
@@ -299,7 +301,7 @@ func (ts *targets[T]) applyState(st TargetState) {
 // passed stays as this process has it (half-open, with its probes), so
 // that the announcement of its own opening does not close the half-open
 // state it has since reached.
-func (ts *targets[T]) applyHealth(st *TargetState) {
+func (ts *targets[T]) applyHealth(st *storekit.TargetState) {
 	if st.Empty() {
 		if t, ok := ts.lookup(st.Target); !ok || t.healthy() {
 			return

@@ -14,15 +14,16 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
-// hub is a queue.TargetStore shared by the queues of a test, as a durable
+// hub is a storekit.TargetStore shared by the queues of a test, as a durable
 // store's table is by processes: it keeps the entries and announces each
 // write to every queue's WatchTargets, unless mute.
 type hub struct {
 	mu    sync.Mutex
-	m     map[[2]string]queue.TargetState
-	fns   []func(queue.TargetState)
+	m     map[[2]string]storekit.TargetState
+	fns   []func(storekit.TargetState)
 	mute  bool
 	saves int
 	gate  chan struct{} // when set, each save waits for a receive from it
@@ -31,7 +32,7 @@ type hub struct {
 	loadGate chan struct{}
 }
 
-func newHub() *hub { return &hub{m: map[[2]string]queue.TargetState{}} }
+func newHub() *hub { return &hub{m: map[[2]string]storekit.TargetState{}} }
 
 // fleetStore is an in-memory job store with the hub's target state.
 type fleetStore struct {
@@ -39,9 +40,9 @@ type fleetStore struct {
 	h *hub
 }
 
-func (s fleetStore) LoadTargets(context.Context) ([]queue.TargetState, error) {
+func (s fleetStore) LoadTargets(context.Context) ([]storekit.TargetState, error) {
 	s.h.mu.Lock()
-	out := make([]queue.TargetState, 0, len(s.h.m))
+	out := make([]storekit.TargetState, 0, len(s.h.m))
 	for _, st := range s.h.m {
 		out = append(out, st)
 	}
@@ -53,7 +54,7 @@ func (s fleetStore) LoadTargets(context.Context) ([]queue.TargetState, error) {
 	return out, nil
 }
 
-func (s fleetStore) SaveTargets(_ context.Context, states []queue.TargetState) error {
+func (s fleetStore) SaveTargets(_ context.Context, states []storekit.TargetState) error {
 	s.h.mu.Lock()
 	gate := s.h.gate
 	s.h.mu.Unlock()
@@ -81,13 +82,13 @@ func (s fleetStore) SaveTargets(_ context.Context, states []queue.TargetState) e
 	return nil
 }
 
-func (s fleetStore) WatchTargets(fn func(queue.TargetState)) {
+func (s fleetStore) WatchTargets(fn func(storekit.TargetState)) {
 	s.h.mu.Lock()
 	s.h.fns = append(s.h.fns, fn)
 	s.h.mu.Unlock()
 }
 
-var _ queue.TargetStore = fleetStore{}
+var _ storekit.TargetStore = fleetStore{}
 
 // fleetQueue starts a queue on the hub, stopped when the test ends.
 func fleetQueue(t *testing.T, h *hub, opts ...queue.Option) *queue.Queue[int] {
@@ -195,7 +196,7 @@ func TestFleetReloadKeepsNewerAnnouncement(t *testing.T) {
 		queuetest.Advance(time.Second) // the reload reads nothing, and waits
 		// Another process (queuectl) disables t and suspends u, due k of u.
 		operator := fleetStore{memstore.New[int](), h}
-		require.NoError(t, operator.SaveTargets(context.Background(), []queue.TargetState{
+		require.NoError(t, operator.SaveTargets(context.Background(), []storekit.TargetState{
 			{Target: "t", Disabled: true, Reason: "down"},
 			{Target: "u", SuspendedUntil: time.Now().Add(time.Hour)},
 			{Target: "u", Key: "k", NextDue: time.Now().Add(time.Hour)},
@@ -218,7 +219,7 @@ func TestFleetReloadKeepsNewerAnnouncement(t *testing.T) {
 		h.mu.Lock()
 		h.mute = true
 		h.mu.Unlock()
-		require.NoError(t, operator.SaveTargets(context.Background(), []queue.TargetState{{Target: "t"}}))
+		require.NoError(t, operator.SaveTargets(context.Background(), []storekit.TargetState{{Target: "t"}}))
 		queuetest.Advance(time.Second)
 		assert.False(t, targetStatus(t, q, "t").Disabled)
 	})

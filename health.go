@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/storekit"
 )
 
 type breakerState uint8
@@ -359,7 +359,7 @@ func (ts *targets[T]) disable(name string, reason error) {
 	if reason != nil {
 		msg = reason.Error()
 	}
-	msg = core.ShortReason(msg)
+	msg = storekit.ShortReason(msg)
 	t := ts.get(name)
 	t.mu.Lock()
 	was := t.disabled

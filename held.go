@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"sync"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // Held jobs: a claimed job whose target is suspended, or whose breaker is
@@ -24,7 +26,7 @@ type heldRelease struct {
 // releaseHeld makes the jobs held for target due now, in the background;
 // a failure is logged (the jobs then run at the end of their hold).
 func (q *Queue[T]) releaseHeld(target string) {
-	hs, ok := q.store.(HoldStore[T])
+	hs, ok := q.store.(storekit.HoldStore[T])
 	if !ok || target == "" {
 		return
 	}

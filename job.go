@@ -3,7 +3,7 @@ package queue
 import (
 	"context"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // Handler runs one job. Its return value decides what happens next:
@@ -39,7 +39,7 @@ type Handler[T any] func(ctx context.Context, job Job[T]) error
 //
 // Job is defined in an internal package that the in-memory store shares
 // with the engine, with each field's full documentation.
-type Job[T any] = core.Job[T]
+type Job[T any] = queuetype.Job[T]
 
 // maxAttempts returns the job's attempt limit under the queue default def.
 func maxAttempts[T any](j *Job[T], def int) int {

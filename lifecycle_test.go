@@ -22,6 +22,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 // stallStore is the in-memory store behind the Store interface, with a
@@ -49,7 +50,7 @@ func (s *stallStore) Start(ctx context.Context) error {
 	return s.Store.Start(ctx)
 }
 
-func (s *stallStore) Add(ctx context.Context, j queue.Job[int]) (queue.Added, error) {
+func (s *stallStore) Add(ctx context.Context, j queue.Job[int]) (storekit.Added, error) {
 	if s.stallAdd.Load() {
 		s.addEntered <- struct{}{}
 		<-s.addRelease

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Option configures a Queue. Options are applied in order by New, which
@@ -59,7 +60,7 @@ const (
 	defaultBackoffMax      = 5 * time.Minute
 	defaultRetryFloor      = time.Second // WithRetryAfterBounds: the shortest RetryAfter delay
 	defaultRetryCeiling    = 10 * time.Minute
-	defaultSuspendDuration = core.DefaultSuspend
+	defaultSuspendDuration = storekit.DefaultSuspend
 )
 
 // minInterval is the shortest scale interval and requeue delay: below it
@@ -73,7 +74,7 @@ const minInterval = time.Millisecond
 // steady stream of high-priority jobs delays a low-priority one by at most
 // ten claims instead of starving it. For strict priorities set every
 // Share to 0. Each call returns a new slice, so a caller may change it
-// (to pass to WithPriorities or a store's StoreConfig) without changing
+// (to pass to WithPriorities or a store's storekit.Config) without changing
 // the defaults of any later New.
 func DefaultPriorities() []Priority {
 	return []Priority{{Name: "high", Weight: 0, Share: 6}, {Name: "normal", Weight: 5, Share: 3}, {Name: "low", Weight: 10, Share: 1}}
@@ -166,7 +167,7 @@ func (c *config) validate() error {
 // defaultNotALevel says why def, WithPriorities' default label, is not
 // one of levels, and how to keep the default levels.
 func defaultNotALevel(def string, levels []Priority) string {
-	why := fmt.Sprintf("default label %q is not one of the levels (%s)", def, core.PriorityNames(levels))
+	why := fmt.Sprintf("default label %q is not one of the levels (%s)", def, queuetype.PriorityNames(levels))
 	if def != "normal" && slices.Equal(levels, DefaultPriorities()) {
 		why += "; the default levels are DefaultPriorities(): name one of them, or pass levels of your own"
 	}
@@ -360,8 +361,8 @@ func WithPriorities(def string, levels ...Priority) Option {
 			if p.Name == "" {
 				return optErr("WithPriorities", p, "level name must not be empty")
 			}
-			if p.Share < 0 || p.Share > core.MaxShare {
-				return optErr("WithPriorities", p, "share must be in 0..%d", core.MaxShare)
+			if p.Share < 0 || p.Share > storekit.MaxShare {
+				return optErr("WithPriorities", p, "share must be in 0..%d", storekit.MaxShare)
 			}
 			if (p.Share == 0) != (levels[0].Share == 0) {
 				return optErr("WithPriorities", p, "shares must be all 0 (strict) or all positive (weighted)")

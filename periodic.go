@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // Schedule says when a periodic job runs. A parsed schedule of github.com/robfig/cron/v3
@@ -215,7 +217,7 @@ func (e *periodicError) Unwrap() error { return e.err }
 // unknownPriority is the error for a job whose Priority is not one of the
 // queue's levels.
 func (q *Queue[T]) unknownPriority(label string) error {
-	cfg := StoreConfig{Priorities: q.cfg.priorities}
+	cfg := storekit.Config{Priorities: q.cfg.priorities}
 	return cfg.UnknownPriority(label)
 }
 

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Queue is a bounded job queue with a schedule, pending-key dedupe,
@@ -20,10 +20,10 @@ import (
 type Queue[T any] struct {
 	cfg     config
 	handler Handler[T]
-	store   Store[T]
-	mem     *memstore.Store[T] // store, when it is the in-memory one: the hot path calls it directly
-	leaser  Leaser             // nil unless the store leases jobs
-	fleet   FleetSizer         // nil unless the store counts the queue's processes
+	store   storekit.Store[T]
+	mem     *memstore.Store[T]  // store, when it is the in-memory one: the hot path calls it directly
+	leaser  storekit.Leaser     // nil unless the store leases jobs
+	fleet   storekit.FleetSizer // nil unless the store counts the queue's processes
 	clock   Clock
 	log     *slog.Logger
 	onDead  atomic.Pointer[[]func(context.Context, Job[T], error)] // OnDead's hooks, copied on write
@@ -84,14 +84,14 @@ func New[T any](handler Handler[T], opts ...Option) (*Queue[T], error) {
 // redisstore Store. The store's payload type is the queue's, so a
 // mismatch does not compile. The store must not be shared with another
 // Queue; New calls its Init, and Stop and Shutdown close it.
-func NewWithStore[T any](store Store[T], handler Handler[T], opts ...Option) (*Queue[T], error) {
+func NewWithStore[T any](store storekit.Store[T], handler Handler[T], opts ...Option) (*Queue[T], error) {
 	if store == nil {
 		return nil, errors.New("queue: NewWithStore: the store is nil")
 	}
 	return newQueue(store, "NewWithStore", handler, opts)
 }
 
-func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Option) (*Queue[T], error) {
+func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opts []Option) (*Queue[T], error) {
 	if handler == nil {
 		return nil, errors.New("queue: " + fn + ": the handler is nil")
 	}
@@ -127,7 +127,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 	q.per = newPeriodic(q)
 	q.targets.bindFleet(store, q.log)
 	q.store = store
-	q.leaser, _ = q.store.(Leaser)
+	q.leaser, _ = q.store.(storekit.Leaser)
 	_, mem := q.store.(*memstore.Store[T])
 	q.targets.bindSlots(store, mem, q.leaser)
 	q.adm.used.Store(cancelsRuns(store)) // see cancelsRuns
@@ -138,7 +138,7 @@ func newQueue[T any](store Store[T], fn string, handler Handler[T], opts []Optio
 		return nil, err
 	}
 	q.obs = obs
-	err = q.store.Init(StoreConfig{
+	err = q.store.Init(storekit.Config{
 		Name:            cfg.name,
 		Priorities:      cfg.priorities,
 		DefaultPriority: cfg.defaultPriority,
@@ -303,14 +303,14 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		return ErrQueueFull
 	}
 	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) ||
-		(job.Target != "" && core.TargetProblem(job.Target) != "") {
+		(job.Target != "" && storekit.TargetProblem(job.Target) != "") {
 		return invalidJob(job)
 	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {
 		job.RunAt = q.clock.Now() // lets the wait-time histogram see this job
 	}
 	var (
-		added Added
+		added storekit.Added
 		err   error
 	)
 	if q.mem != nil {

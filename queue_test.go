@@ -16,6 +16,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Shared helpers for the package's tests. Every test that involves time
@@ -41,7 +42,7 @@ func newQueue[T any](t *testing.T, h queue.Handler[T], opts ...queue.Option) *qu
 }
 
 // newStoreQueue is newQueue with the jobs kept in s.
-func newStoreQueue[T any](t *testing.T, s queue.Store[T], h queue.Handler[T], opts ...queue.Option) *queue.Queue[T] {
+func newStoreQueue[T any](t *testing.T, s storekit.Store[T], h queue.Handler[T], opts ...queue.Option) *queue.Queue[T] {
 	t.Helper()
 	q, err := queue.NewWithStore(s, h, opts...)
 	require.NoError(t, err)

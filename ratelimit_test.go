@@ -11,6 +11,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // admitN calls Admit n times and returns how many were admitted.
@@ -143,7 +144,7 @@ func TestAdmitFollowsFill(t *testing.T) {
 // 1000 ready jobs in memory.
 type hugeStore struct{ *memstore.Store[int] }
 
-func (s hugeStore) Init(cfg queue.StoreConfig) error {
+func (s hugeStore) Init(cfg storekit.Config) error {
 	cfg.Capacity = min(cfg.Capacity, 1000)
 	return s.Store.Init(cfg)
 }

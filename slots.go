@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // Fleet concurrency slots. On a store that implements SlotStore, a fixed
@@ -68,7 +70,7 @@ const (
 
 // fleetSlots is a queue's side of its SlotStore.
 type fleetSlots struct {
-	store  SlotStore
+	store  storekit.SlotStore
 	ttl    time.Duration
 	proc   string // this process, in the store's lines
 	prefix string // this process's holder prefix: proc + ":"
@@ -88,8 +90,8 @@ type fleetSlots struct {
 // bindSlots gives ts the store's slots, when the store has them and a
 // fixed limit applies; the in-memory store the queue drives directly
 // (mem) needs none: its process is the fleet.
-func (ts *targets[T]) bindSlots(store any, mem bool, leaser Leaser) {
-	s, ok := store.(SlotStore)
+func (ts *targets[T]) bindSlots(store any, mem bool, leaser storekit.Leaser) {
+	s, ok := store.(storekit.SlotStore)
 	if !ok || mem || ts.cfg.concurrency <= 0 || ts.cfg.concurrency == math.MaxInt {
 		return
 	}
@@ -179,7 +181,7 @@ func (q *Queue[T]) acquireSlot(target string) (holder string, ok bool) {
 		}
 		fs.mu.Unlock()
 	}
-	req := SlotRequest{Target: target, Holder: fs.prefix + strconv.FormatUint(fs.seq.Add(1), 36), Process: fs.proc,
+	req := storekit.SlotRequest{Target: target, Holder: fs.prefix + strconv.FormatUint(fs.seq.Add(1), 36), Process: fs.proc,
 		Limit: q.targets.cfg.concurrency, TTL: fs.ttl, Line: slotLine}
 	if !since.IsZero() {
 		req.Waited = max(now.Sub(since), 0)

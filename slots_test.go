@@ -15,6 +15,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // slotHub is one table of concurrency slots shared by the queues of a
@@ -32,7 +33,7 @@ type slotHub struct {
 
 func newSlotHub(t *testing.T) *slotHub {
 	h := &slotHub{tab: memstore.New[int]()}
-	require.NoError(t, h.tab.Init(queue.StoreConfig{Name: "slots", Priorities: []queue.Priority{{Name: "normal"}}, DefaultPriority: "normal", Capacity: 1, Clock: timeClock{}}))
+	require.NoError(t, h.tab.Init(storekit.Config{Name: "slots", Priorities: []queue.Priority{{Name: "normal"}}, DefaultPriority: "normal", Capacity: 1, Clock: timeClock{}}))
 	h.tab.WatchSlots(func(target, waiter string) {
 		if h.mute.Load() {
 			return
@@ -54,7 +55,7 @@ type slotStore struct {
 	h *slotHub
 }
 
-func (s slotStore) AcquireSlot(ctx context.Context, req queue.SlotRequest) (queue.SlotAnswer, error) {
+func (s slotStore) AcquireSlot(ctx context.Context, req storekit.SlotRequest) (storekit.SlotAnswer, error) {
 	s.h.acquires.Add(1)
 	return s.h.tab.AcquireSlot(ctx, req)
 }
@@ -78,7 +79,7 @@ func (s slotStore) WatchSlots(fn func(target, waiter string)) {
 	s.h.mu.Unlock()
 }
 
-var _ queue.SlotStore = slotStore{}
+var _ storekit.SlotStore = slotStore{}
 
 // gauge tracks how many jobs run at once, and the most there were.
 type gauge struct {
@@ -113,7 +114,7 @@ func TestSlotsHoldAcrossQueues(t *testing.T) {
 		g := &gauge{}
 		var qs []*queue.Queue[int]
 		for range 2 {
-			q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(10*time.Millisecond),
+			q := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(10*time.Millisecond),
 				queue.WithWorkers(4, 4), queue.WithTargetConcurrency(1))
 			require.NoError(t, q.Start(context.Background()))
 			qs = append(qs, q)
@@ -147,7 +148,7 @@ func TestSlotsHoldAcrossQueues(t *testing.T) {
 func grab(t *testing.T, h *slotHub, target, holder string, limit int, ttl time.Duration) bool {
 	t.Helper()
 	proc, _, _ := strings.Cut(holder, ":")
-	ans, err := h.tab.AcquireSlot(context.Background(), queue.SlotRequest{Target: target, Holder: holder, Process: proc,
+	ans, err := h.tab.AcquireSlot(context.Background(), storekit.SlotRequest{Target: target, Holder: holder, Process: proc,
 		Limit: limit, TTL: ttl, Line: time.Second})
 	require.NoError(t, err)
 	return ans.Granted
@@ -172,7 +173,7 @@ func TestSlotsRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newSlotHub(t)
 		g := &gauge{}
-		q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond), queue.WithWorkers(2, 2))
+		q := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond), queue.WithWorkers(2, 2))
 		require.NoError(t, q.Start(context.Background()))
 		for i := range 10 {
 			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
@@ -181,7 +182,7 @@ func TestSlotsRoundTrips(t *testing.T) {
 		assert.Equal(t, uint64(10), q.Stats().Done)
 		assert.Zero(t, h.acquires.Load()+h.releases.Load(), "no limit: no slot asked for")
 
-		q2 := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
+		q2 := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
 			queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
 		require.NoError(t, q2.Start(context.Background()))
 		for i := range 10 {
@@ -202,7 +203,7 @@ func TestSlotsCrashedHolderExpires(t *testing.T) {
 		h := newSlotHub(t)
 		require.True(t, grab(t, h, "x", "dead-process:1", 1, 30*time.Second))
 		g := &gauge{}
-		q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
+		q := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
 			queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
 		require.NoError(t, q.Start(context.Background()))
 		for i := range 3 {
@@ -243,8 +244,8 @@ func TestSlotsReleaseWakesWaiter(t *testing.T) {
 					mu.Unlock()
 					return nil
 				}
-				a := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler, queue.WithWorkers(1, 1), queue.WithTargetConcurrency(1))
-				b := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler, queue.WithWorkers(1, 1), queue.WithTargetConcurrency(1))
+				a := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler, queue.WithWorkers(1, 1), queue.WithTargetConcurrency(1))
+				b := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler, queue.WithWorkers(1, 1), queue.WithTargetConcurrency(1))
 				require.NoError(t, a.Start(context.Background()))
 				require.NoError(t, b.Start(context.Background()))
 				require.NoError(t, a.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: 1}))
@@ -273,7 +274,7 @@ func TestSlotsParkedJobsReachable(t *testing.T) {
 		h := newSlotHub(t)
 		require.True(t, grab(t, h, "x", "elsewhere:1", 1, time.Hour))
 		g := &gauge{}
-		q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
+		q := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), g.handler(time.Millisecond),
 			queue.WithWorkers(3, 3), queue.WithTargetConcurrency(1))
 		require.NoError(t, q.Start(context.Background()))
 		for i := range 4 {
@@ -305,7 +306,7 @@ func TestSlotsShutdownPutsParkedBack(t *testing.T) {
 		require.True(t, grab(t, h, "x", "elsewhere:1", 1, time.Hour))
 		g := &gauge{}
 		s := slotStore{Store: memstore.New[int](), h: h}
-		q := newStoreQueue(t, queue.Store[int](s), g.handler(time.Millisecond), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
+		q := newStoreQueue(t, storekit.Store[int](s), g.handler(time.Millisecond), queue.WithWorkers(2, 2), queue.WithTargetConcurrency(1))
 		require.NoError(t, q.Start(context.Background()))
 		for i := range 3 {
 			require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))
@@ -357,7 +358,7 @@ func TestSlotsGoRoundTheFleet(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}
-			q := newStoreQueue(t, queue.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler,
+			q := newStoreQueue(t, storekit.Store[int](slotStore{Store: memstore.New[int](), h: h}), handler,
 				queue.WithWorkers(4, 4), queue.WithTargetConcurrency(2))
 			for i := range each {
 				require.NoError(t, q.Enqueue(context.Background(), queue.Job[int]{Target: "x", Payload: i}))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // counters are a set of event counts. The queue keeps one set for
@@ -100,7 +102,7 @@ type Stats struct {
 	// backend, leadership and health. Its Ready and Running count jobs
 	// parked for a busy target's slot as running; Depth and Running above
 	// count them as waiting to run.
-	Store StoreStats `json:"store"`
+	Store storekit.Stats `json:"store"`
 }
 
 var stateNames = [...]string{stateNew: "new", stateRunning: "running", stateStopping: "stopping", stateStopped: "stopped"}

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
 	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // pool is the set of workers. Its slice changes only under Queue.mu; the
@@ -128,7 +128,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			job, err = q.store.Claim(w.ctx)
 		}
 		if err != nil {
-			if w.ctx.Err() != nil || errors.Is(err, ErrDrained) {
+			if w.ctx.Err() != nil || errors.Is(err, storekit.ErrDrained) {
 				return
 			}
 			// A durable store's backend is failing: back off, then retry.
@@ -212,7 +212,7 @@ func (q *Queue[T]) heartbeats(ctx context.Context) {
 			continue
 		}
 		lostSet := make(map[int64]bool, len(lost))
-		rc, _ := q.store.(core.RunCanceller)
+		rc, _ := q.store.(storekit.RunCanceller)
 		for _, id := range lost {
 			if rc != nil && rc.CancelRequested(id) {
 				// An operator cancelled it through the store (another

@@ -43,7 +43,7 @@ type Store interface {
 	// Retry makes a dead (or cancelled) job ready now, with Attempt
 	// reset to 0 and its Key taken again. When another pending or
 	// running job holds the key it returns an error wrapping
-	// core.ErrDuplicate (the root package's ErrDuplicate) and the job
+	// queuetype.ErrDuplicate (the root package's ErrDuplicate) and the job
 	// stays as it was. Any other state: an error wrapping ErrState;
 	// an unknown id: ErrNotFound.
 	Retry(ctx context.Context, id int64) error

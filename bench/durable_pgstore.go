@@ -16,7 +16,7 @@ func init() {
 }
 
 // openPGStore gives pgstore a freshly created schema of its own, migrated.
-func openPGStore(ctx context.Context, env DurableEnv) (queue.Store[int], func(), error) {
+func openPGStore(ctx context.Context, env DurableEnv) (storekit.Store[int], func(), error) {
 	pool, err := openPG(ctx, env.PostgresURL, env.Schema, DefaultDurable().PoolConns)
 	if err != nil {
 		return nil, nil, err

@@ -19,7 +19,7 @@ func init() {
 const redisstorePrefix = "qbench"
 
 // openRedisStore gives redisstore an empty key space under its own prefix.
-func openRedisStore(ctx context.Context, env DurableEnv) (queue.Store[int], func(), error) {
+func openRedisStore(ctx context.Context, env DurableEnv) (storekit.Store[int], func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: env.RedisAddr, DB: env.RedisDB, PoolSize: 200})
 	if err := deleteKeys(ctx, rdb, "{"+redisstorePrefix+":*"); err != nil {
 		rdb.Close()

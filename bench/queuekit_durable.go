@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // StoreFactory opens a fresh, empty durable store of this library for the
 // durable comparison: under env.Schema on PostgreSQL, under a key prefix of
 // its own in env's Redis database. closeFn releases what it opened.
-type StoreFactory func(ctx context.Context, env DurableEnv) (store queue.Store[int], closeFn func(), err error)
+type StoreFactory func(ctx context.Context, env DurableEnv) (store storekit.Store[int], closeFn func(), err error)
 
 // BatchAdder is implemented by stores that can accept many jobs in one
 // round trip (pgstore's EnqueueMany); the batch-insert case uses it when
 // present.
 type BatchAdder interface {
-	EnqueueMany(ctx context.Context, jobs []queue.Job[int]) ([]queue.Added, error)
+	EnqueueMany(ctx context.Context, jobs []queue.Job[int]) ([]storekit.Added, error)
 }
 
 // RegisterStore enters one of this library's durable stores in the
@@ -48,7 +49,7 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 		insertWord = "goroutines=%d"
 	}
 	for _, g := range cfg.Producers {
-		el, err := withStoreQueue(ctx, open, env, 1, cfg.InsertN, nil, func(q *queue.Queue[int], _ queue.Store[int]) (time.Duration, error) {
+		el, err := withStoreQueue(ctx, open, env, 1, cfg.InsertN, nil, func(q *queue.Queue[int], _ storekit.Store[int]) (time.Duration, error) {
 			return enqueueConcurrently(ctx, q, cfg.InsertN, g)
 		})
 		if err != nil {
@@ -61,7 +62,7 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 	// redisstore's one pipeline of add scripts.
 	if engine == "postgres" || engine == "redis" {
 		setting := "EnqueueMany"
-		el, err := withStoreQueue(ctx, open, env, 1, cfg.BatchN, nil, func(q *queue.Queue[int], st queue.Store[int]) (time.Duration, error) {
+		el, err := withStoreQueue(ctx, open, env, 1, cfg.BatchN, nil, func(q *queue.Queue[int], st storekit.Store[int]) (time.Duration, error) {
 			ba, ok := st.(BatchAdder)
 			if !ok {
 				setting = "no batch API: Enqueue from 10 goroutines"
@@ -91,7 +92,7 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 			jobs int
 			all  bool
 		)
-		el, err := withStoreQueue(ctx, open, env, w, cfg.BurnN, counter.inc, func(q *queue.Queue[int], st queue.Store[int]) (time.Duration, error) {
+		el, err := withStoreQueue(ctx, open, env, w, cfg.BurnN, counter.inc, func(q *queue.Queue[int], st storekit.Store[int]) (time.Duration, error) {
 			if err := fill(ctx, q, st, cfg.BurnN); err != nil {
 				return 0, err
 			}
@@ -127,7 +128,7 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 
 // withStoreQueue opens a fresh store, builds a queue on it with w workers
 // and room for n ready jobs, runs body, and stops and closes both.
-func withStoreQueue(ctx context.Context, open StoreFactory, env DurableEnv, w, n int, count func(), body func(*queue.Queue[int], queue.Store[int]) (time.Duration, error)) (time.Duration, error) {
+func withStoreQueue(ctx context.Context, open StoreFactory, env DurableEnv, w, n int, count func(), body func(*queue.Queue[int], storekit.Store[int]) (time.Duration, error)) (time.Duration, error) {
 	st, closeFn, err := open(ctx, env)
 	if err != nil {
 		return 0, fmt.Errorf("open store: %w", err)
@@ -153,7 +154,7 @@ func withStoreQueue(ctx context.Context, open StoreFactory, env DurableEnv, w, n
 
 // fill queues n jobs for a burn-down, untimed: in one batch where the store
 // can, else from 10 goroutines.
-func fill(ctx context.Context, q *queue.Queue[int], st queue.Store[int], n int) error {
+func fill(ctx context.Context, q *queue.Queue[int], st storekit.Store[int], n int) error {
 	if ba, ok := st.(BatchAdder); ok {
 		jobs := make([]queue.Job[int], n)
 		_, err := ba.EnqueueMany(ctx, jobs)

@@ -11,9 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 var (
@@ -29,7 +30,7 @@ var (
 //
 // Its target actions (admin.Targets, what queuectl targets uses) work on
 // the fleet's target health in the queuekit_targets table
-// (queue.TargetStore), which every running queue applies on the NOTIFY
+// (storekit.TargetStore), which every running queue applies on the NOTIFY
 // announcement or within its 1 s reload; the last write wins.
 // docs/OPERATIONS.md ("Target health and cadence") says what each action
 // keeps and what a listing cannot show. (queue.Queue's Admin acts on
@@ -40,7 +41,7 @@ func (s *Store[T]) Admin() admin.Store {
 }
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel
-// are queue.Store's), and admin.Targets with durable.Targets.
+// are storekit.Store's), and admin.Targets with durable.Targets.
 type adminStore[T any] struct {
 	s *Store[T]
 	durable.Targets

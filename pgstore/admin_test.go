@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // adminOf returns s's admin backend, wrapped as queuectl wraps it.
@@ -305,7 +307,7 @@ func TestAdminCancelRunning(t *testing.T) {
 	// The queue ends a cancelled run with CancelClaimed; a retry of it
 	// (the handler's error) is superseded: cancelled as well.
 	require.NoError(t, s.CancelClaimed(bg, j1, errors.New("cancelled by an operator")))
-	require.ErrorIs(t, s.Retry(bg, j2, clk.Now(), errors.New("context canceled")), queue.ErrSuperseded)
+	require.ErrorIs(t, s.Retry(bg, j2, clk.Now(), errors.New("context canceled")), storekit.ErrSuperseded)
 	// j3's holder is gone: the rescue cancels it rather than run it again.
 	clk.Advance(2 * pgstore.DefaultLeaseTTL)
 	n, err := s.RescueExpired(bg)

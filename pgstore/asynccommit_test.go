@@ -11,10 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/require"
 )
 
 // asyncMark is in every statement that turns synchronous_commit off.
@@ -88,7 +90,7 @@ func TestOnlyClaimOnlyStatementsCommitAsync(t *testing.T) {
 	pool := newPool(t, pgURL(), 8, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
 	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema))
 	require.NoError(t, err)
-	bind(t, s, "async", nil, func(c *queue.StoreConfig) { c.Capacity = 1000 })
+	bind(t, s, "async", nil, func(c *storekit.Config) { c.Capacity = 1000 })
 	fetchSQL, _ := pgstore.FetchClaimSQL(s)
 	completeSQL, _ := pgstore.OutcomeSQL(s)
 
@@ -320,8 +322,8 @@ func TestForgottenClaim(t *testing.T) {
 	lost, err = a.Heartbeat(bg, []int64{j.ID})
 	require.NoError(t, err)
 	require.Equal(t, []int64{j.ID}, lost, "the heartbeat of a run whose job another process claimed again")
-	require.ErrorIs(t, a.Retry(bg, j, time.Now(), errors.New("late")), queue.ErrLeaseLost)
-	require.ErrorIs(t, a.Complete(bg, j), queue.ErrLeaseLost)
+	require.ErrorIs(t, a.Retry(bg, j, time.Now(), errors.New("late")), storekit.ErrLeaseLost)
+	require.ErrorIs(t, a.Complete(bg, j), storekit.ErrLeaseLost)
 	if r := readJob(t, e, j.ID); r.state != "running" || r.attempt != j.Attempt {
 		t.Fatalf("after the refused outcomes the job is %+v, want still running at attempt %d", r, j.Attempt)
 	}
@@ -355,6 +357,6 @@ func TestForgottenClaimClaimedAgainHere(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, lost, "the job is this process's again")
 	require.NoError(t, a.Complete(bg, j), "the first run to end")
-	require.ErrorIs(t, a.Complete(bg, j2), queue.ErrLeaseLost)
+	require.ErrorIs(t, a.Complete(bg, j2), storekit.ErrLeaseLost)
 	require.Equal(t, jobRow{state: "completed", attempt: j.Attempt}, readJob(t, e, j.ID))
 }

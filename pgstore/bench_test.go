@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/storebench"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest/storebench"
 )
 
 // Benchmarks against the test server (QUEUE_PG_URL). Burn-down size:
@@ -32,7 +33,7 @@ func benchEnv(name string, def int) int {
 
 func benchStore(b *testing.B, e *env, opts ...pgstore.Option) *pgstore.Store[int] {
 	s := newStore[int](b, e, opts...)
-	if err := s.Init(queue.StoreConfig{Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
+	if err := s.Init(storekit.Config{Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: nil,
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		b.Fatal(err)
@@ -206,7 +207,7 @@ func BenchmarkBurnDown(b *testing.B) {
 // BenchmarkFanout compares Fanout over 100 targets on the in-memory
 // store and on pgstore (storebench.Fanout).
 func BenchmarkFanout(b *testing.B) {
-	storebench.Fanout(b, "pgstore", func(b *testing.B) queue.Store[int] { return newStore[int](b, newEnv(b)) })
+	storebench.Fanout(b, "pgstore", func(b *testing.B) storekit.Store[int] { return newStore[int](b, newEnv(b)) })
 }
 
 // BenchmarkAdmit measures Queue.Admit on pgstore: below the fill
@@ -247,7 +248,7 @@ func BenchmarkAdmit(b *testing.B) {
 }
 
 // BenchmarkTargetSlots measures the cost of the fleet's concurrency slots
-// (queue.SlotStore): a queue works off PGSTORE_BENCH_N/5 no-op jobs of one
+// (storekit.SlotStore): a queue works off PGSTORE_BENCH_N/5 no-op jobs of one
 // target with PGSTORE_BENCH_WORKERS/2 workers (default 2000, 10),
 // without a limit (none), with a limit equal to the workers (limit=W: as
 // many run at once as without, and each job takes and frees a slot: two

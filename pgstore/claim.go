@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
-// Claim implements queue.Store. Claims are batched: the writer claims the
+// Claim implements storekit.Store. Claims are batched: the writer claims the
 // next jobs of the workers whose outcomes it writes in the same
 // transaction, and a fetcher goroutine claims for the other Claim callers
 // waiting, each up to the claim batch size in one statement, with FOR
@@ -22,7 +24,7 @@ import (
 // runs: the claim is a lease recorded in the row.
 //
 // Claim blocks until Start. After Drain (and Close) it returns the jobs
-// already claimed for this process, then queue.ErrDrained.
+// already claimed for this process, then storekit.ErrDrained.
 func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 	select {
 	case <-s.startCh:
@@ -44,7 +46,7 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 		}
 		if s.drained.Load() {
 			s.handMu.Unlock()
-			return queue.Job[T]{}, queue.ErrDrained
+			return queue.Job[T]{}, storekit.ErrDrained
 		}
 		w := make(chan queue.Job[T], 1)
 		s.waiters = append(s.waiters, w)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
 )
 
@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, pgURL(), 8)
 	storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: pgstore.DefaultLeaseTTL},
-		func(t *testing.T) queue.Store[storetest.Payload] {
+		func(t *testing.T) storekit.Store[storetest.Payload] {
 			s, err := pgstore.New[storetest.Payload](pool, pgstore.WithSchema(newSchema(t, pool)),
 				// The suite steps the fake clock and calls RescueExpired
 				// itself: keep the leader's janitor out of its way.
@@ -34,7 +34,7 @@ func TestAdminConformance(t *testing.T) {
 	requirePG(t)
 	t.Parallel()
 	pool := newPool(t, pgURL(), 8)
-	storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+	storetest.RunAdmin(t, func(t *testing.T) storekit.Store[storetest.Payload] {
 		s, err := pgstore.New[storetest.Payload](pool, pgstore.WithSchema(newSchema(t, pool)))
 		if err != nil {
 			t.Fatalf("New: %v", err)

@@ -1,6 +1,6 @@
 // Package pgstore keeps a queue.Queue's jobs in PostgreSQL, so that several
 // processes share one queue and jobs survive crashes and restarts. It
-// implements queue.Store and queue.Leaser with pgx v5.
+// implements storekit.Store and storekit.Leaser with pgx v5.
 //
 //	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
 //	if err := pgstore.Migrate(ctx, pool); err != nil { ... }   // once per deploy; safe to race
@@ -44,7 +44,7 @@
 //
 // # Target health and cadence
 //
-// The store implements queue.TargetStore: the queue's target health
+// The store implements storekit.TargetStore: the queue's target health
 // (suspensions, disabled targets with their reasons, open circuit
 // breakers) and its fan-out cadence (SetNextDue) are rows of
 // queuekit_targets (migration 004), shared by every process of the queue
@@ -57,7 +57,7 @@
 // them. Start waits, at most 5 s, for the LISTEN connection when the queue
 // watches target state, so that nothing written after Start is missed.
 // A fixed per-target concurrency limit (queue.WithTargetConcurrency) is
-// shared: the store implements queue.SlotStore on the queuekit_slots
+// shared: the store implements storekit.SlotStore on the queuekit_slots
 // table (migration 006), so at most k jobs of a target run at once in the
 // fleet, and keeps the processes waiting for a slot in line in
 // queuekit_slot_line (migration 008), so that the slots go round them;
@@ -311,7 +311,7 @@
 //
 //   - Drain does not wait for the backlog: other processes share it. Claim
 //     returns the jobs already claimed for this process, then
-//     queue.ErrDrained.
+//     storekit.ErrDrained.
 //   - Len is a recent count (refreshed every poll interval from Start, idle
 //     or not, adjusted by this process's own adds and claims), and counts
 //     every process's jobs.

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // querier is what Add needs of a pool or a transaction: a statement, and
@@ -67,7 +69,7 @@ func ceilMicro(t time.Time) time.Time {
 	return t
 }
 
-// Add implements queue.Store. The insert, the dedupe check (a partial
+// Add implements storekit.Store. The insert, the dedupe check (a partial
 // unique index over the live states) and the capacity check are one
 // statement, so dedupe holds across processes. A ready job is refused with
 // queue.ErrQueueFull when the queue already has Capacity available jobs in
@@ -77,9 +79,9 @@ func ceilMicro(t time.Time) time.Time {
 // A ctx already done refuses the job with an error matching ctx.Err() (as
 // redisstore does), without a round trip and without marking the store
 // unhealthy.
-func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, error) {
 	if err := ctx.Err(); err != nil {
-		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
+		return storekit.Added{}, fmt.Errorf("pgstore: add: %w", err)
 	}
 	capacity := 0
 	if s.o.checkCapacity {
@@ -121,9 +123,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 // started, for a job enqueued before), and reports it to the queue then. A
 // job whose transaction rolls back is never counted; one not seen
 // committed within 10 minutes is no longer looked for (and not counted).
-func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (queue.Added, error) {
+func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (storekit.Added, error) {
 	if !s.bound.Load() {
-		return queue.Added{}, ErrNotBound
+		return storekit.Added{}, ErrNotBound
 	}
 	added, err := s.add(ctx, tx, &job, 0, s.channel)
 	if err == nil {
@@ -138,11 +140,11 @@ func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (
 }
 
 // add inserts job with db; channel, if not empty, is notified at commit.
-func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capacity int, channel string) (queue.Added, error) {
+func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capacity int, channel string) (storekit.Added, error) {
 	now := s.cfg.Clock.Now()
 	r, err := s.prepare(job, now)
 	if err != nil {
-		return queue.Added{}, err
+		return storekit.Added{}, err
 	}
 	sched := r.schedAt
 	var (
@@ -170,20 +172,20 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 		err = insert(db)
 	}
 	if nm := s.notMigrated(err); nm != nil {
-		return queue.Added{}, nm
+		return storekit.Added{}, nm
 	}
 	if err != nil {
-		return queue.Added{}, fmt.Errorf("pgstore: add: %w", err)
+		return storekit.Added{}, fmt.Errorf("pgstore: add: %w", err)
 	}
 	switch {
 	case held:
-		return queue.Added{}, durable.WindowDuplicate(job.Key)
+		return storekit.Added{}, durable.WindowDuplicate(job.Key)
 	case id != nil:
-		return queue.Added{ID: *id, Scheduled: state == stScheduled, Coalesced: state == stPending}, nil
+		return storekit.Added{ID: *id, Scheduled: state == stScheduled, Coalesced: state == stPending}, nil
 	case dup || ok:
-		return queue.Added{}, queue.ErrDuplicate
+		return storekit.Added{}, queue.ErrDuplicate
 	default:
-		return queue.Added{}, queue.ErrQueueFull
+		return storekit.Added{}, queue.ErrQueueFull
 	}
 }
 
@@ -212,7 +214,7 @@ func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (boo
 // without key or group are written with COPY. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
 // nothing is inserted. Each inserted job is reported to the queue as
-// enqueued (StoreConfig.Report), which counts and observes it as it does
+// enqueued (storekit.Config.Report), which counts and observes it as it does
 // Enqueue's. The store must have been passed to queue.NewWithStore.
 //
 // It takes two round trips: one for the IDs (taken from the table's
@@ -220,7 +222,7 @@ func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (boo
 // sequences are not transactional, so a failed insert only leaves a gap)
 // and the insert itself, a single statement and so all or nothing. Other
 // processes are notified after it committed, as for Add.
-func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queue.Added, error) {
+func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]storekit.Added, error) {
 	if !s.bound.Load() {
 		return nil, ErrNotBound
 	}
@@ -239,7 +241,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		keyed = keyed || jobs[i].Key != "" || jobs[i].Group != ""
 		windowed = windowed || jobs[i].UniqueFor > 0
 	}
-	out := make([]queue.Added, len(jobs))
+	out := make([]storekit.Added, len(jobs))
 	err := func() error {
 		ids, err := s.allocIDs(ctx, len(jobs))
 		if err != nil {
@@ -260,7 +262,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		}
 		for i, id := range ids {
 			if inserted[id] {
-				out[i] = queue.Added{ID: id, Scheduled: rows[i].scheduled}
+				out[i] = storekit.Added{ID: id, Scheduled: rows[i].scheduled}
 			}
 		}
 		return nil

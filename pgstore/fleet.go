@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Fleet state: what the processes of one queue share beyond the jobs.
 //
 //   - The admission bucket (TakeTokens): one GCRA row per queue in
 //     queuekit_admission, taken from in one statement by the server's
-//     clock; the queue leases tokens from it (see queue.Admitter).
+//     clock; the queue leases tokens from it (see storekit.Admitter).
 //   - Presence (Processes): each started process renews a row in
 //     queuekit_processes with every count of the ready jobs, that is every
 //     poll interval, in the same statement; a row counts for three poll
@@ -25,8 +27,8 @@ import (
 //     most a poll interval old (plus its own adds and claims since).
 
 var (
-	_ queue.Admitter   = (*Store[int])(nil)
-	_ queue.FleetSizer = (*Store[int])(nil)
+	_ storekit.Admitter   = (*Store[int])(nil)
+	_ storekit.FleetSizer = (*Store[int])(nil)
 )
 
 // fleetQueries holds the fleet statements with their table names filled in.
@@ -89,7 +91,7 @@ const sqlLeave = `DELETE FROM {processes} WHERE queue = $1::text AND owner = $2:
 // committed.
 const sqlConfirmTx = `SELECT id FROM {jobs} WHERE id = ANY($1::bigint[])`
 
-// TakeTokens implements queue.Admitter: it takes up to n tokens from the
+// TakeTokens implements storekit.Admitter: it takes up to n tokens from the
 // queue's admission bucket, shared by every process of the queue, in one
 // statement (a GCRA on the queuekit_admission row, by the server's
 // clock). The queue calls it once per lease of tokens, not per Admit.
@@ -117,7 +119,7 @@ func (s *Store[T]) TakeTokens(ctx context.Context, perSecond float64, burst, n i
 	return got, time.Duration(waitUs * float64(time.Microsecond)), nil
 }
 
-// Processes implements queue.FleetSizer: the started processes of the
+// Processes implements storekit.FleetSizer: the started processes of the
 // queue (stores on the same database, schema and queue name), this one
 // included, as counted with the ready jobs every poll interval. A process
 // counts until three poll intervals after its last count, or until its

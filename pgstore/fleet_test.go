@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/fleetflow"
-	"github.com/queuekit/queue/pgstore"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // The fleet tests run a queue in this process and another in a helper
 // process (TestFleetHelper, this test binary re-run), both on one schema,
 // and check that target health and cadence set in one hold in the other
-// (fleetflow.TargetHealth, whose helper protocol is fleetflow's).
+// (fleettest.TargetHealth, whose helper protocol is fleettest's).
 
 const fleetEnv = "PGSTORE_FLEET"
 
@@ -35,25 +37,25 @@ func TestFleetHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleetflow.ServeHealth(t, s)
+	fleettest.ServeHealth(t, s)
 }
 
-func startFleetProc(t *testing.T, schema string) *fleetflow.Proc {
+func startFleetProc(t *testing.T, schema string) *fleettest.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetHelper", fleetEnv+"="+schema)
 }
 
 // startHelperProc runs the test named helper in a process of its own,
 // with env added to its environment, and waits for it to print READY.
-func startHelperProc(t *testing.T, helper string, env ...string) *fleetflow.Proc {
+func startHelperProc(t *testing.T, helper string, env ...string) *fleettest.Proc {
 	t.Helper()
-	return fleetflow.StartHelper(t, helper, append(env, "QUEUE_PG_URL="+pgURL())...)
+	return fleettest.StartHelper(t, helper, append(env, "QUEUE_PG_URL="+pgURL())...)
 }
 
 // fleetQueue starts this process's queue on e's schema.
 func fleetQueue(t *testing.T, e *env) *queue.Queue[int] {
 	t.Helper()
-	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent")), fleetflow.Failing, fleetflow.HealthOptions()...)
+	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent")), fleettest.Failing, fleettest.HealthOptions()...)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
@@ -63,13 +65,13 @@ func fleetQueue(t *testing.T, e *env) *queue.Queue[int] {
 // TestFleetTargetHealth: suspension, disabling with its reason, the
 // breaker and the fan-out cadence set in one process hold in the other;
 // and a disabled target stays disabled after both restart
-// (fleetflow.TargetHealth). The views follow the database's
+// (fleettest.TargetHealth). The views follow the database's
 // notifications.
 func TestFleetTargetHealth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	fleetflow.TargetHealth(t,
-		func(t *testing.T) *fleetflow.Proc { return startFleetProc(t, e.schema) },
+	fleettest.TargetHealth(t,
+		func(t *testing.T) *fleettest.Proc { return startFleetProc(t, e.schema) },
 		func(t *testing.T) *queue.Queue[int] { return fleetQueue(t, e) },
 		pollTick)
 }
@@ -81,13 +83,13 @@ func TestFleetWithoutListen(t *testing.T) {
 	e := newEnv(t)
 	b := startFleetProc(t, e.schema)
 	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("deaf"), pgstore.WithListen(false)),
-		fleetflow.Failing, fleetflow.HealthOptions()...)
+		fleettest.Failing, fleettest.HealthOptions()...)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
 	require.Equal(t, "ok", b.Ask(t, "disable d gone"))
 	changed := time.Now()
-	fleetflow.AwaitStatus(t, q, "d", `disabled=true reason="gone" suspended=false breaker=closed`, pollTick)
+	fleettest.AwaitStatus(t, q, "d", `disabled=true reason="gone" suspended=false breaker=closed`, pollTick)
 	seen := time.Since(changed)
 	t.Logf("seen by the reload %s after the change", seen.Round(time.Millisecond))
 	require.Less(t, seen, 5*time.Second, "the reload runs every second (the bound leaves room for a loaded machine)")
@@ -96,20 +98,20 @@ func TestFleetWithoutListen(t *testing.T) {
 // TestUndecodableReachesOnDead: a job a queue of strings enqueued, claimed
 // by a queue of ints of the same name, is dead-lettered through the
 // queue's dead path: OnDead with a *queue.DecodeError, RecentErrors, one
-// dead count (fleetflow.UndecodableReachesOnDead).
+// dead count (fleettest.UndecodableReachesOnDead).
 func TestUndecodableReachesOnDead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	fleetflow.UndecodableReachesOnDead(t,
-		func(t *testing.T) queue.Store[int] { return newStore[int](t, e) },
-		func(t *testing.T) queue.Store[string] { return newStore[string](t, e) })
+	fleettest.UndecodableReachesOnDead(t,
+		func(t *testing.T) storekit.Store[int] { return newStore[int](t, e) },
+		func(t *testing.T) storekit.Store[string] { return newStore[string](t, e) })
 }
 
 // TestFleetResumeReleasesHeld: a Resume in one process, or by the store's
 // admin backend (queuectl), releases the jobs another process holds for
-// the target's suspension (fleetflow.ResumeReleasesHeld).
+// the target's suspension (fleettest.ResumeReleasesHeld).
 func TestFleetResumeReleasesHeld(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	fleetflow.ResumeReleasesHeld(t, func(t *testing.T) queue.Store[int] { return newStore[int](t, e) }, pollTick)
+	fleettest.ResumeReleasesHeld(t, func(t *testing.T) storekit.Store[int] { return newStore[int](t, e) }, pollTick)
 }

@@ -17,10 +17,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/require"
 )
 
 // The tests run against a real PostgreSQL server: QUEUE_PG_URL, or a local
@@ -145,7 +147,7 @@ func newStore[T any](tb testing.TB, e *env, opts ...pgstore.Option) *pgstore.Sto
 
 // bind initialises s as the suite's stores are, with a fake clock and an
 // event log, starts it, and closes it when the test ends.
-func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Clock, mutate ...func(*queue.StoreConfig)) *storetest.EventLog {
+func bind[T any](tb testing.TB, s *pgstore.Store[T], name string, clk queue.Clock, mutate ...func(*storekit.Config)) *storetest.EventLog {
 	tb.Helper()
 	log := &storetest.EventLog{}
 	cfg := storetest.Config(name, 100, clk, log.Report)

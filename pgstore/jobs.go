@@ -10,7 +10,7 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// Cancel implements queue.Store: it cancels the waiting job with key
+// Cancel implements storekit.Store: it cancels the waiting job with key
 // (queued, scheduled or a rerun); a running job is not touched. The row
 // stays, in state cancelled, until pruned.
 func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
@@ -30,7 +30,7 @@ func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 	return len(ids), nil
 }
 
-// CancelMatch implements queue.Store. It reads every waiting key of the
+// CancelMatch implements storekit.Store. It reads every waiting key of the
 // queue, calls match on each, and cancels the matches that are still
 // waiting in one statement.
 func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
@@ -59,7 +59,7 @@ func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool)
 	return s.execCount(ctx, "cancel", s.q.cancelIDs, ids, s.cfg.Clock.Now())
 }
 
-// Purge implements queue.Store: every waiting job of the queue (queued,
+// Purge implements storekit.Store: every waiting job of the queue (queued,
 // scheduled, retrying, reruns) is cancelled.
 func (s *Store[T]) Purge(ctx context.Context) (int, error) {
 	n, err := s.execCount(ctx, "purge", s.q.purge, s.cfg.Name, s.cfg.Clock.Now())
@@ -82,7 +82,7 @@ func (s *Store[T]) execCount(ctx context.Context, what, sql string, args ...any)
 // promoteBatch bounds one promotion statement.
 const promoteBatch = 1000
 
-// PromoteDue implements queue.Store: due scheduled and retryable jobs
+// PromoteDue implements storekit.Store: due scheduled and retryable jobs
 // become available, in due order, while the queue has room; the rest are
 // put RequeueDelay later (reported as queue.EventRequeued). Every process
 // runs it by itself when the next job is due and on wake-ups; it is safe

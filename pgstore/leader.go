@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // Leadership is a row per queue in queuekit_leaders with an expiry in
@@ -105,7 +106,7 @@ func (s *Store[T]) resign(ctx context.Context) {
 // rescueBatch bounds one rescue statement.
 const rescueBatch = 1000
 
-// RescueExpired implements queue.Leaser: running jobs whose lease expired
+// RescueExpired implements storekit.Leaser: running jobs whose lease expired
 // (in database time; see WithLeaseTTL) become available again, keeping their attempt
 // count — the lost run used an attempt — or are dead-lettered when that was
 // their last attempt. A dead-lettered job's rerun, if any, becomes ready.

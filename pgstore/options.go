@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // Option configures a Store (and, for WithSchema, Migrate). New applies the
@@ -91,7 +91,7 @@ func WithSchema(name string) Option {
 
 // WithCodec sets how payloads are encoded (default: encoding/json). Every
 // process of a queue must use the same codec.
-func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
+func WithCodec(c storekit.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 
 // WithMaxPayload bounds the encoded size of one job's payload in bytes
 // (default 1 MiB; at least 1). A job above it is refused with a

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // TestPeriodicTwoProcessesAcrossKill: two processes run the same
@@ -51,7 +52,7 @@ func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	rows, _ := e.pool.Query(bg, "SELECT key, attempt, worker FROM "+e.schema+".periodic_runs")
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	fleetflow.CheckPeriodicRuns(t, len(got), 9, func(i int) (string, int, string) { return got[i].Key, got[i].Attempt, got[i].Worker })
+	fleettest.CheckPeriodicRuns(t, len(got), 9, func(i int) (string, int, string) { return got[i].Key, got[i].Attempt, got[i].Worker })
 	if t.Failed() {
 		rows, _ := e.pool.Query(bg, "SELECT key || ' ' || state || ' attempt ' || attempt FROM "+jobsTable(e)+" ORDER BY id")
 		jobs, _ := pgx.CollectRows(rows, pgx.RowTo[string])

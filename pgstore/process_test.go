@@ -19,12 +19,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Multi-process tests re-run this test binary as a worker process:
@@ -214,7 +216,7 @@ func createTables(t *testing.T, e *env) {
 func producer(t *testing.T, e *env) *pgstore.Store[int] {
 	t.Helper()
 	s := newStore[int](t, e, pgstore.WithWorkerID("producer"))
-	if err := s.Init(queue.StoreConfig{Name: "proc", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
+	if err := s.Init(storekit.Config{Name: "proc", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: time.Second, Coalesce: true, MaxAttempts: 3, Clock: nil,
 		Logger: quietLogger(), Report: func(queue.Event) {}}); err != nil {
 		t.Fatal(err)

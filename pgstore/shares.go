@@ -3,7 +3,7 @@ package pgstore
 import (
 	"sync"
 
-	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // sqlClaimWeighted is sqlClaim under weighted dispatch (every priority has
@@ -52,7 +52,7 @@ type passes struct {
 const maxStride = 1 << 24
 
 // newPasses returns the state for priorities ps, nil for strict ones.
-func newPasses(cfg *queue.StoreConfig) *passes {
+func newPasses(cfg *storekit.Config) *passes {
 	if !cfg.Weighted() {
 		return nil
 	}

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/queuekit/queue"
+
+	"github.com/queuekit/queue/storekit"
 )
 
-// The store implements queue.SlotStore on the queuekit_slots table
+// The store implements storekit.SlotStore on the queuekit_slots table
 // (migration 006) and the queuekit_slot_line table (migration 008): a
 // target with limit k has k rows, slot 0..k-1, made on the first
 // acquisition by each process (one more round trip, once per target and
@@ -49,7 +50,7 @@ import (
 // A limit lowered while slots above it are held lets their holders finish:
 // only rows below the limit are granted, so the fleet is back under the
 // new limit when those jobs end.
-var _ queue.SlotStore = (*Store[int])(nil)
+var _ storekit.SlotStore = (*Store[int])(nil)
 
 // slotNote is the payload announcing a released slot (Waiter empty) or a
 // process refused one (Waiter that process), after "slot ".
@@ -59,7 +60,7 @@ type slotNote struct {
 	Waiter string `json:"w,omitempty"`
 }
 
-// slotState is the store's side of queue.SlotStore.
+// slotState is the store's side of storekit.SlotStore.
 type slotState struct {
 	fn   atomic.Pointer[func(target, waiter string)]
 	made sync.Map // target + "\x00" + limit -> struct{}: its rows exist
@@ -189,41 +190,41 @@ func (s *Store[T]) slotArgs(op, target string) error {
 	return nil
 }
 
-// AcquireSlot implements queue.SlotStore: one statement (and, the first
+// AcquireSlot implements storekit.SlotStore: one statement (and, the first
 // time this process asks for target at this limit, one more that makes
 // its rows).
-func (s *Store[T]) AcquireSlot(ctx context.Context, req queue.SlotRequest) (queue.SlotAnswer, error) {
+func (s *Store[T]) AcquireSlot(ctx context.Context, req storekit.SlotRequest) (storekit.SlotAnswer, error) {
 	target := req.Target
 	if err := s.slotArgs("AcquireSlot", target); err != nil {
-		return queue.SlotAnswer{}, err
+		return storekit.SlotAnswer{}, err
 	}
 	switch {
 	case req.Holder == "":
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: empty holder", target)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: empty holder", target)
 	case req.Process == "":
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: empty process", target)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: empty process", target)
 	case req.Limit < 1:
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: limit %d: must be >= 1", target, req.Limit)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: limit %d: must be >= 1", target, req.Limit)
 	case req.TTL <= 0:
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: ttl %s: must be > 0", target, req.TTL)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: ttl %s: must be > 0", target, req.TTL)
 	case req.Line <= 0:
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: line %s: must be > 0", target, req.Line)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: line %s: must be > 0", target, req.Line)
 	case req.Waited < 0:
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: waited %s: must be >= 0", target, req.Waited)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot of %q: waited %s: must be >= 0", target, req.Waited)
 	}
 	key := fmt.Sprintf("%s\x00%d", target, req.Limit)
 	if _, ok := s.slots.made.Load(key); !ok {
 		if _, err := s.pool.Exec(ctx, s.sq.make, s.cfg.Name, target, req.Limit); err != nil {
-			return queue.SlotAnswer{}, fmt.Errorf("pgstore: making the slots of %q: %w", target, s.slotsErr(err))
+			return storekit.SlotAnswer{}, fmt.Errorf("pgstore: making the slots of %q: %w", target, s.slotsErr(err))
 		}
 		s.slots.made.Store(key, struct{}{})
 	}
 	note, err := s.slotPayload(target, req.Process)
 	if err != nil {
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot: %w", err)
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: AcquireSlot: %w", err)
 	}
 	var (
-		ans        queue.SlotAnswer
+		ans        storekit.SlotAnswer
 		rows       int64
 		unusedSync string
 	)
@@ -231,7 +232,7 @@ func (s *Store[T]) AcquireSlot(ctx context.Context, req queue.SlotRequest) (queu
 		req.Process, req.Waited.Seconds(), req.Line.Seconds(), s.channel, note).Scan(&ans.Granted, &ans.Waiting, &rows, &unusedSync)
 	if err != nil {
 		s.noteErr(err)
-		return queue.SlotAnswer{}, fmt.Errorf("pgstore: acquiring a slot of %q: %w", target, s.slotsErr(err))
+		return storekit.SlotAnswer{}, fmt.Errorf("pgstore: acquiring a slot of %q: %w", target, s.slotsErr(err))
 	}
 	return ans, nil
 }
@@ -252,7 +253,7 @@ func (s *Store[T]) slotPayload(target, waiter string) (string, error) {
 	return note, nil
 }
 
-// RenewSlots implements queue.SlotStore: one statement.
+// RenewSlots implements storekit.SlotStore: one statement.
 func (s *Store[T]) RenewSlots(ctx context.Context, target string, holders []string, ttl time.Duration) ([]string, error) {
 	if err := s.slotArgs("RenewSlots", target); err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func (s *Store[T]) RenewSlots(ctx context.Context, target string, holders []stri
 	return lost, nil
 }
 
-// ReleaseSlot implements queue.SlotStore: one statement, which announces
+// ReleaseSlot implements storekit.SlotStore: one statement, which announces
 // the freed slot in the same transaction. An announcement too large for
 // NOTIFY (a target name of kilobytes) is not sent: the other processes'
 // waiters find the slot when they next ask, within half a second.
@@ -303,7 +304,7 @@ func (s *Store[T]) ReleaseSlot(ctx context.Context, target, holder, process stri
 	return waiting, nil
 }
 
-// LeaveSlotLine implements queue.SlotStore: one statement.
+// LeaveSlotLine implements storekit.SlotStore: one statement.
 func (s *Store[T]) LeaveSlotLine(ctx context.Context, target, process string) error {
 	if err := s.slotArgs("LeaveSlotLine", target); err != nil {
 		return err
@@ -315,7 +316,7 @@ func (s *Store[T]) LeaveSlotLine(ctx context.Context, target, process string) er
 	return nil
 }
 
-// WatchSlots implements queue.SlotStore: the LISTEN connection (see
+// WatchSlots implements storekit.SlotStore: the LISTEN connection (see
 // WithListen) calls fn with the target of each release announced for the
 // queue, and with the target and the process of each refusal. Without
 // it, the queue's waiter asks every half second.

@@ -10,10 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/fleetflow"
-	"github.com/queuekit/queue/pgstore"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // The fleet concurrency tests run a queue with a per-target limit of 1 in
@@ -81,9 +82,9 @@ func TestFleetConcurrencyHelper(t *testing.T) {
 	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithWorkerID(name), pgstore.WithLeaseTTL(lease))
 	require.NoError(t, err)
 	var q *queue.Queue[int]
-	q, err = queue.NewWithStore(s, slotHandler(pool, schema, name, true, work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(workers, limit)...)
+	q, err = queue.NewWithStore(s, slotHandler(pool, schema, name, true, work, fleettest.Parked(&q, "x")), fleettest.SlotOptions(workers, limit)...)
 	require.NoError(t, err)
-	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
+	_ = fleettest.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
 // slotProc is a process of the fleet concurrency tests: its name, its
@@ -101,7 +102,7 @@ func defaultSlotProc(workers int, lease time.Duration) slotProc {
 }
 
 // startSlotProc starts a helper process as sp on e's schema.
-func startSlotProc(t *testing.T, e *env, sp slotProc) *fleetflow.Proc {
+func startSlotProc(t *testing.T, e *env, sp slotProc) *fleettest.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+e.schema, slotsEnv+"_NAME="+sp.name,
 		fmt.Sprint(slotsEnv, "_WORKERS=", sp.workers), fmt.Sprint(slotsEnv, "_LIMIT=", sp.limit),
@@ -114,7 +115,7 @@ func slotQueue(t *testing.T, e *env, sp slotProc, start bool) *queue.Queue[int] 
 	t.Helper()
 	var q *queue.Queue[int]
 	q, err := queue.NewWithStore(newStore[int](t, e, pgstore.WithWorkerID("parent"), pgstore.WithLeaseTTL(sp.lease)),
-		slotHandler(e.pool, e.schema, "parent", false, sp.work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(sp.workers, sp.limit)...)
+		slotHandler(e.pool, e.schema, "parent", false, sp.work, fleettest.Parked(&q, "x")), fleettest.SlotOptions(sp.workers, sp.limit)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -242,11 +243,11 @@ func TestFleetConcurrencyFair(t *testing.T) {
 	rows, err := e.pool.Query(context.Background(), `SELECT payload, proc, parked FROM `+
 		pgx.Identifier{e.schema, "runs"}.Sanitize()+` ORDER BY seq`)
 	require.NoError(t, err)
-	var order []fleetflow.SlotRun
+	var order []fleettest.SlotRun
 	ran := map[int]int{}
 	for rows.Next() {
 		var payload int
-		var r fleetflow.SlotRun
+		var r fleettest.SlotRun
 		require.NoError(t, rows.Scan(&payload, &r.Proc, &r.Parked))
 		order = append(order, r)
 		ran[payload]++
@@ -260,7 +261,7 @@ func TestFleetConcurrencyFair(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT max(at) - min(at) FROM `+
 		pgx.Identifier{e.schema, "runs"}.Sanitize()).Scan(&span))
 	t.Logf("the runs started over %s", span.Round(time.Millisecond))
-	fleetflow.CheckFairSlots(t, order, fairMaxWait)
+	fleettest.CheckFairSlots(t, order, fairMaxWait)
 	p1.Stop(t)
 	p2.Stop(t)
 }

@@ -13,16 +13,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // ErrLeaseLost is returned by Complete, Retry, Defer and Dead when this
 // process no longer holds the job's lease: a process rescued it after the
 // lease expired (and it may already run elsewhere), or it was released.
-// Nothing was written. It matches queue.ErrLeaseLost, so the queue counts
+// Nothing was written. It matches storekit.ErrLeaseLost, so the queue counts
 // no outcome for the run.
-var ErrLeaseLost = fmt.Errorf("pgstore: job lease lost: %w", queue.ErrLeaseLost)
+var ErrLeaseLost = fmt.Errorf("pgstore: job lease lost: %w", storekit.ErrLeaseLost)
 
 // ErrNotBound is returned by EnqueueTx and EnqueueMany before the store was
 // passed to queue.New (which tells it its queue's name and priorities).
@@ -64,7 +66,7 @@ func (e *NotMigratedError) Is(target error) bool { return target == ErrNotMigrat
 // Unwrap returns the server's error, if any.
 func (e *NotMigratedError) Unwrap() error { return e.Err }
 
-// Store is a queue.Store and queue.Leaser that keeps jobs in PostgreSQL, so
+// Store is a storekit.Store and storekit.Leaser that keeps jobs in PostgreSQL, so
 // that several processes share one queue and jobs survive restarts. Create
 // it with New, create its tables with Migrate, and pass it to
 // queue.NewWithStore; a Store belongs to one queue.Queue.
@@ -76,11 +78,11 @@ type Store[T any] struct {
 	q       *queries
 	fq      fleetQueries
 	sq      slotQueries
-	slots   slotState // queue.SlotStore's (slots.go)
+	slots   slotState // storekit.SlotStore's (slots.go)
 	owner   string    // this process's name in lease and leader rows
 	channel string    // NOTIFY channel, shared by the queues of one schema
 
-	cfg queue.StoreConfig
+	cfg storekit.Config
 	// passes is the weighted dispatch state; nil for strict priorities.
 	passes *passes
 	lc     leaseClock // set with cfg, by Init
@@ -118,7 +120,7 @@ type Store[T any] struct {
 
 	w   writer
 	nt  notifier    // wake-ups for Add, sent after its commit
-	tw  targetWatch // queue.TargetStore's announcements (targets.go)
+	tw  targetWatch // storekit.TargetStore's announcements (targets.go)
 	due dueTimer    // the promoter's timer, moved by Add
 	fd  fetchDue    // due times of jobs promoted ahead, for the fetcher
 
@@ -136,8 +138,8 @@ type Store[T any] struct {
 }
 
 var (
-	_ queue.Store[int] = (*Store[int])(nil)
-	_ queue.Leaser     = (*Store[int])(nil)
+	_ storekit.Store[int] = (*Store[int])(nil)
+	_ storekit.Leaser     = (*Store[int])(nil)
 )
 
 // New returns a Store that keeps jobs of type T in the database behind
@@ -195,10 +197,10 @@ func channelName(schema string) string {
 // WorkerID returns the name this process uses in lease and leader rows.
 func (s *Store[T]) WorkerID() string { return s.owner }
 
-// Init implements queue.Store. It checks that the queue's name is
+// Init implements storekit.Store. It checks that the queue's name is
 // acceptable (see WithName in package queue): letters, digits and _ . : -,
 // at most 63 bytes.
-func (s *Store[T]) Init(cfg queue.StoreConfig) error {
+func (s *Store[T]) Init(cfg storekit.Config) error {
 	cfg, err := durable.Bind("pgstore", cfg)
 	if err != nil {
 		return err
@@ -218,7 +220,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 // schemaCheckTimeout bounds Start's look at the schema.
 const schemaCheckTimeout = 5 * time.Second
 
-// Start implements queue.Store: it checks that the schema is migrated,
+// Start implements storekit.Store: it checks that the schema is migrated,
 // then starts the claim fetcher, the promoter (which moves due scheduled
 // jobs to available), the LISTEN connection, the lease rescuer, and
 // leader election with its janitor.
@@ -392,7 +394,7 @@ func (s *Store[T]) notMigrated(err error) *NotMigratedError {
 	return &NotMigratedError{Schema: name, Missing: missing, Err: err}
 }
 
-// Drain implements queue.Store. Claim returns queue.ErrDrained once the
+// Drain implements storekit.Store. Claim returns storekit.ErrDrained once the
 // jobs already claimed for this process are handed out: the backlog stays
 // in the database for other processes.
 func (s *Store[T]) Drain() {
@@ -402,7 +404,7 @@ func (s *Store[T]) Drain() {
 	})
 }
 
-// Close implements queue.Store: it stops the background work, gives back
+// Close implements storekit.Store: it stops the background work, gives back
 // jobs claimed but not handed out, writes the outcomes still queued, and
 // resigns leadership. It does not close the pool.
 func (s *Store[T]) Close(ctx context.Context) error {
@@ -439,7 +441,7 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	}
 }
 
-// Len implements queue.Store. It returns a recent count of the queue's
+// Len implements storekit.Store. It returns a recent count of the queue's
 // available jobs in the whole database, the same for every process:
 // refreshed every poll interval (idle or not, from Start on) and adjusted
 // by this process's own adds and claims in between. The count saturates
@@ -448,18 +450,18 @@ func (s *Store[T]) Len() int { return int(max(s.ready.Load(), 0)) }
 
 func (s *Store[T]) lenLimit() int64 { return int64(max(2*s.cfg.Capacity, 10000)) }
 
-// HeartbeatInterval implements queue.Leaser: a third of the lease TTL.
+// HeartbeatInterval implements storekit.Leaser: a third of the lease TTL.
 func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.HeartbeatInterval() }
 
 // Leader reports whether this process currently leads its queue: it runs
 // retention pruning. (Every process rescues expired leases.)
 func (s *Store[T]) Leader() bool { return s.lead.Leading() }
 
-// Stats implements queue.Store. It counts the queue's jobs in the whole
+// Stats implements storekit.Store. It counts the queue's jobs in the whole
 // database. When the database cannot be reached it returns the error with
 // Backend, Leader and Healthy (false) filled in.
-func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
-	st := queue.StoreStats{
+func (s *Store[T]) Stats(ctx context.Context) (storekit.Stats, error) {
+	st := storekit.Stats{
 		Backend:         "postgres",
 		Leader:          s.Leader(),
 		ReadyByPriority: make(map[string]int, len(s.cfg.Priorities)),
@@ -548,7 +550,7 @@ func (s *Store[T]) noteErr(err error) {
 	}
 }
 
-// Scheduled implements queue.Store: scheduled and retryable jobs, earliest
+// Scheduled implements storekit.Store: scheduled and retryable jobs, earliest
 // first.
 func (s *Store[T]) Scheduled(ctx context.Context, n int) ([]queue.ScheduledJob, error) {
 	if n <= 0 {

@@ -15,12 +15,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 type P = storetest.Payload
@@ -176,7 +178,7 @@ func TestBadPayloads(t *testing.T) {
 	dead := make(chan struct{})
 	var deadOnce sync.Once
 	var deadErr error // the cause reported with EventDead, read after dead closes
-	events := bind(t, s, "bad", clk, func(c *queue.StoreConfig) {
+	events := bind(t, s, "bad", clk, func(c *storekit.Config) {
 		log := c.Report
 		c.Report = func(ev queue.Event) {
 			log(ev)
@@ -287,7 +289,7 @@ func TestEnqueueMany(t *testing.T) {
 	e := newEnv(t)
 	s := newStore[P](t, e)
 	clk := queuetest.NewFakeClock(epoch)
-	log := bind(t, s, "many", clk, func(c *queue.StoreConfig) { c.Capacity = 10000 })
+	log := bind(t, s, "many", clk, func(c *storekit.Config) { c.Capacity = 10000 })
 
 	// No keys: COPY.
 	var plain []queue.Job[P]

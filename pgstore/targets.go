@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/queuekit/queue"
+
+	"github.com/queuekit/queue/storekit"
 )
 
-// The store implements queue.TargetStore: target health and fan-out
+// The store implements storekit.TargetStore: target health and fan-out
 // cadence live in the queuekit_targets table (migration 004), one row per
 // entry, and each write is announced on the schema's NOTIFY channel with
 // the entry in the payload, so that the other processes apply it without
 // a query. A payload too large for NOTIFY (a target name or key of several
 // kilobytes) is not announced: the other processes see the entry at
 // their next reload, at most a second later.
-var _ queue.TargetStore = (*Store[int])(nil)
+var _ storekit.TargetStore = (*Store[int])(nil)
 
 // maxNotePayload is the largest target announcement sent; PostgreSQL's
 // limit is 8000 bytes.
@@ -31,13 +32,13 @@ const pruneEvery = 60
 
 // targetNote is the payload announcing a written entry.
 type targetNote struct {
-	Queue string            `json:"q"`
-	State queue.TargetState `json:"s"`
+	Queue string               `json:"q"`
+	State storekit.TargetState `json:"s"`
 }
 
 // targetWatch holds WatchTargets' function; the listener calls it.
 type targetWatch struct {
-	fn         atomic.Pointer[func(queue.TargetState)]
+	fn         atomic.Pointer[func(storekit.TargetState)]
 	loads      atomic.Int64
 	listenUp   chan struct{} // closed once the LISTEN connection first listens
 	listenOnce sync.Once
@@ -66,10 +67,10 @@ func (s *Store[T]) targetsTable() string {
 	return pgx.Identifier{s.o.schema, "queuekit_targets"}.Sanitize()
 }
 
-// LoadTargets implements queue.TargetStore: it returns the queue's rows of
+// LoadTargets implements storekit.TargetStore: it returns the queue's rows of
 // queuekit_targets. Every 60th load also deletes next-due entries more
 // than a minute past.
-func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error) {
+func (s *Store[T]) LoadTargets(ctx context.Context) ([]storekit.TargetState, error) {
 	if !s.bound.Load() {
 		return nil, ErrNotBound
 	}
@@ -85,8 +86,8 @@ func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: loading target state: %w", s.tableErr(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.TargetState, error) {
-		var st queue.TargetState
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (storekit.TargetState, error) {
+		var st storekit.TargetState
 		var due, susp, dis, brk *time.Time
 		err := row.Scan(&st.Target, &st.Key, &due, &susp, &st.Disabled, &st.Reason, &dis, &brk)
 		st.NextDue, st.SuspendedUntil, st.DisabledAt, st.BreakerUntil = deref(due), deref(susp), deref(dis), deref(brk)
@@ -121,9 +122,9 @@ func nullTime(t time.Time) any {
 	return t
 }
 
-// SaveTargets implements queue.TargetStore: one transaction, in one round
+// SaveTargets implements storekit.TargetStore: one transaction, in one round
 // trip, upserts or deletes each entry and announces it.
-func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) error {
+func (s *Store[T]) SaveTargets(ctx context.Context, states []storekit.TargetState) error {
 	if !s.bound.Load() {
 		return ErrNotBound
 	}
@@ -165,10 +166,10 @@ func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) 
 	return nil
 }
 
-// WatchTargets implements queue.TargetStore: the LISTEN connection (see
+// WatchTargets implements storekit.TargetStore: the LISTEN connection (see
 // WithListen) calls fn with each entry announced for the queue. Without
 // it, the queue sees changes when it reloads.
-func (s *Store[T]) WatchTargets(fn func(queue.TargetState)) { s.tw.fn.Store(&fn) }
+func (s *Store[T]) WatchTargets(fn func(storekit.TargetState)) { s.tw.fn.Store(&fn) }
 
 // targetNoted hands an announced entry to WatchTargets' function.
 func (s *Store[T]) targetNoted(payload string) {

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/queuekit/queue/internal/fleetflow"
-	"github.com/queuekit/queue/pgstore"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // TestFleetWholeFlow runs the whole flow of a fleet of managers
-// (fleetflow.RunFlow) on one PostgreSQL schema: two managers with leader
+// (fleettest.RunFlow) on one PostgreSQL schema: two managers with leader
 // election, a standby killed mid-job (the janitor runs its jobs again),
 // the leader killed mid-job (the standby takes over), replacements
 // started, jobs at once and scheduled across the failover; every job
@@ -24,9 +25,9 @@ func TestFleetWholeFlow(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.pool.Exec(bg, "CREATE TABLE "+e.schema+".flow_records (seq bigserial PRIMARY KEY, list text NOT NULL, line text NOT NULL)")
 	require.NoError(t, err)
-	fleetflow.RunFlow(t, fleetflow.Driver{
-		Start: func(t *testing.T) *fleetflow.Proc {
-			return fleetflow.StartProc(t, "^TestFleetWholeFlowHelper$", flowEnv+"="+e.schema, "QUEUE_PG_URL="+pgURL())
+	fleettest.RunFlow(t, fleettest.Driver{
+		Start: func(t *testing.T) *fleettest.Proc {
+			return fleettest.StartProc(t, "^TestFleetWholeFlowHelper$", flowEnv+"="+e.schema, "QUEUE_PG_URL="+pgURL())
 		},
 		Read: func(t *testing.T) map[string][]string {
 			rows, err := e.pool.Query(bg, "SELECT list, line FROM "+e.schema+".flow_records ORDER BY seq")
@@ -40,12 +41,12 @@ func TestFleetWholeFlow(t *testing.T) {
 			require.NoError(t, err)
 			return lists
 		},
-		Leases: func(t *testing.T, owner string) map[fleetflow.Ref]time.Time {
+		Leases: func(t *testing.T, owner string) map[fleettest.Ref]time.Time {
 			rows, err := e.pool.Query(bg, "SELECT id, attempt, lease_expires_at FROM "+e.schema+
 				".queuekit_jobs WHERE queue = 'q' AND state = 'running' AND lease_owner = $1", owner)
 			require.NoError(t, err)
-			held := map[fleetflow.Ref]time.Time{}
-			var ref fleetflow.Ref
+			held := map[fleettest.Ref]time.Time{}
+			var ref fleettest.Ref
 			var exp time.Time
 			_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt, &exp}, func() error {
 				held[ref] = exp
@@ -60,7 +61,7 @@ func TestFleetWholeFlow(t *testing.T) {
 			return id
 		},
 		// Every job completed, and none is left in another state.
-		Ended: func(t *testing.T, f *fleetflow.Flow, _ fleetflow.Records) {
+		Ended: func(t *testing.T, f *fleettest.Flow, _ fleettest.Records) {
 			rows, err := e.pool.Query(bg, "SELECT state, count(*) FROM "+e.schema+".queuekit_jobs WHERE queue = 'q' GROUP BY state")
 			require.NoError(t, err)
 			states := map[string]int{}
@@ -80,17 +81,17 @@ func TestFleetWholeFlow(t *testing.T) {
 const flowEnv = "PGSTORE_WHOLEFLOW"
 
 // TestFleetWholeFlowHelper is a manager of TestFleetWholeFlow
-// (fleetflow.Serve); it does nothing in a normal test run.
+// (fleettest.Serve); it does nothing in a normal test run.
 func TestFleetWholeFlowHelper(t *testing.T) {
 	schema := os.Getenv(flowEnv)
 	if schema == "" {
 		t.Skip("helper process of TestFleetWholeFlow")
 	}
 	pool := newPool(t, pgURL(), 16)
-	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithLeaseTTL(fleetflow.LeaseTTL),
-		pgstore.WithLeaderTTL(fleetflow.LeaderTTL), pgstore.WithJanitorInterval(fleetflow.Janitor))
+	s, err := pgstore.New[int](pool, pgstore.WithSchema(schema), pgstore.WithLeaseTTL(fleettest.LeaseTTL),
+		pgstore.WithLeaderTTL(fleettest.LeaderTTL), pgstore.WithJanitorInterval(fleettest.Janitor))
 	require.NoError(t, err)
-	fleetflow.Serve(t, s, s.WorkerID(), func(list, line string) error {
+	fleettest.Serve(t, s, s.WorkerID(), func(list, line string) error {
 		_, err := pool.Exec(context.Background(), "INSERT INTO "+schema+".flow_records (list, line) VALUES ($1, $2)", list, line)
 		return err
 	})

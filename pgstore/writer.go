@@ -13,9 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/core"
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // writeTimeout bounds one write batch, retries included.
@@ -228,7 +229,7 @@ func (w *writer) close() {
 	}
 }
 
-// Complete implements queue.Store. The completion is batched with others
+// Complete implements storekit.Store. The completion is batched with others
 // and returns once committed. It returns ErrLeaseLost (and writes nothing)
 // if this process no longer holds the job. A rerun waiting for the job's
 // key becomes available in the same transaction.
@@ -236,36 +237,36 @@ func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
 	return s.outcome(ctx, &op{kind: opComplete, id: job.ID, attempt: job.Attempt, key: job.Key})
 }
 
-// Dead implements queue.Store: the job stays in the table, state dead, with
+// Dead implements storekit.Store: the job stays in the table, state dead, with
 // cause as its last error and in its error history, until pruned (see
 // WithDeadRetention).
 func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
 	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, key: job.Key, err: errText(cause)})
 }
 
-// Retry implements queue.Store. The job waits in state retryable until at;
+// Retry implements storekit.Store. The job waits in state retryable until at;
 // cause is recorded as its last error and appended to its error history.
 // If a coalesced rerun of its key is waiting, the job is cancelled instead,
-// the rerun becomes ready, and Retry returns queue.ErrSuperseded.
+// the rerun becomes ready, and Retry returns storekit.ErrSuperseded.
 func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.outcome(ctx, &op{kind: opRetry, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at), err: errText(cause)})
 }
 
-var _ queue.ClaimCanceller[int] = (*Store[int])(nil)
+var _ storekit.ClaimCanceller[int] = (*Store[int])(nil)
 
-// CancelClaimed implements queue.ClaimCanceller: the claimed job ends in
+// CancelClaimed implements storekit.ClaimCanceller: the claimed job ends in
 // the cancelled state with reason, as Dead does in the dead state.
 func (s *Store[T]) CancelClaimed(ctx context.Context, job queue.Job[T], reason error) error {
 	return s.outcome(ctx, &op{kind: opCancel, id: job.ID, attempt: job.Attempt, key: job.Key, err: errText(reason)})
 }
 
-// Defer implements queue.Store: like Retry, but the attempt is given back,
+// Defer implements storekit.Store: like Retry, but the attempt is given back,
 // and cause (a downstream's "retry in" reason) is recorded only when given.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.outcome(ctx, &op{kind: opDefer, id: job.ID, attempt: job.Attempt, key: job.Key, at: ceilMicro(at), err: errText(cause)})
 }
 
-var _ queue.HoldStore[int] = (*Store[int])(nil)
+var _ storekit.HoldStore[int] = (*Store[int])(nil)
 
 // Hold implements queue.HoldStore: Defer without a cause, with the job
 // marked held for its target (the held column, migration 007) until it is
@@ -303,16 +304,16 @@ func (s *Store[T]) outcome(ctx context.Context, o *op) error {
 		return r.err
 	}
 	if r.superseded {
-		return queue.ErrSuperseded
+		return storekit.ErrSuperseded
 	}
 	return nil
 }
 
 // errText is err's text as it is written: NUL bytes and bytes that are
 // not UTF-8, which PostgreSQL's text refuses, escaped (core.ErrorText).
-func errText(err error) string { return core.ErrorText(err) }
+func errText(err error) string { return storekit.ErrorText(err) }
 
-// Heartbeat implements queue.Leaser: it extends, in one statement, the
+// Heartbeat implements storekit.Leaser: it extends, in one statement, the
 // leases of the given jobs (and of jobs claimed but not yet handed out) to
 // now + the lease TTL, and returns the IDs among ids that this process no
 // longer holds, or that an operator asked to cancel (admin Cancel): the

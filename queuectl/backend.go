@@ -11,18 +11,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/redisstore"
-	"github.com/redis/go-redis/v9"
+	"github.com/queuekit/queue/storekit"
 )
 
 // backend is an opened durable store: its admin API and its Stats.
 type backend struct {
 	kind  string // "postgres" or "redis"
 	where string // the schema or prefix, as said in messages
-	store queue.Store[json.RawMessage]
+	store storekit.Store[json.RawMessage]
 	adm   *admin.Admin
 	close func()
 }
@@ -56,8 +58,8 @@ func (c *cli) checkTarget() error {
 }
 
 // priorityConfig parses --priorities into the queue's levels.
-func (c *cli) priorityConfig() (queue.StoreConfig, error) {
-	cfg := queue.StoreConfig{Name: c.g.queue}
+func (c *cli) priorityConfig() (storekit.Config, error) {
+	cfg := storekit.Config{Name: c.g.queue}
 	seen := map[string]bool{}
 	for _, part := range strings.Split(c.g.priorities, ",") {
 		name, w, ok := strings.Cut(strings.TrimSpace(part), "=")

@@ -71,7 +71,7 @@
 // # Targets
 //
 // targets works on the target health that pgstore and redisstore keep
-// for every process of the queue (queue.TargetStore): list shows the
+// for every process of the queue (storekit.TargetStore): list shows the
 // targets that are disabled, suspended or whose circuit breaker is not
 // closed; suspend NAME suspends the target for --for (default 5m, the
 // library's default WithSuspend: queuectl does not know the queue's

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/redisstore"
-	"github.com/stretchr/testify/require"
+	"github.com/queuekit/queue/storekit"
 )
 
 // P is the test jobs' payload.
@@ -46,7 +48,7 @@ type harness struct {
 	ranInPauseN atomic.Int32
 }
 
-func newHarness(t *testing.T, args []string, store queue.Store[P], adm func() *admin.Admin) *harness {
+func newHarness(t *testing.T, args []string, store storekit.Store[P], adm func() *admin.Admin) *harness {
 	h := &harness{t: t, args: args, failing: map[string]bool{}, done: map[string]bool{},
 		ran: make(chan string, 100), started: make(chan string, 10), cancelled: make(chan string, 10)}
 	q, err := queue.NewWithStore(store, h.handle, queue.WithName("mail"), queue.WithWorkers(2, 2))

@@ -1,6 +1,6 @@
 // Package queuetest helps a program test its own use of package queue:
 // its handlers, options and shutdown, in fake time. Authors of a
-// queue.Store want package storetest, the contract every store passes.
+// storekit.Store want package storetest, the contract every store passes.
 //
 // Build the queue inside a testing/synctest bubble and time is fake: a job
 // scheduled an hour out runs after an hour of the bubble's time, at once.

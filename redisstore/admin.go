@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
-	"github.com/queuekit/queue/internal/durable"
-	"github.com/redis/go-redis/v9"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 var (
@@ -37,7 +38,7 @@ var (
 //
 // Its target actions (admin.Targets, what queuectl targets uses) work on
 // the fleet's target health in the queue's targets hash on the first
-// shard (queue.TargetStore), which every running queue applies on the
+// shard (storekit.TargetStore), which every running queue applies on the
 // pub/sub announcement or within its 1 s reload; the last write wins.
 // docs/OPERATIONS.md ("Target health and cadence") says what each action
 // keeps and what a listing cannot show. (queue.Queue's Admin acts on
@@ -48,14 +49,14 @@ func (s *Store[T]) Admin() admin.Store {
 }
 
 // adminStore implements admin.Store for a Store (whose Retry and Cancel
-// are queue.Store's), and admin.Targets with durable.Targets.
+// are storekit.Store's), and admin.Targets with durable.Targets.
 type adminStore[T any] struct {
 	s *Store[T]
 	durable.Targets
 }
 
-// ErrNotBound is returned by the admin API, the queue.TargetStore and
-// queue.SlotStore methods of a Store that was not passed to queue.New (or
+// ErrNotBound is returned by the admin API, the storekit.TargetStore and
+// storekit.SlotStore methods of a Store that was not passed to queue.New (or
 // queue.NewWithStore) yet: it does not know its queue's name and
 // priorities.
 var ErrNotBound = errors.New("redisstore: the store was not passed to queue.New yet: it needs its queue")

@@ -7,16 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/stretchr/testify/require"
 )
 
 func TestAdmin(t *testing.T) {
 	c := needRedis(t)
-	storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+	storetest.RunAdmin(t, func(t *testing.T) storekit.Store[storetest.Payload] {
 		s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
 		require.NoError(t, err)
 		return s
@@ -39,7 +41,7 @@ func TestAdminNotBound(t *testing.T) {
 	require.ErrorIs(t, a.Suspend(ctx, "t", time.Minute), ErrNotBound)
 	_, err = s.LoadTargets(ctx)
 	require.ErrorIs(t, err, ErrNotBound)
-	require.ErrorIs(t, s.SaveTargets(ctx, []queue.TargetState{{Target: "t", Disabled: true}}), ErrNotBound)
+	require.ErrorIs(t, s.SaveTargets(ctx, []storekit.TargetState{{Target: "t", Disabled: true}}), ErrNotBound)
 
 	require.NoError(t, s.Init(storetest.Config("nb", 100, nil, func(queue.Event) {})))
 	require.NoError(t, a.Disable(ctx, "t", "down"))
@@ -167,7 +169,7 @@ func TestAdminCancelRescued(t *testing.T) {
 	// The key is free again, and the outcome of the stale run is refused.
 	_, err = s.Add(ctx, queue.Job[storetest.Payload]{Key: "k"})
 	require.NoError(t, err)
-	require.ErrorIs(t, s.Complete(ctx, j), queue.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, j), storekit.ErrLeaseLost)
 	c2, err := a.Counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, c2[admin.Ready])

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 // The fleet's admission bucket in these tests: burst 100 at a negligible
@@ -55,7 +57,7 @@ func TestFleetAdmissionOneBucket(t *testing.T) {
 	t.Parallel()
 	prefix := testPrefix(t, c)
 	tag := "{" + prefix + ":q}"
-	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" }, WithPrefix(prefix))
+	s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) { cfg.Name = "q" }, WithPrefix(prefix))
 	for i := range 50 {
 		_, err := s.Add(context.Background(), queue.Job[int]{Payload: i})
 		require.NoError(t, err)

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/storetest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest"
 )
 
-// TestInitWithoutLogger: a StoreConfig built by hand without a Logger (or
+// TestInitWithoutLogger: a storekit.Config built by hand without a Logger (or
 // Clock, or Report) is defaulted as queue.New does; the store used to
 // panic in the leader loop once it led, logging to a nil logger.
 func TestInitWithoutLogger(t *testing.T) {
@@ -43,7 +45,7 @@ func TestInitWithoutLogger(t *testing.T) {
 		st, err := s.Stats(ctx)
 		return err == nil && st.Running == 0 && st.Ready == 1
 	}, 10*time.Second, pollTick, "the expired lease rescued")
-	require.ErrorIs(t, s.Complete(ctx, j), queue.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, j), storekit.ErrLeaseLost)
 }
 
 // TestStoresAgreeOnQueueNames: redisstore and pgstore accept the same queue

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // batchChunk bounds the jobs one add script call of EnqueueMany takes, so
@@ -38,7 +40,7 @@ const batchChunk = 256
 // If Redis refuses a call for another reason, the jobs of the calls that
 // succeeded are added (and reported in the result) and the error is
 // returned.
-func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queue.Added, error) {
+func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]storekit.Added, error) {
 	s.initMu.Lock()
 	bound := s.bound
 	s.initMu.Unlock()
@@ -79,7 +81,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 		}
 		per[sh] = append(per[sh], i)
 	}
-	b := batch[T]{s: s, fjs: fjs, out: make([]queue.Added, len(jobs)), status: make([]string, len(jobs)), now: now}
+	b := batch[T]{s: s, fjs: fjs, out: make([]storekit.Added, len(jobs)), status: make([]string, len(jobs)), now: now}
 	var firstErr error
 	for _, sh := range s.shards {
 		if idx := per[sh]; len(idx) > 0 {
@@ -115,7 +117,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]queu
 type batch[T any] struct {
 	s      *Store[T]
 	fjs    []fbJob[T]
-	out    []queue.Added
+	out    []storekit.Added
 	status []string // per job: "added", "full", or "" (not added)
 	now    int64
 }
@@ -193,12 +195,12 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 				switch st[k] {
 				case "ready", "rerun":
 					signal = true
-					b.added(i, queue.Added{ID: b.fjs[i].job.ID})
+					b.added(i, storekit.Added{ID: b.fjs[i].job.ID})
 				case "sched":
-					b.added(i, queue.Added{ID: b.fjs[i].job.ID, Scheduled: true})
+					b.added(i, storekit.Added{ID: b.fjs[i].job.ID, Scheduled: true})
 					s.noteDue(sh, b.fjs[i].due)
 				case "seen":
-					b.added(i, queue.Added{ID: b.fjs[i].job.ID, Scheduled: b.fjs[i].due > b.now})
+					b.added(i, storekit.Added{ID: b.fjs[i].job.ID, Scheduled: b.fjs[i].due > b.now})
 				case "full":
 					b.status[i] = "full"
 				case "stale":
@@ -219,7 +221,7 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 	return firstErr
 }
 
-func (b *batch[T]) added(i int, a queue.Added) {
+func (b *batch[T]) added(i int, a storekit.Added) {
 	b.out[i] = a
 	b.status[i] = "added"
 }

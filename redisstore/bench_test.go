@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/storebench"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest/storebench"
 )
 
 // Benchmarks against the test Redis (QUEUE_REDIS_ADDR):
@@ -69,8 +71,8 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 }
 
-func benchConfig() queue.StoreConfig {
-	return queue.StoreConfig{
+func benchConfig() storekit.Config {
+	return storekit.Config{
 		Name: "bench", Priorities: queue.DefaultPriorities(), DefaultPriority: "normal",
 		Capacity: 1 << 30, RequeueDelay: 10 * time.Second, Coalesce: true, MaxAttempts: 3,
 		Clock: nil, Logger: quietLogger(), Report: func(queue.Event) {},
@@ -220,7 +222,7 @@ func BenchmarkEnqueueOne(b *testing.B) {
 // BenchmarkFanout compares Fanout over 100 targets on the in-memory
 // store and on redisstore (storebench.Fanout).
 func BenchmarkFanout(b *testing.B) {
-	storebench.Fanout(b, "redisstore", func(b *testing.B) queue.Store[int] {
+	storebench.Fanout(b, "redisstore", func(b *testing.B) storekit.Store[int] {
 		c := needRedis(b)
 		s, err := New[int](c, WithPrefix(testPrefix(b, c)))
 		if err != nil {
@@ -269,7 +271,7 @@ func BenchmarkAdmit(b *testing.B) {
 }
 
 // BenchmarkTargetSlots measures the cost of the fleet's concurrency slots
-// (queue.SlotStore): a queue works off QUEUE_BENCH_JOBS (default 2000)
+// (storekit.SlotStore): a queue works off QUEUE_BENCH_JOBS (default 2000)
 // no-op jobs of one target with 10 workers, without a limit (none), with
 // a limit equal to the workers (limit=10: as many run at once as
 // without, and each job takes and frees a slot: two more round trips),

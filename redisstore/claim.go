@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
-// Claim waits for the next ready job in priority order; see queue.Store.
+// Claim waits for the next ready job in priority order; see storekit.Store.
 // Under weighted dispatch the claim script takes, for each claim, the
 // priority whose turn it is in this process's weighted order (falling
 // back to priority order when it has no ready job), and with sharded
@@ -39,7 +40,7 @@ func (s *Store[T]) Claim(ctx context.Context) (queue.Job[T], error) {
 			if j, ok := s.claimFallback(now, math.MaxInt); ok {
 				return j, nil
 			}
-			return zero, queue.ErrDrained
+			return zero, storekit.ErrDrained
 		}
 		next := int64(math.MaxInt64)
 		first := 0 // strict: shards in priority order

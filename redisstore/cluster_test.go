@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest"
 )
 
 // ownCluster is a three-master Redis Cluster of the test's own on
@@ -151,7 +153,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) {
 		storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: 30 * time.Second},
-			func(t *testing.T) queue.Store[storetest.Payload] {
+			func(t *testing.T) storekit.Store[storetest.Payload] {
 				s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
 				require.NoError(t, err)
 				return s
@@ -159,7 +161,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("Admin", func(t *testing.T) {
-		storetest.RunAdmin(t, func(t *testing.T) queue.Store[storetest.Payload] {
+		storetest.RunAdmin(t, func(t *testing.T) storekit.Store[storetest.Payload] {
 			s, err := New[storetest.Payload](c, WithPrefix(testPrefix(t, c)))
 			require.NoError(t, err)
 			return s

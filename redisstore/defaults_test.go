@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/queuekit/queue/internal/durable"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // TestDefaultsShowTheirValues: each exported Default… constant has its

@@ -1,6 +1,6 @@
 // Package redisstore keeps the jobs of a queue.Queue in Redis, so that
 // several processes share one queue, jobs survive restarts, and a crashed
-// worker's jobs run again. It implements queue.Store and queue.Leaser with
+// worker's jobs run again. It implements storekit.Store and storekit.Leaser with
 // go-redis v9 and works with any redis.UniversalClient: a single node,
 // Sentinel or Cluster. It needs Redis 6.0 or later.
 //
@@ -61,7 +61,7 @@
 //
 // # Target health and cadence
 //
-// The store implements queue.TargetStore on the queue's first shard: the
+// The store implements storekit.TargetStore on the queue's first shard: the
 // queue's target health (suspensions, disabled targets with their reasons,
 // open circuit breakers) and its fan-out cadence (SetNextDue) are entries
 // of the hash "{prefix:name}:targets" (the next-due ones also in the
@@ -75,7 +75,7 @@
 // lost while the subscription reconnects is made good by the queue's
 // reload, once a second. A fixed per-target concurrency limit
 // (queue.WithTargetConcurrency) is shared: the store implements
-// queue.SlotStore with a sorted set per target,
+// storekit.SlotStore with a sorted set per target,
 // "{prefix:name}:slots:<target>", so at most k jobs of a target run at
 // once in the fleet; the fair share stays each process's own. See "Fleet
 // state" in docs/OPERATIONS.md.
@@ -90,7 +90,7 @@
 // it never coalesces. The queue counts and observes the jobs as it does
 // Enqueue's: the store reports them (EventEnqueued, or EventDropped for
 // a job refused for capacity) through the Report function of its
-// StoreConfig.
+// storekit.Config.
 //
 // # Claiming and waiting
 //
@@ -249,7 +249,7 @@
 // # Differences from the in-memory store
 //
 //   - Drain does not wait for the backlog, which other processes share:
-//     Claim returns the fallback's ready jobs, then queue.ErrDrained.
+//     Claim returns the fallback's ready jobs, then storekit.ErrDrained.
 //   - Len is the ready count as last seen by this process's script calls
 //     and re-read every poll interval (at most 1 s) from Start, idle or not,
 //     and counts every process's jobs.
@@ -259,7 +259,7 @@
 //     queue.Admit admits one bucket's worth for the fleet and
 //     queue.ScaleByDepth scales each process on its share of the depth;
 //     they hold a target's concurrency slots in a sorted set per target
-//     (queue.SlotStore), so that a WithTargetConcurrency limit holds for the
+//     (storekit.SlotStore), so that a WithTargetConcurrency limit holds for the
 //     fleet; docs/OPERATIONS.md ("Fleet state") lists what is shared.
 //   - Delivery is at-least-once: a job whose process dies, or whose lease
 //     expires, runs again. A job rescued so keeps its key, and a rerun

@@ -7,34 +7,36 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
-// Add accepts a job; see queue.Store. A ctx already done refuses the job
+// Add accepts a job; see storekit.Store. A ctx already done refuses the job
 // with an error matching ctx.Err(), as pgstore does. The payload is encoded first (an
 // error, or one matching queue.ErrPayloadTooLarge, refuses the job). While the job's Redis is
 // unreachable the job goes to the in-memory fallback, whose dedupe and
 // capacity checks see only the fallback; an Add whose reply was lost goes
 // there too and is settled with Redis, by its ID, when Redis answers.
-func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, error) {
+func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, error) {
 	if err := ctx.Err(); err != nil {
-		return queue.Added{}, fmt.Errorf("redisstore: add: %w", err)
+		return storekit.Added{}, fmt.Errorf("redisstore: add: %w", err)
 	}
 	pi := s.cfg.PriorityIndex(job.Priority)
 	if pi < 0 {
-		return queue.Added{}, s.cfg.UnknownPriority(job.Priority)
+		return storekit.Added{}, s.cfg.UnknownPriority(job.Priority)
 	}
 	if err := durable.CheckTarget(job.Target); err != nil {
-		return queue.Added{}, err
+		return storekit.Added{}, err
 	}
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
-		return queue.Added{}, err
+		return storekit.Added{}, err
 	}
 	enc, err := s.o.Encode(job.Payload)
 	if err != nil {
-		return queue.Added{}, err
+		return storekit.Added{}, err
 	}
 	sh := s.byPrio[pi]
 	nowT := s.cfg.Clock.Now()
@@ -53,7 +55,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		id, seq, blk, err := sh.newID(ctx)
 		if err != nil {
 			if !isOutage(ctx, err) {
-				return queue.Added{}, err
+				return storekit.Added{}, err
 			}
 			s.markDown(sh, err)
 			return s.addFallback(fj.clone(), now, err)
@@ -62,7 +64,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		status, err = s.addOne(sh, &fj, false)
 		if err != nil {
 			if !isOutage(ctx, err) {
-				return queue.Added{}, err
+				return storekit.Added{}, err
 			}
 			s.markDown(sh, err)
 			fj.inRedis = true
@@ -75,17 +77,17 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (queue.Added, erro
 		// Take an ID from a new block.
 		sh.dropBlock(blk)
 		if try == 2 {
-			return queue.Added{}, fmt.Errorf("redisstore: redis %s keeps losing the job IDs reserved from it", sh.label)
+			return storekit.Added{}, fmt.Errorf("redisstore: redis %s keeps losing the job IDs reserved from it", sh.label)
 		}
 	}
-	added := queue.Added{ID: fj.job.ID}
+	added := storekit.Added{ID: fj.job.ID}
 	switch status {
 	case "dup":
-		return queue.Added{}, queue.ErrDuplicate
+		return storekit.Added{}, queue.ErrDuplicate
 	case "window":
-		return queue.Added{}, durable.WindowDuplicate(job.Key)
+		return storekit.Added{}, durable.WindowDuplicate(job.Key)
 	case "full":
-		return queue.Added{}, queue.ErrQueueFull
+		return storekit.Added{}, queue.ErrQueueFull
 	case "sched":
 		added.Scheduled = true
 		s.noteDue(sh, fj.due)
@@ -393,12 +395,12 @@ func boolArg(b bool) string {
 }
 
 // addFallback puts fj into the fallback, giving it an ID if it has none.
-func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (queue.Added, error) {
+func (s *Store[T]) addFallback(fj *fbJob[T], now int64, cause error) (storekit.Added, error) {
 	if s.o.fallbackSize == 0 {
 		if cause == nil {
 			cause = fmt.Errorf("redis %s unreachable (%s)", fj.sh.label, fj.sh.lastError())
 		}
-		return queue.Added{}, fmt.Errorf("redisstore: %w", cause)
+		return storekit.Added{}, fmt.Errorf("redisstore: %w", cause)
 	}
 	if fj.job.ID == 0 {
 		if id, seq, blk, ok := fj.sh.reservedID(); ok {

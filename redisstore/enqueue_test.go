@@ -8,6 +8,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 // TestAddBatch runs one add script call whose jobs depend on each other:
@@ -16,7 +17,7 @@ import (
 func TestAddBatch(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 3 }, WithPrefix(testPrefix(t, c)))
+	s := openStoreCfg(t, c, clk, func(cfg *storekit.Config) { cfg.Capacity = 3 }, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	sh := s.shards[0]
 	later := ms(clk.Now().Add(time.Minute))
@@ -75,7 +76,7 @@ func TestAddBatch(t *testing.T) {
 func TestAddReadyBatch(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 3 }, WithPrefix(testPrefix(t, c)))
+	s := openStoreCfg(t, c, clk, func(cfg *storekit.Config) { cfg.Capacity = 3 }, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	sh := s.shards[0]
 	item := func(label string) addItem { return newAddItem(t, sh, label, ms(clk.Now())) }
@@ -162,7 +163,7 @@ func TestAddMetaStrings(t *testing.T) {
 func TestAddOne(t *testing.T) {
 	c := needRedis(t)
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := openStoreCfg(t, c, clk, func(cfg *queue.StoreConfig) { cfg.Capacity = 2 }, WithPrefix(testPrefix(t, c)))
+	s := openStoreCfg(t, c, clk, func(cfg *storekit.Config) { cfg.Capacity = 2 }, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	sh := s.shards[0]
 	item := func(label string) addItem { return newAddItem(t, sh, label, ms(clk.Now())) }

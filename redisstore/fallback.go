@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/memstore"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/memstore"
 )
 
 // localIDBit marks the IDs of jobs accepted by the fallback when no Redis
@@ -42,7 +43,7 @@ type fbJob[T any] struct {
 // in-memory store. Its methods must be called with Store.fbMu held.
 type fallback[T any] struct {
 	mem       *memstore.Store[*fbJob[T]] // made for the first job it takes (see use); nil until then
-	mcfg      queue.StoreConfig          // mem's configuration
+	mcfg      storekit.Config            // mem's configuration
 	size      int                        // bound on held jobs; 0 = off
 	uncertain []*fbJob[T]
 	writing   int            // jobs out for write-back, until settled
@@ -56,7 +57,7 @@ type fallback[T any] struct {
 // ready bound is the queue's capacity, and never above size, which bounds
 // all it holds (so the in-memory store's ready queues, allocated whole,
 // stay as small as the fallback).
-func newFallback[T any](size int, cfg queue.StoreConfig, byPrio []*shard) (*fallback[T], error) {
+func newFallback[T any](size int, cfg storekit.Config, byPrio []*shard) (*fallback[T], error) {
 	f := &fallback[T]{size: size, away: map[string]int{}, byPrio: byPrio}
 	mc := cfg
 	mc.Capacity = cfg.Capacity
@@ -117,9 +118,9 @@ func (f *fallback[T]) purge() int {
 }
 
 // stats returns the in-memory store's counts.
-func (f *fallback[T]) stats() queue.StoreStats {
+func (f *fallback[T]) stats() storekit.Stats {
 	if f.mem == nil {
-		return queue.StoreStats{}
+		return storekit.Stats{}
 	}
 	st, _ := f.mem.Stats(context.Background())
 	return st
@@ -183,17 +184,17 @@ func fromMem[T any](m queue.Job[*fbJob[T]], now time.Time) *fbJob[T] {
 // add accepts j under the in-memory rules. now is in ms. A job whose Add
 // may have reached Redis (inRedis) is kept for writing back without checks:
 // Redis decides about it when it answers again.
-func (f *fallback[T]) add(j *fbJob[T], now int64) (queue.Added, error) {
+func (f *fallback[T]) add(j *fbJob[T], now int64) (storekit.Added, error) {
 	if j.inRedis {
 		if f.held() >= f.size {
-			return queue.Added{}, queue.ErrQueueFull
+			return storekit.Added{}, queue.ErrQueueFull
 		}
 		f.uncertain = append(f.uncertain, j)
 		f.hold(j)
-		return queue.Added{ID: j.job.ID, Scheduled: j.due > now}, nil
+		return storekit.Added{ID: j.job.ID, Scheduled: j.due > now}, nil
 	}
 	if k := j.job.Key; k != "" && f.away[k] > 0 {
-		return queue.Added{}, queue.ErrDuplicate
+		return storekit.Added{}, queue.ErrDuplicate
 	}
 	added, err := f.use().Put(memJob(j), len(f.uncertain)+f.writing)
 	if errors.Is(err, queue.ErrPendingLimit) {
@@ -249,7 +250,7 @@ func (f *fallback[T]) again(j *fbJob[T], due int64, retry bool, cause string) bo
 	} else {
 		err = f.mem.Defer(context.Background(), memJob(j), at, nil)
 	}
-	return !errors.Is(err, queue.ErrSuperseded)
+	return !errors.Is(err, storekit.ErrSuperseded)
 }
 
 // cancel removes the queued, scheduled or uncertain jobs of key and its

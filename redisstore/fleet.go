@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // Fleet state: what the processes of one queue share beyond the jobs. All
@@ -16,7 +17,7 @@ import (
 //
 //   - The admission bucket (TakeTokens): a GCRA in one script on the key
 //     "{prefix:name}:admission", by Redis's clock (TIME); the queue leases
-//     tokens from it (see queue.Admitter).
+//     tokens from it (see storekit.Admitter).
 //   - Presence (Processes): each started process renews its member of the
 //     sorted set "{prefix:name}:procs" (score: expiry in TIME ms) every
 //     fleet interval; a member counts for three intervals, and Close
@@ -27,8 +28,8 @@ import (
 //     from Start on, whether or not this process has added or claimed yet.
 
 var (
-	_ queue.Admitter   = (*Store[int])(nil)
-	_ queue.FleetSizer = (*Store[int])(nil)
+	_ storekit.Admitter   = (*Store[int])(nil)
+	_ storekit.FleetSizer = (*Store[int])(nil)
 )
 
 // fleetInterval is how often a process renews its presence and re-reads
@@ -70,7 +71,7 @@ return redis.call('ZCARD', KEYS[1])
 func (k keyspace) admission() string { return k.tag + ":admission" }
 func (k keyspace) procs() string     { return k.tag + ":procs" }
 
-// TakeTokens implements queue.Admitter: it takes up to n tokens from the
+// TakeTokens implements storekit.Admitter: it takes up to n tokens from the
 // queue's admission bucket, shared by every process of the queue, in one
 // script on the first shard (a GCRA by Redis's clock). The queue calls it
 // once per lease of tokens, not per Admit.
@@ -97,7 +98,7 @@ func (s *Store[T]) isBound() bool {
 	return s.bound
 }
 
-// Processes implements queue.FleetSizer: the started processes of the
+// Processes implements storekit.FleetSizer: the started processes of the
 // queue (stores on the same Redis, prefix and queue name), this one
 // included, as counted every fleet interval (the poll interval, at most
 // 1 s). A process counts until three intervals after its last renewal, or

@@ -5,16 +5,18 @@ import (
 	"os"
 	"testing"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // The fleet tests run a queue in this process and another in a helper
 // process (TestFleetHelper, this test binary re-run), both on one prefix,
 // and check that target health and cadence set in one hold in the other
-// (fleetflow.TargetHealth, whose helper protocol is fleetflow's).
+// (fleettest.TargetHealth, whose helper protocol is fleettest's).
 
 const fleetEnv = "REDISSTORE_FLEET"
 
@@ -30,19 +32,19 @@ func TestFleetHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleetflow.ServeHealth(t, s)
+	fleettest.ServeHealth(t, s)
 }
 
-func startFleetProc(t *testing.T, prefix string) *fleetflow.Proc {
+func startFleetProc(t *testing.T, prefix string) *fleettest.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetHelper", fleetEnv+"="+prefix)
 }
 
 // startHelperProc runs the test named helper in a process of its own,
 // with env added to its environment, and waits for it to print READY.
-func startHelperProc(t *testing.T, helper string, env ...string) *fleetflow.Proc {
+func startHelperProc(t *testing.T, helper string, env ...string) *fleettest.Proc {
 	t.Helper()
-	return fleetflow.StartHelper(t, helper, append(env, "QUEUE_REDIS_ADDR="+redisAddr())...)
+	return fleettest.StartHelper(t, helper, append(env, "QUEUE_REDIS_ADDR="+redisAddr())...)
 }
 
 // fleetQueue starts this process's queue on prefix.
@@ -50,7 +52,7 @@ func fleetQueue(t *testing.T, c *redis.Client, prefix string) *queue.Queue[int] 
 	t.Helper()
 	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("parent"))
 	require.NoError(t, err)
-	q, err := queue.NewWithStore(s, fleetflow.Failing, fleetflow.HealthOptions()...)
+	q, err := queue.NewWithStore(s, fleettest.Failing, fleettest.HealthOptions()...)
 	require.NoError(t, err)
 	require.NoError(t, q.Start(context.Background()))
 	t.Cleanup(func() { _ = q.Shutdown(context.Background()) })
@@ -60,13 +62,13 @@ func fleetQueue(t *testing.T, c *redis.Client, prefix string) *queue.Queue[int] 
 // TestFleetTargetHealth: suspension, disabling with its reason, the
 // breaker and the fan-out cadence set in one process hold in the other;
 // and a disabled target stays disabled after both restart
-// (fleetflow.TargetHealth). The views follow the store's pub/sub
+// (fleettest.TargetHealth). The views follow the store's pub/sub
 // messages.
 func TestFleetTargetHealth(t *testing.T) {
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
-	fleetflow.TargetHealth(t,
-		func(t *testing.T) *fleetflow.Proc { return startFleetProc(t, prefix) },
+	fleettest.TargetHealth(t,
+		func(t *testing.T) *fleettest.Proc { return startFleetProc(t, prefix) },
 		func(t *testing.T) *queue.Queue[int] { return fleetQueue(t, c, prefix) },
 		pollTick)
 }
@@ -74,17 +76,17 @@ func TestFleetTargetHealth(t *testing.T) {
 // TestUndecodableReachesOnDead: a job a queue of strings enqueued, claimed
 // by a queue of ints of the same name, is dead-lettered through the
 // queue's dead path: OnDead with a *queue.DecodeError, RecentErrors, one
-// dead count (fleetflow.UndecodableReachesOnDead).
+// dead count (fleettest.UndecodableReachesOnDead).
 func TestUndecodableReachesOnDead(t *testing.T) {
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
-	fleetflow.UndecodableReachesOnDead(t,
-		func(t *testing.T) queue.Store[int] {
+	fleettest.UndecodableReachesOnDead(t,
+		func(t *testing.T) storekit.Store[int] {
 			s, err := New[int](c, WithPrefix(prefix))
 			require.NoError(t, err)
 			return s
 		},
-		func(t *testing.T) queue.Store[string] {
+		func(t *testing.T) storekit.Store[string] {
 			s, err := New[string](c, WithPrefix(prefix))
 			require.NoError(t, err)
 			return s
@@ -93,11 +95,11 @@ func TestUndecodableReachesOnDead(t *testing.T) {
 
 // TestFleetResumeReleasesHeld: a Resume in one process, or by the store's
 // admin backend (queuectl), releases the jobs another process holds for
-// the target's suspension (fleetflow.ResumeReleasesHeld).
+// the target's suspension (fleettest.ResumeReleasesHeld).
 func TestFleetResumeReleasesHeld(t *testing.T) {
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
-	fleetflow.ResumeReleasesHeld(t, func(t *testing.T) queue.Store[int] {
+	fleettest.ResumeReleasesHeld(t, func(t *testing.T) storekit.Store[int] {
 		s, err := New[int](c, WithPrefix(prefix))
 		require.NoError(t, err)
 		return s

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // writeBatch bounds the jobs one write-back pipeline carries.
@@ -135,7 +137,7 @@ func (s *Store[T]) flushPending(ctx context.Context, sh *shard) error {
 			switch st {
 			case "superseded":
 				s.cfg.Report(queue.Event{Kind: queue.EventCancelled, Time: time.UnixMilli(s.now()),
-					JobID: op.id, Key: op.key, Err: queue.ErrSuperseded})
+					JobID: op.id, Key: op.key, Err: storekit.ErrSuperseded})
 			case "lost":
 				s.cfg.Logger.Warn("redisstore: lease expired during the outage; the job may run again",
 					"id", op.id)

@@ -106,7 +106,7 @@ func unshieldBytes(s string) string {
 func (s *Store[T]) now() int64 { return ms(s.cfg.Clock.Now()) }
 
 // Cancel cancels the queued or scheduled job with key and the coalesced
-// rerun of the key; see queue.Store. It reports how many jobs it
+// rerun of the key; see storekit.Store. It reports how many jobs it
 // cancelled, which is 0 or 1 as in the in-memory store except where a key
 // has more than one job here: a job a lease rescue put back with a rerun
 // waiting behind it, or jobs with the key on two shards (dedupe holds per
@@ -134,7 +134,7 @@ func (s *Store[T]) Cancel(ctx context.Context, key string) (int, error) {
 }
 
 // CancelMatch cancels every queued, scheduled or rerun job whose key
-// satisfies match; see queue.Store. It walks the pending keys with HSCAN,
+// satisfies match; see storekit.Store. It walks the pending keys with HSCAN,
 // a page at a time, and cancels each match with its own script call.
 func (s *Store[T]) CancelMatch(ctx context.Context, match func(key string) bool) (int, error) {
 	n := 0
@@ -209,7 +209,7 @@ func (s *Store[T]) cancelMatchShard(ctx context.Context, sh *shard, match func(s
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // PromoteDue moves due scheduled jobs to the ready lists, a bounded batch
-// per script call; see queue.Store. Claim and the leader's janitor run it
+// per script call; see storekit.Store. Claim and the leader's janitor run it
 // by themselves.
 func (s *Store[T]) PromoteDue(ctx context.Context) (int, error) {
 	now := s.now()
@@ -263,7 +263,7 @@ func (s *Store[T]) promoteShard(ctx context.Context, sh *shard, now int64) (int,
 }
 
 // Purge removes every ready and scheduled job and every rerun, a bounded
-// batch per script call; see queue.Store.
+// batch per script call; see storekit.Store.
 func (s *Store[T]) Purge(ctx context.Context) (int, error) {
 	s.fbMu.Lock()
 	n := s.fb.purge() // the jobs whose Add may have reached Redis stay

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // Leadership is the leader key on the first shard, taken with SET NX PX
@@ -81,7 +82,7 @@ func (s *Store[T]) elect(ctx context.Context, renew bool) (bool, error) {
 
 // RescueExpired returns jobs whose lease expired to the head of their
 // ready list, or dead-letters them after their last attempt; see
-// queue.Leaser. Every process of the queue runs it by itself, leader or
+// storekit.Leaser. Every process of the queue runs it by itself, leader or
 // not, every janitor interval (WithJanitorInterval). The attempt
 // count is kept: it counts started runs, so the rescued job's next Claim
 // makes it attempt + 1. It works through the expired leases a bounded batch

@@ -56,7 +56,7 @@ func (s *Store[T]) leaseOffset() int64 { return s.leaseShift() + s.o.LeaseTTL.Mi
 const heartbeatBatch = 500
 
 // Heartbeat extends the leases of the given running jobs and returns the
-// IDs whose lease this process no longer holds; see queue.Leaser. Jobs
+// IDs whose lease this process no longer holds; see storekit.Leaser. Jobs
 // claimed from the fallback hold no lease and are never lost. While a
 // shard is unreachable its leases cannot be checked and are not reported
 // lost; they expire after the lease TTL if the outage lasts that long.

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // Option configures a Store. New applies the options in order and returns
@@ -128,7 +129,7 @@ func WithShard(label string, client redis.UniversalClient) Option {
 
 // WithCodec sets how payloads are encoded (default: encoding/json). Every
 // process of a queue must use the same codec.
-func WithCodec(c queue.Codec) Option { return shared((*durable.Options).SetCodec, c) }
+func WithCodec(c storekit.Codec) Option { return shared((*durable.Options).SetCodec, c) }
 
 // WithFallback bounds the in-memory fallback queue that takes jobs while
 // Redis is unreachable (default 10000 jobs). 0 turns the fallback off: Add

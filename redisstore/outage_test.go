@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
-	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest"
 )
 
 // proxiedClient returns a client through p with short timeouts, so that an
@@ -226,7 +228,7 @@ func TestFallbackDeferSuperseded(t *testing.T) {
 		} else {
 			err = s.Defer(ctx, j, time.Now().Add(time.Minute), nil)
 		}
-		if !errors.Is(err, queue.ErrSuperseded) {
+		if !errors.Is(err, storekit.ErrSuperseded) {
 			t.Fatalf("retry %v with a waiting rerun = %v, want ErrSuperseded", retry, err)
 		}
 		r := claimWithin(t, s, time.Second)
@@ -247,7 +249,7 @@ func TestFallbackGroups(t *testing.T) {
 	s := downFromTheStart(t)
 	ctx := context.Background()
 	later := time.Now().Add(time.Hour)
-	add := func(j queue.Job[int]) queue.Added {
+	add := func(j queue.Job[int]) storekit.Added {
 		t.Helper()
 		a, err := s.Add(ctx, j)
 		if err != nil {
@@ -313,7 +315,7 @@ func TestRecoveryRenewsLeases(t *testing.T) {
 
 // downWithClock is downFromTheStart with the clock clk (nil for the
 // system clock) and the configuration changed by mutate (nil for none).
-func downWithClock(t *testing.T, clk queue.Clock, mutate func(*queue.StoreConfig)) *Store[int] {
+func downWithClock(t *testing.T, clk queue.Clock, mutate func(*storekit.Config)) *Store[int] {
 	t.Helper()
 	direct := needRedis(t)
 	t.Parallel()
@@ -355,7 +357,7 @@ func TestFallbackRequeuesWhenFull(t *testing.T) {
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var mu sync.Mutex
 	var requeued []int64
-	s := downWithClock(t, clk, func(cfg *queue.StoreConfig) {
+	s := downWithClock(t, clk, func(cfg *storekit.Config) {
 		cfg.Capacity = 1
 		cfg.Report = func(ev queue.Event) {
 			if ev.Kind == queue.EventRequeued {

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // TestPeriodicTwoProcessesAcrossKill: two processes run the same
@@ -38,7 +39,7 @@ func TestPeriodicTwoProcessesAcrossKill(t *testing.T) {
 	runs = append(runs, rest...)
 
 	// Each run is "attempt pid key"; the worker is the pid.
-	fleetflow.CheckPeriodicRuns(t, len(runs), 7, func(i int) (string, int, string) {
+	fleettest.CheckPeriodicRuns(t, len(runs), 7, func(i int) (string, int, string) {
 		f := strings.SplitN(runs[i], " ", 3)
 		require.Len(t, f, 3, runs[i])
 		attempt, err := strconv.Atoi(f[0])

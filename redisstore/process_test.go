@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest"
 )
 
 // The multi-process tests re-run this test binary as helper processes
@@ -218,7 +220,7 @@ func popN(t *testing.T, c *redis.Client, list string, n int, within time.Duratio
 // janitor interval, leader or not.
 func leaderStore(t *testing.T, c *redis.Client, prefix string, lease time.Duration) *Store[int] {
 	t.Helper()
-	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
+	s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) { cfg.Name = "q" },
 		WithPrefix(prefix), WithLeaseTTL(lease), WithJanitorInterval(100*time.Millisecond))
 	// Leadership is the leader key in Redis, taken with SET NX: polled.
 	require.Eventually(t, s.lead.Leading, 10*time.Second, pollTick, "the test's store to become leader")
@@ -331,7 +333,7 @@ func TestLeaderFailover(t *testing.T) {
 	prefix := testPrefix(t, c)
 	lead := startHelper(t, "leader", prefix, DefaultLeaseTTL)
 	lead.expect(t, "leader", 15*time.Second)
-	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" }, WithPrefix(prefix))
+	s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) { cfg.Name = "q" }, WithPrefix(prefix))
 	ctx := context.Background()
 	st, err := s.Stats(ctx)
 	if err != nil || st.Leader {
@@ -386,7 +388,7 @@ func TestKilledJobsRunAgainWithinLeasePlus2s(t *testing.T) {
 			lead := startHelper(t, "leader", prefix, lease, janitor)
 			lead.expect(t, "leader", 15*time.Second)
 			// The test's store adds jobs; it stands by for leadership.
-			s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) { cfg.Name = "q" },
+			s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) { cfg.Name = "q" },
 				WithPrefix(prefix), WithLeaseTTL(lease))
 			const hung = 4
 			for i := range hung {

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestScriptsDeclareKeys runs every script under MONITOR and checks, with
@@ -126,7 +128,7 @@ func exerciseScripts(t *testing.T, ctx context.Context, s *Store[int], clk *queu
 	j := claim()                              // c
 	add(queue.Job[int]{Key: "c", Payload: 4}) // rerun
 	err := s.Retry(ctx, j, later, errors.New("x"))
-	if !errors.Is(err, queue.ErrSuperseded) {
+	if !errors.Is(err, storekit.ErrSuperseded) {
 		t.Fatalf("Retry = %v, want superseded", err)
 	}
 	j = claim() // rerun of c
@@ -322,7 +324,7 @@ func openStore(t *testing.T, c redis.UniversalClient, clk queue.Clock, opts ...O
 	return openStoreCfg(t, c, clk, nil, opts...)
 }
 
-func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate func(*queue.StoreConfig), opts ...Option) *Store[int] {
+func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate func(*storekit.Config), opts ...Option) *Store[int] {
 	t.Helper()
 	s, err := New[int](c, opts...)
 	if err != nil {

@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/storekit"
 )
 
-// Complete ends a claimed job as done; see queue.Store. If Redis is
+// Complete ends a claimed job as done; see storekit.Store. If Redis is
 // unreachable the completion is kept and written when it answers again.
 func (s *Store[T]) Complete(ctx context.Context, job queue.Job[T]) error {
 	return s.finish(ctx, job, "done", "")
 }
 
-// Dead ends a claimed job as dead-lettered with cause; see queue.Store.
+// Dead ends a claimed job as dead-lettered with cause; see storekit.Store.
 // The job stays in the dead set for the retention (WithDeadRetention,
 // WithDeadMax).
 func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) error {
@@ -24,7 +24,7 @@ func (s *Store[T]) Dead(ctx context.Context, job queue.Job[T], cause error) erro
 
 // errString is err's text as every store shows it (core.ErrorText):
 // NUL bytes and bytes that are not UTF-8 escaped.
-func errString(err error) string { return core.ErrorText(err) }
+func errString(err error) string { return storekit.ErrorText(err) }
 
 func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause string) error {
 	c, err := s.takeClaim(job.ID, job.Attempt)
@@ -43,9 +43,9 @@ func (s *Store[T]) finish(ctx context.Context, job queue.Job[T], mode, cause str
 	return s.runOp(ctx, c.sh, settleOp{id: job.ID, lease: c.lease, mode: mode, err: cause, key: job.Key})
 }
 
-// Retry schedules a claimed job to run again at at; see queue.Store. If a
+// Retry schedules a claimed job to run again at at; see storekit.Store. If a
 // coalesced rerun of its key is waiting, the job is dropped in favour of
-// it and Retry returns queue.ErrSuperseded.
+// it and Retry returns storekit.ErrSuperseded.
 func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.again(ctx, job, at, "retry", errString(cause))
 }
@@ -54,12 +54,12 @@ func (s *Store[T]) Retry(ctx context.Context, job queue.Job[T], at time.Time, ca
 // recording cause (a downstream's "retry in" reason) when it is given. As
 // with Retry, a coalesced rerun of its key supersedes it: the job is
 // dropped, the rerun becomes the key's job, and Defer returns
-// queue.ErrSuperseded.
+// storekit.ErrSuperseded.
 func (s *Store[T]) Defer(ctx context.Context, job queue.Job[T], at time.Time, cause error) error {
 	return s.again(ctx, job, at, "defer", errString(cause))
 }
 
-var _ queue.HoldStore[int] = (*Store[int])(nil)
+var _ storekit.HoldStore[int] = (*Store[int])(nil)
 
 // Hold implements queue.HoldStore: Defer without a cause, with the job
 // marked held for its target until it is claimed again. A job the
@@ -106,7 +106,7 @@ func (s *Store[T]) again(ctx context.Context, job queue.Job[T], at time.Time, mo
 		s.fbMu.Unlock()
 		s.signal()
 		if !kept {
-			return queue.ErrSuperseded
+			return storekit.ErrSuperseded
 		}
 		return nil
 	}
@@ -172,7 +172,7 @@ func (s *Store[T]) runOp(ctx context.Context, sh *shard, op settleOp) error {
 	s.signal()
 	switch st {
 	case "superseded":
-		return queue.ErrSuperseded
+		return storekit.ErrSuperseded
 	case "lost", "gone":
 		// takeClaim hands each claim out once, so a job already ended
 		// ('gone': rescued, then dead-lettered, cancelled or completed by

@@ -33,7 +33,7 @@ type shard struct {
 	fields  []any // the ready counters' fields ("r:" + label), like labels
 	sharded bool
 	// cycle is the weighted dispatch order over the shard's priorities
-	// (core.ShareCycle, 1-based list indices as the claim script takes
+	// (storekit.ShareCycle, 1-based list indices as the claim script takes
 	// them); nil for strict priorities. tick counts the claims made by
 	// this process, so the order is per process.
 	cycle []byte

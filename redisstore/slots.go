@@ -7,11 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue/storekit"
 )
 
-// The store implements queue.SlotStore on the first shard: a sorted set
+// The store implements storekit.SlotStore on the first shard: a sorted set
 // per target, "{prefix:name}:slots:<target>", whose members are the
 // holders and whose scores are their leases' expiries in ms of Redis's
 // clock (TIME), and the target's line of waiting processes, two sorted
@@ -35,7 +36,7 @@ import (
 // subscribes. Every key carries the queue's hash tag, so the scripts run
 // on Redis Cluster. A set expires a second after its longest lease or
 // place, so that a target no longer used leaves nothing behind.
-var _ queue.SlotStore = (*Store[int])(nil)
+var _ storekit.SlotStore = (*Store[int])(nil)
 
 // slotWatch holds WatchSlots' function.
 type slotWatch struct {
@@ -142,37 +143,37 @@ func (s *Store[T]) slotKeys(target string) (sh *shard, keys []string, channel st
 	return sh, []string{channel + ":" + target, sh.ks.tag + ":slotline:" + target, sh.ks.tag + ":slotlinex:" + target}, channel, true
 }
 
-// AcquireSlot implements queue.SlotStore: one script.
-func (s *Store[T]) AcquireSlot(ctx context.Context, req queue.SlotRequest) (queue.SlotAnswer, error) {
+// AcquireSlot implements storekit.SlotStore: one script.
+func (s *Store[T]) AcquireSlot(ctx context.Context, req storekit.SlotRequest) (storekit.SlotAnswer, error) {
 	target := req.Target
 	sh, keys, channel, ok := s.slotKeys(target)
 	switch {
 	case !ok:
-		return queue.SlotAnswer{}, ErrNotBound
+		return storekit.SlotAnswer{}, ErrNotBound
 	case target == "":
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot: empty target")
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot: empty target")
 	case req.Holder == "":
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: empty holder", target)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: empty holder", target)
 	case req.Process == "" || strings.Contains(req.Process, " "):
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: process %q: must be non-empty, without spaces", target, req.Process)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: process %q: must be non-empty, without spaces", target, req.Process)
 	case req.Limit < 1:
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: limit %d: must be >= 1", target, req.Limit)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: limit %d: must be >= 1", target, req.Limit)
 	case req.TTL < time.Millisecond:
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: ttl %s: must be >= 1ms", target, req.TTL)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: ttl %s: must be >= 1ms", target, req.TTL)
 	case req.Line < time.Millisecond:
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: line %s: must be >= 1ms", target, req.Line)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: line %s: must be >= 1ms", target, req.Line)
 	case req.Waited < 0:
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: waited %s: must be >= 0", target, req.Waited)
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: AcquireSlot of %q: waited %s: must be >= 0", target, req.Waited)
 	}
 	got, err := scriptAcquireSlot.Run(ctx, sh.client, keys, req.Holder, req.Limit, req.TTL.Milliseconds(),
 		req.Process, req.Waited.Milliseconds(), req.Line.Milliseconds(), channel, target).Int64Slice()
 	if err != nil || len(got) != 2 {
-		return queue.SlotAnswer{}, fmt.Errorf("redisstore: acquiring a slot of %q: %w (%d values)", target, err, len(got))
+		return storekit.SlotAnswer{}, fmt.Errorf("redisstore: acquiring a slot of %q: %w (%d values)", target, err, len(got))
 	}
-	return queue.SlotAnswer{Granted: got[0] == 1, Waiting: int(got[1])}, nil
+	return storekit.SlotAnswer{Granted: got[0] == 1, Waiting: int(got[1])}, nil
 }
 
-// RenewSlots implements queue.SlotStore: one script.
+// RenewSlots implements storekit.SlotStore: one script.
 func (s *Store[T]) RenewSlots(ctx context.Context, target string, holders []string, ttl time.Duration) ([]string, error) {
 	sh, keys, _, ok := s.slotKeys(target)
 	switch {
@@ -200,7 +201,7 @@ func (s *Store[T]) RenewSlots(ctx context.Context, target string, holders []stri
 	return lost, nil
 }
 
-// ReleaseSlot implements queue.SlotStore: one script, which publishes the
+// ReleaseSlot implements storekit.SlotStore: one script, which publishes the
 // freed slot.
 func (s *Store[T]) ReleaseSlot(ctx context.Context, target, holder, process string) (int, error) {
 	sh, keys, channel, ok := s.slotKeys(target)
@@ -217,7 +218,7 @@ func (s *Store[T]) ReleaseSlot(ctx context.Context, target, holder, process stri
 	return waiting, nil
 }
 
-// LeaveSlotLine implements queue.SlotStore: one script.
+// LeaveSlotLine implements storekit.SlotStore: one script.
 func (s *Store[T]) LeaveSlotLine(ctx context.Context, target, process string) error {
 	sh, keys, _, ok := s.slotKeys(target)
 	switch {
@@ -232,7 +233,7 @@ func (s *Store[T]) LeaveSlotLine(ctx context.Context, target, process string) er
 	return nil
 }
 
-// WatchSlots implements queue.SlotStore: from Start, the store subscribes
+// WatchSlots implements storekit.SlotStore: from Start, the store subscribes
 // to the queue's slot channel and calls fn with each target released, and
 // each target and process refused. go-redis resubscribes after a lost
 // connection; a release published meanwhile the queue's waiter finds when

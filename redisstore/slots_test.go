@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/fleetflow"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storetest/fleettest"
 )
 
 // The fleet concurrency tests run a queue with a per-target limit of 1 in
@@ -82,9 +83,9 @@ func TestFleetConcurrencyHelper(t *testing.T) {
 	s, err := New[int](c, WithPrefix(prefix), WithWorkerID(name), WithLeaseTTL(lease))
 	require.NoError(t, err)
 	var q *queue.Queue[int]
-	q, err = queue.NewWithStore(s, slotHandler(c, prefix, name, true, work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(workers, limit)...)
+	q, err = queue.NewWithStore(s, slotHandler(c, prefix, name, true, work, fleettest.Parked(&q, "x")), fleettest.SlotOptions(workers, limit)...)
 	require.NoError(t, err)
-	_ = fleetflow.RunHelper(t, q, nil) // until the parent closes stdin
+	_ = fleettest.RunHelper(t, q, nil) // until the parent closes stdin
 }
 
 // slotProc is a process of the fleet concurrency tests: its name, its
@@ -102,7 +103,7 @@ func defaultSlotProc(workers int, lease time.Duration) slotProc {
 }
 
 // startSlotProc starts a helper process as sp on prefix.
-func startSlotProc(t *testing.T, prefix string, sp slotProc) *fleetflow.Proc {
+func startSlotProc(t *testing.T, prefix string, sp slotProc) *fleettest.Proc {
 	t.Helper()
 	return startHelperProc(t, "TestFleetConcurrencyHelper", slotsEnv+"="+prefix, slotsEnv+"_NAME="+sp.name,
 		fmt.Sprint(slotsEnv, "_WORKERS=", sp.workers), fmt.Sprint(slotsEnv, "_LIMIT=", sp.limit),
@@ -116,7 +117,7 @@ func slotQueue(t *testing.T, c redis.UniversalClient, prefix string, sp slotProc
 	s, err := New[int](c, WithPrefix(prefix), WithWorkerID("parent"), WithLeaseTTL(sp.lease))
 	require.NoError(t, err)
 	var q *queue.Queue[int]
-	q, err = queue.NewWithStore(s, slotHandler(c, prefix, "parent", false, sp.work, fleetflow.Parked(&q, "x")), fleetflow.SlotOptions(sp.workers, sp.limit)...)
+	q, err = queue.NewWithStore(s, slotHandler(c, prefix, "parent", false, sp.work, fleettest.Parked(&q, "x")), fleettest.SlotOptions(sp.workers, sp.limit)...)
 	require.NoError(t, err)
 	if start {
 		require.NoError(t, q.Start(context.Background()))
@@ -220,14 +221,14 @@ func TestFleetConcurrencyFair(t *testing.T) {
 	for payload, count := range got {
 		require.Equal(t, "1", count, "job %s runs once", payload)
 	}
-	var order []fleetflow.SlotRun
+	var order []fleettest.SlotRun
 	for _, l := range c.LRange(context.Background(), probeOrder(prefix), 0, -1).Val() {
-		var r fleetflow.SlotRun
+		var r fleettest.SlotRun
 		_, err := fmt.Sscan(l, &r.Proc, &r.Parked)
 		require.NoError(t, err, "run %q", l)
 		order = append(order, r)
 	}
-	fleetflow.CheckFairSlots(t, order, fairMaxWait)
+	fleettest.CheckFairSlots(t, order, fairMaxWait)
 	p1.Stop(t)
 	p2.Stop(t)
 }

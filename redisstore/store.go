@@ -12,27 +12,28 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/internal/core"
-	"github.com/queuekit/queue/internal/durable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storekit/durable"
 )
 
 // Errors of the Redis store. Match them with errors.Is.
 var (
 	// ErrLeaseLost: the job's lease expired and the job was rescued (it
 	// may run again, here or elsewhere) before this process finished it.
-	// It matches queue.ErrLeaseLost, so the queue counts no outcome for
+	// It matches storekit.ErrLeaseLost, so the queue counts no outcome for
 	// the run.
-	ErrLeaseLost = fmt.Errorf("redisstore: %w", queue.ErrLeaseLost)
+	ErrLeaseLost = fmt.Errorf("redisstore: %w", storekit.ErrLeaseLost)
 
 	// ErrNotClaimed: a job passed to Complete, Retry, Defer or Dead was
 	// not claimed from this store, or was already finished.
 	ErrNotClaimed = errors.New("redisstore: job not claimed by this store")
 )
 
-// Store keeps a queue's jobs in Redis. It implements queue.Store and
-// queue.Leaser; pass it to queue.NewWithStore. A Store belongs
+// Store keeps a queue's jobs in Redis. It implements storekit.Store and
+// storekit.Leaser; pass it to queue.NewWithStore. A Store belongs
 // to one Queue; several processes share a queue by giving their Stores the
 // same Redis, prefix and queue name.
 //
@@ -40,7 +41,7 @@ var (
 type Store[T any] struct {
 	client redis.UniversalClient
 	o      options
-	cfg    queue.StoreConfig
+	cfg    storekit.Config
 	lc     leaseClock // set with cfg, by Init
 	capArg any        // cfg.Capacity, boxed once for the add scripts
 	owner  string     // this process's lease and leader identity
@@ -49,7 +50,7 @@ type Store[T any] struct {
 
 	shards []*shard // ordered by their highest priority
 	byPrio []*shard // indexed like cfg.Priorities
-	cycle  []uint8  // weighted dispatch order over the queue's priorities (core.ShareCycle); nil: strict
+	cycle  []uint8  // weighted dispatch order over the queue's priorities (storekit.ShareCycle); nil: strict
 	tick   atomic.Uint64
 
 	claimMu sync.Mutex
@@ -66,8 +67,8 @@ type Store[T any] struct {
 	sleeping atomic.Int32  // Claim calls asleep in wait, for a wake-up
 
 	lead  durable.Leader
-	tw    targetWatch  // queue.TargetStore's subscription (targets.go)
-	sw    slotWatch    // queue.SlotStore's subscription (slots.go)
+	tw    targetWatch  // storekit.TargetStore's subscription (targets.go)
+	sw    slotWatch    // storekit.SlotStore's subscription (slots.go)
 	procs atomic.Int64 // live processes of the queue, for Processes
 
 	// Outage accounting, for logs and tests.
@@ -86,8 +87,8 @@ type Store[T any] struct {
 }
 
 var (
-	_ queue.Store[int] = (*Store[int])(nil)
-	_ queue.Leaser     = (*Store[int])(nil)
+	_ storekit.Store[int] = (*Store[int])(nil)
+	_ storekit.Leaser     = (*Store[int])(nil)
 )
 
 // claimRec is what this process knows of a job it claimed. A job whose
@@ -207,7 +208,7 @@ func (s *Store[T]) WorkerID() string { return s.owner }
 // A configuration built by hand may leave Logger, Clock and Report nil:
 // they default, as in queue.New, to a logger that discards, the system
 // clock and no reports.
-func (s *Store[T]) Init(cfg queue.StoreConfig) error {
+func (s *Store[T]) Init(cfg storekit.Config) error {
 	cfg, err := durable.Bind("redisstore", cfg)
 	if err != nil {
 		return err
@@ -248,7 +249,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 	}
 	s.byPrio = make([]*shard, len(cfg.Priorities))
 	if len(clients) > 1 {
-		s.cycle = core.ShareCycle(cfg.Shares())
+		s.cycle = storekit.ShareCycle(cfg.Shares())
 	}
 	s.shards = nil
 	for j, c := range clients {
@@ -274,7 +275,7 @@ func (s *Store[T]) Init(cfg queue.StoreConfig) error {
 			for k, i := range groups[j] {
 				shares[k] = cfg.Priorities[i].Share
 			}
-			for _, k := range core.ShareCycle(shares) {
+			for _, k := range storekit.ShareCycle(shares) {
 				sh.cycle = append(sh.cycle, k+1)
 			}
 		}
@@ -385,7 +386,7 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// Drain makes Claim return queue.ErrDrained as soon as this process holds
+// Drain makes Claim return storekit.ErrDrained as soon as this process holds
 // no ready fallback job: the Redis backlog is shared with other processes
 // and stays for them.
 func (s *Store[T]) Drain() {
@@ -447,8 +448,8 @@ func (s *Store[T]) HeartbeatInterval() time.Duration { return s.o.HeartbeatInter
 // Stats returns counts kept by the scripts (no scan of any queue), the
 // state of leadership and of the Redis connections, and what the fallback
 // holds.
-func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
-	st := queue.StoreStats{
+func (s *Store[T]) Stats(ctx context.Context) (storekit.Stats, error) {
+	st := storekit.Stats{
 		Backend: "redis", Healthy: true, Leader: s.lead.Leading(),
 		ReadyByPriority: map[string]int{},
 	}
@@ -493,7 +494,7 @@ func (s *Store[T]) Stats(ctx context.Context) (queue.StoreStats, error) {
 	return st, nil
 }
 
-func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *queue.StoreStats) error {
+func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *storekit.Stats) error {
 	k := sh.ks.fixed
 	pipe := sh.client.Pipeline()
 	counts := pipe.HGetAll(ctx, k[kCount])

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/queuetest"
-	"github.com/queuekit/queue/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
+	"github.com/queuekit/queue/storetest"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -194,7 +196,7 @@ func TestUndecodableDeadLettered(t *testing.T) {
 	prefix := testPrefix(t, c)
 	var mu sync.Mutex
 	var dead []queue.Event
-	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) {
+	s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) {
 		cfg.Report = func(ev queue.Event) {
 			mu.Lock()
 			dead = append(dead, ev)
@@ -476,7 +478,7 @@ func TestCancelCountsEveryJob(t *testing.T) {
 	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := openStore(t, c, clk, WithPrefix(prefix), WithLeaseTTL(time.Second), WithShard("low", low))
 	ctx := context.Background()
-	add := func(j queue.Job[int]) queue.Added {
+	add := func(j queue.Job[int]) storekit.Added {
 		t.Helper()
 		a, err := s.Add(ctx, j)
 		if err != nil {

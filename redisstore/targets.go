@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue/storekit"
 )
 
-// The store implements queue.TargetStore on the first shard (the one of
+// The store implements storekit.TargetStore on the first shard (the one of
 // the queue's highest priority, which also holds the leader key): one
 // hash per queue, "{prefix:name}:targets", holds an entry per field (its
 // JSON); a sorted set, "{prefix:name}:targets:due", holds the next-due
@@ -19,11 +20,11 @@ import (
 // script writes a batch and PUBLISHes each entry on the channel
 // "{prefix:name}:targets", to which every process of the queue
 // subscribes. Both keys carry the queue's hash tag.
-var _ queue.TargetStore = (*Store[int])(nil)
+var _ storekit.TargetStore = (*Store[int])(nil)
 
 // targetWatch holds WatchTargets' function.
 type targetWatch struct {
-	fn atomic.Pointer[func(queue.TargetState)]
+	fn atomic.Pointer[func(storekit.TargetState)]
 }
 
 // KEYS: the hash, the due set. ARGV: the channel, then per entry its
@@ -71,8 +72,8 @@ func (s *Store[T]) targetKeys() (sh *shard, hash, due, channel string, ok bool) 
 	return sh, base, base + ":due", base, true
 }
 
-// LoadTargets implements queue.TargetStore.
-func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error) {
+// LoadTargets implements storekit.TargetStore.
+func (s *Store[T]) LoadTargets(ctx context.Context) ([]storekit.TargetState, error) {
 	sh, hash, due, _, ok := s.targetKeys()
 	if !ok {
 		return nil, ErrNotBound
@@ -81,9 +82,9 @@ func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: loading target state: %w", err)
 	}
-	out := make([]queue.TargetState, 0, len(vals))
+	out := make([]storekit.TargetState, 0, len(vals))
 	for _, v := range vals {
-		var st queue.TargetState
+		var st storekit.TargetState
 		if err := json.Unmarshal([]byte(v), &st); err != nil {
 			return nil, fmt.Errorf("redisstore: decoding target state %q: %w", v, err)
 		}
@@ -92,9 +93,9 @@ func (s *Store[T]) LoadTargets(ctx context.Context) ([]queue.TargetState, error)
 	return out, nil
 }
 
-// SaveTargets implements queue.TargetStore: one script, one round trip,
+// SaveTargets implements storekit.TargetStore: one script, one round trip,
 // writes the entries and publishes each.
-func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) error {
+func (s *Store[T]) SaveTargets(ctx context.Context, states []storekit.TargetState) error {
 	sh, hash, due, channel, ok := s.targetKeys()
 	switch {
 	case !ok:
@@ -124,11 +125,11 @@ func (s *Store[T]) SaveTargets(ctx context.Context, states []queue.TargetState) 
 	return nil
 }
 
-// WatchTargets implements queue.TargetStore: from Start, the store
+// WatchTargets implements storekit.TargetStore: from Start, the store
 // subscribes to the queue's channel and calls fn with each entry any
 // process writes. go-redis resubscribes after a lost connection; what was
 // published meanwhile the queue sees at its next reload.
-func (s *Store[T]) WatchTargets(fn func(queue.TargetState)) { s.tw.fn.Store(&fn) }
+func (s *Store[T]) WatchTargets(fn func(storekit.TargetState)) { s.tw.fn.Store(&fn) }
 
 // subscribeTargets subscribes to the queue's channel when WatchTargets
 // was called, and to its slot channel when WatchSlots was, waiting for Redis to confirm (at most the connect timeout),
@@ -184,7 +185,7 @@ func (s *Store[T]) watchTargets(ps *redis.PubSub) {
 			if fn == nil {
 				continue
 			}
-			var st queue.TargetState
+			var st storekit.TargetState
 			if err := json.Unmarshal([]byte(m.Payload), &st); err == nil {
 				(*fn)(st)
 			}

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // TestPriorityShardingWeighted: with the priorities weighted 6:3:1 and
@@ -18,7 +20,7 @@ func TestPriorityShardingWeighted(t *testing.T) {
 	low := redis.NewClient(&redis.Options{Addr: redisAddr(), DB: 1})
 	prefix := testPrefix(t, c)
 	t.Cleanup(func() { deleteKeys(low, "{"+prefix+":*"); low.Close() }) // after the store's Close
-	s := openStoreCfg(t, c, nil, func(cfg *queue.StoreConfig) {
+	s := openStoreCfg(t, c, nil, func(cfg *storekit.Config) {
 		cfg.Priorities = []queue.Priority{{Name: "high", Weight: 0, Share: 6}, {Name: "normal", Weight: 5, Share: 3}, {Name: "low", Weight: 10, Share: 1}}
 	}, WithPrefix(prefix), WithShard("low", low))
 	if len(s.shards) != 2 {

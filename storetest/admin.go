@@ -16,6 +16,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/storekit"
 )
 
 // RunAdmin checks the admin API (package admin) through Queue.Admin on a
@@ -29,7 +30,7 @@ import (
 // through that backend, seen by the running queue. It uses the system clock but
 // makes no timing assumption: it waits on the queue's events, never on
 // time passing.
-func RunAdmin(t *testing.T, newStore func(t *testing.T) queue.Store[Payload]) {
+func RunAdmin(t *testing.T, newStore func(t *testing.T) storekit.Store[Payload]) {
 	t.Run("ListFilters", func(t *testing.T) { adminListFilters(t, newStore(t)) })
 	t.Run("Paging", func(t *testing.T) { adminPaging(t, newStore(t)) })
 	t.Run("Invalid", func(t *testing.T) { adminInvalid(t, newStore(t)) })
@@ -89,7 +90,7 @@ func (e *events) await(t *testing.T, what string, cond func(c map[queue.EventKin
 
 // adminQueue builds a queue over store with handler, levels high, normal
 // (the default) and low, strict, and two workers; it is not started.
-func adminQueue(t *testing.T, store queue.Store[Payload], h queue.Handler[Payload], opts ...queue.Option) (*queue.Queue[Payload], *events) {
+func adminQueue(t *testing.T, store storekit.Store[Payload], h queue.Handler[Payload], opts ...queue.Option) (*queue.Queue[Payload], *events) {
 	t.Helper()
 	ev := newEvents()
 	opts = append([]queue.Option{
@@ -130,7 +131,7 @@ func ns(jobs []admin.JobInfo) []string {
 
 func idle(context.Context, queue.Job[Payload]) error { return nil }
 
-func adminListFilters(t *testing.T, store queue.Store[Payload]) {
+func adminListFilters(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	q, _ := adminQueue(t, store, idle)
 	a := q.Admin()
@@ -203,7 +204,7 @@ func adminListFilters(t *testing.T, store queue.Store[Payload]) {
 
 // Paging never skips nor repeats a job that stays ready while jobs are
 // added and removed between pages, in both orders.
-func adminPaging(t *testing.T, store queue.Store[Payload]) {
+func adminPaging(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	q, _ := adminQueue(t, store, idle)
 	a := q.Admin()
@@ -258,7 +259,7 @@ func adminPaging(t *testing.T, store queue.Store[Payload]) {
 	}
 }
 
-func adminInvalid(t *testing.T, store queue.Store[Payload]) {
+func adminInvalid(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	q, _ := adminQueue(t, store, idle)
 	a := q.Admin()
@@ -291,7 +292,7 @@ func adminInvalid(t *testing.T, store queue.Store[Payload]) {
 }
 
 // A dead job is listed with its error, and Retry runs it again.
-func adminRetryDead(t *testing.T, store queue.Store[Payload]) {
+func adminRetryDead(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	var runs atomic.Int32
 	ran := make(chan int, 10)
@@ -336,7 +337,7 @@ func adminRetryDead(t *testing.T, store queue.Store[Payload]) {
 // ends its job as any other error does: a permanent error dead after one
 // run, a retried one after its attempts, each counted once, never
 // rescued, and listed with the text, those bytes escaped.
-func adminErrorText(t *testing.T, store queue.Store[Payload]) {
+func adminErrorText(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	var runs [2]atomic.Int32
 	q, ev := adminQueue(t, store, func(_ context.Context, j queue.Job[Payload]) error {
@@ -371,7 +372,7 @@ func adminErrorText(t *testing.T, store queue.Store[Payload]) {
 
 // Keys of any bytes and length are found by GetKey and by a key prefix,
 // and listed as they were given.
-func adminOddKeys(t *testing.T, store queue.Store[Payload]) {
+func adminOddKeys(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	q, _ := adminQueue(t, store, idle)
 	a := q.Admin()
@@ -398,7 +399,7 @@ func adminOddKeys(t *testing.T, store queue.Store[Payload]) {
 }
 
 // Delete and Cancel end a queued or scheduled job, counted as cancelled.
-func adminDeleteCancel(t *testing.T, store queue.Store[Payload]) {
+func adminDeleteCancel(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	q, ev := adminQueue(t, store, idle)
 	a := q.Admin()
@@ -435,7 +436,7 @@ func adminDeleteCancel(t *testing.T, store queue.Store[Payload]) {
 }
 
 // Cancel of a running job cancels its context; it ends cancelled.
-func adminCancelRunning(t *testing.T, store queue.Store[Payload]) {
+func adminCancelRunning(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	started := make(chan int64, 1)
 	q, ev := adminQueue(t, store, func(ctx context.Context, j queue.Job[Payload]) error {
@@ -467,7 +468,7 @@ func adminCancelRunning(t *testing.T, store queue.Store[Payload]) {
 }
 
 // Pause stops claims while Enqueue continues; Resume runs the jobs.
-func adminPause(t *testing.T, store queue.Store[Payload]) {
+func adminPause(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	var ran atomic.Int32
 	q, ev := adminQueue(t, store, func(context.Context, queue.Job[Payload]) error { ran.Add(1); return nil })
@@ -492,7 +493,7 @@ func adminPause(t *testing.T, store queue.Store[Payload]) {
 
 // Cancelling jobs as workers complete them: every job ends exactly once,
 // done or cancelled.
-func adminCancelRace(t *testing.T, store queue.Store[Payload]) {
+func adminCancelRace(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	const n = 200
 	q, ev := adminQueue(t, store, idle, queue.WithWorkers(4, 4))
@@ -537,7 +538,7 @@ func adminCancelRace(t *testing.T, store queue.Store[Payload]) {
 
 // Retry and Delete racing on one dead job: at least one wins, and the
 // queue stays consistent.
-func adminRetryRace(t *testing.T, store queue.Store[Payload]) {
+func adminRetryRace(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	var fail atomic.Bool
 	fail.Store(true)

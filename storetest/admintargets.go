@@ -11,6 +11,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/storekit"
 )
 
 // targetInfo returns the entry of name in a's TargetList, and whether
@@ -49,7 +50,7 @@ func awaitTarget(t *testing.T, q *queue.Queue[Payload], name, what string, cond 
 // admin backend of its own with admin.Targets, through that backend as
 // queuectl uses it: each action's effect on TargetList, and the running
 // queue applying it.
-func adminTargets(t *testing.T, store queue.Store[Payload]) {
+func adminTargets(t *testing.T, store storekit.Store[Payload]) {
 	ctx := context.Background()
 	var own *admin.Admin
 	if sa, ok := store.(interface{ Admin() admin.Store }); ok {
@@ -146,8 +147,8 @@ func adminTargets(t *testing.T, store queue.Store[Payload]) {
 
 	// The breaker, as an engine writes it: open before BreakerUntil,
 	// half-open after; ResumeTarget closes it.
-	if ts, ok := store.(queue.TargetStore); ok {
-		require.NoError(t, ts.SaveTargets(ctx, []queue.TargetState{
+	if ts, ok := store.(storekit.TargetStore); ok {
+		require.NoError(t, ts.SaveTargets(ctx, []storekit.TargetState{
 			{Target: "brk-open", BreakerUntil: time.Now().Add(time.Hour)},
 			{Target: "brk-half", BreakerUntil: time.Now().Add(-time.Second)},
 		}))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Adding and claiming: IDs, priority order, capacity, counts, Drain and
@@ -120,7 +121,7 @@ func testDrain(t *testing.T, h *harness, drainsReady bool) {
 	}
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
-	if _, err := h.Store.Claim(ctx); !errors.Is(err, queue.ErrDrained) {
+	if _, err := h.Store.Claim(ctx); !errors.Is(err, storekit.ErrDrained) {
 		t.Fatalf("Claim after Drain = %v, want ErrDrained", err)
 	}
 }
@@ -185,14 +186,14 @@ func testInitTwice(t *testing.T, h *harness) {
 
 // Weighted gives Config's priorities the shares 6:3:1 (weighted
 // dispatch) and room for the jobs the share tests keep ready.
-func weighted(c *queue.StoreConfig) {
+func weighted(c *storekit.Config) {
 	c.Priorities = []queue.Priority{{Name: "high", Weight: 0, Share: 6}, {Name: "normal", Weight: 5, Share: 3}, {Name: "low", Weight: 10, Share: 1}}
 	c.Capacity = 1000
 }
 
 // roomy leaves Config's strict priorities and makes room for the jobs the
 // share tests keep ready.
-func roomy(c *queue.StoreConfig) { c.Capacity = 1000 }
+func roomy(c *storekit.Config) { c.Capacity = 1000 }
 
 // claimShares keeps ten jobs of each priority ready, claims n jobs (each
 // claimed job completed and replaced by one of its priority) and counts

@@ -1,4 +1,4 @@
-// Package storetest is the conformance kit for authors of a queue.Store:
+// Package storetest is the conformance kit for authors of a storekit.Store:
 // the contract every store passes, and the tools a store's own tests need.
 // A program that only uses a queue wants package queuetest instead.
 //
@@ -9,8 +9,8 @@
 // error texts with NUL and invalid UTF-8 (ErrorText), keys and groups of
 // any bytes and length (OddKeys), RunAt handed back as enqueued
 // (RunAtKept)
-// and, for a store that implements queue.Leaser, lease rescue; for a
-// store that implements queue.TargetStore, target state (TargetState):
+// and, for a store that implements storekit.Leaser, lease rescue; for a
+// store that implements storekit.TargetStore, target state (TargetState):
 // entries load back field for field, the last write wins, an empty entry
 // deletes, and every write is announced to WatchTargets, which the suite
 // registers before Start; for a store that implements queue.HoldStore,
@@ -22,7 +22,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Features{Capacity: true, LeaseTTL: 30 * time.Second},
-//			func(t *testing.T) queue.Store[storetest.Payload] {
+//			func(t *testing.T) storekit.Store[storetest.Payload] {
 //				// A new, empty store for each subtest.
 //				s, err := mystore.New[storetest.Payload](client, mystore.WithPrefix(uniquePrefix(t)))
 //				if err != nil {

@@ -6,7 +6,7 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// EventLog records the events a store reports through StoreConfig.Report,
+// EventLog records the events a store reports through storekit.Config.Report,
 // for a test to count them. The zero value is ready to use; it is safe
 // for concurrent use.
 type EventLog struct {
@@ -14,7 +14,7 @@ type EventLog struct {
 	events []queue.Event
 }
 
-// Report appends ev; it is a StoreConfig.Report function.
+// Report appends ev; it is a storekit.Config.Report function.
 func (l *EventLog) Report(ev queue.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, ev)

@@ -5,18 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
-// testAdmission checks a store's shared admission bucket (queue.Admitter):
+// testAdmission checks a store's shared admission bucket (storekit.Admitter):
 // a bucket never used is full, a take gets at most what the bucket holds,
 // an empty bucket gives nothing and says how long until a token, and bad
 // arguments are refused. The rate is negligible (a token in 1000 s), so
 // the store's clock does not matter.
 func testAdmission(t *testing.T, h *harness) {
-	ad, ok := h.Store.(queue.Admitter)
+	ad, ok := h.Store.(storekit.Admitter)
 	if !ok {
-		t.Skip("the store keeps no shared admission bucket (queue.Admitter); the queue's own bucket is used")
+		t.Skip("the store keeps no shared admission bucket (storekit.Admitter); the queue's own bucket is used")
 	}
 	ctx := context.Background()
 	const rate, burst = 1e-3, 10
@@ -46,12 +46,12 @@ func testAdmission(t *testing.T, h *harness) {
 	}
 }
 
-// testFleetSize checks queue.FleetSizer: a started store counts at least
+// testFleetSize checks storekit.FleetSizer: a started store counts at least
 // itself.
 func testFleetSize(t *testing.T, h *harness) {
-	fs, ok := h.Store.(queue.FleetSizer)
+	fs, ok := h.Store.(storekit.FleetSizer)
 	if !ok {
-		t.Skip("the store does not count the queue's processes (queue.FleetSizer)")
+		t.Skip("the store does not count the queue's processes (storekit.FleetSizer)")
 	}
 	if n := fs.Processes(); n < 1 {
 		t.Errorf("Processes() = %d, want >= 1", n)

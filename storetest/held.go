@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // testHeld: a queue.HoldStore tells the jobs held back for their target
@@ -15,7 +16,7 @@ import (
 // and a job held for another target keep their times; a held job that
 // has been claimed since is held no more.
 func testHeld(t *testing.T, h *harness) {
-	hs, ok := h.Store.(queue.HoldStore[Payload])
+	hs, ok := h.Store.(storekit.HoldStore[Payload])
 	if !ok {
 		t.Skip("store is not a queue.HoldStore")
 	}

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
-// Leases (stores that implement queue.Leaser): heartbeats keep a job,
+// Leases (stores that implement storekit.Leaser): heartbeats keep a job,
 // an expired lease is rescued once.
 
 func testLeases(t *testing.T, h *harness, ttl time.Duration) {
-	l, ok := h.Store.(queue.Leaser)
+	l, ok := h.Store.(storekit.Leaser)
 	if !ok || ttl <= 0 {
 		t.Skip("store has no leases")
 	}
@@ -66,8 +67,8 @@ func testLeases(t *testing.T, h *harness, ttl time.Duration) {
 	if n, err := h.Store.Cancel(bg, "c"); err != nil || n != 2 {
 		t.Fatalf("Cancel of a key holding a rescued job and its rerun = %d, %v; want 2", n, err)
 	}
-	if err := h.Store.Complete(bg, jc); !errors.Is(err, queue.ErrLeaseLost) {
-		t.Fatalf("Complete of a run whose lease was lost = %v, want an error matching queue.ErrLeaseLost", err)
+	if err := h.Store.Complete(bg, jc); !errors.Is(err, storekit.ErrLeaseLost) {
+		t.Fatalf("Complete of a run whose lease was lost = %v, want an error matching storekit.ErrLeaseLost", err)
 	}
 	promote(t, h)
 	noClaim(t, h)

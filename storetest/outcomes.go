@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // A claimed job's outcomes: Retry, Defer and Dead, and a waiting rerun
@@ -32,7 +33,7 @@ func testSuperseded(t *testing.T, h *harness) {
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 1}})
 	j := claim(t, h)
 	add(t, h, queue.Job[Payload]{Key: "k", Payload: Payload{N: 2}})
-	if err := h.Store.Retry(bg, j, h.Clock.Now().Add(time.Minute), errors.New("boom")); !errors.Is(err, queue.ErrSuperseded) {
+	if err := h.Store.Retry(bg, j, h.Clock.Now().Add(time.Minute), errors.New("boom")); !errors.Is(err, storekit.ErrSuperseded) {
 		t.Fatalf("Retry with a waiting rerun = %v, want ErrSuperseded", err)
 	}
 	r := claim(t, h)
@@ -78,7 +79,7 @@ func testDeferSuperseded(t *testing.T, h *harness) {
 			t.Fatalf("Add of a running key: %+v, want Coalesced", a)
 		}
 		err := h.Store.Defer(ctx, j, h.Clock.Now().Add(delay), errors.New("retry in"))
-		if !errors.Is(err, queue.ErrSuperseded) {
+		if !errors.Is(err, storekit.ErrSuperseded) {
 			t.Fatalf("Defer (by %v) with a waiting rerun = %v, want ErrSuperseded", delay, err)
 		}
 		// Ready or, for a store that claims ahead for its workers (pgstore

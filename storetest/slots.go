@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // slotNote is what a SlotStore announced to WatchSlots: a release of a
 // slot of target (waiter "") or a refusal that put waiter in its line.
 type slotNote struct{ target, waiter string }
 
-// testSlots checks a store's concurrency slots (queue.SlotStore): at most
+// testSlots checks a store's concurrency slots (storekit.SlotStore): at most
 // limit holders of a target at once, counted per target, even when many
 // ask at the same moment; a release frees a slot and is announced; a
 // renewal keeps a lease and names the holders that lost theirs; a lease
@@ -26,14 +26,14 @@ type slotNote struct{ target, waiter string }
 // polling, for at most 10 s. Each holder here asks as a process of its
 // own, of the same name.
 func testSlots(t *testing.T, h *harness) {
-	ss, ok := h.Store.(queue.SlotStore)
+	ss, ok := h.Store.(storekit.SlotStore)
 	if !ok {
-		t.Skip("the store keeps no concurrency slots (queue.SlotStore); each process counts its own")
+		t.Skip("the store keeps no concurrency slots (storekit.SlotStore); each process counts its own")
 	}
 	ctx := context.Background()
 	acquire := func(target, holder string, limit int, ttl time.Duration) bool {
 		t.Helper()
-		ans, err := ss.AcquireSlot(ctx, queue.SlotRequest{Target: target, Holder: holder, Process: holder, Limit: limit, TTL: ttl, Line: time.Hour})
+		ans, err := ss.AcquireSlot(ctx, storekit.SlotRequest{Target: target, Holder: holder, Process: holder, Limit: limit, TTL: ttl, Line: time.Hour})
 		if err != nil {
 			t.Fatalf("AcquireSlot(%q, %q, %d, %s): %v", target, holder, limit, ttl, err)
 		}
@@ -77,7 +77,7 @@ func testSlots(t *testing.T, h *harness) {
 	for i := range 20 {
 		wg.Go(func() {
 			h := fmt.Sprint("h", i)
-			ans, err := ss.AcquireSlot(ctx, queue.SlotRequest{Target: "many", Holder: h, Process: h, Limit: 3, TTL: time.Hour, Line: time.Hour})
+			ans, err := ss.AcquireSlot(ctx, storekit.SlotRequest{Target: "many", Holder: h, Process: h, Limit: 3, TTL: time.Hour, Line: time.Hour})
 			if err != nil {
 				t.Errorf("AcquireSlot: %v", err)
 			}
@@ -110,15 +110,15 @@ func testSlots(t *testing.T, h *harness) {
 		t.Errorf("RenewSlots after the expiry: lost %q, %v; want [old]", lost, err)
 	}
 
-	good := queue.SlotRequest{Target: "t", Holder: "h", Process: "p", Limit: 1, TTL: time.Second, Line: time.Second}
-	for _, bad := range []func(r *queue.SlotRequest){
-		func(r *queue.SlotRequest) { r.Target = "" },
-		func(r *queue.SlotRequest) { r.Holder = "" },
-		func(r *queue.SlotRequest) { r.Process = "" },
-		func(r *queue.SlotRequest) { r.Limit = 0 },
-		func(r *queue.SlotRequest) { r.TTL = 0 },
-		func(r *queue.SlotRequest) { r.Line = 0 },
-		func(r *queue.SlotRequest) { r.Waited = -time.Second },
+	good := storekit.SlotRequest{Target: "t", Holder: "h", Process: "p", Limit: 1, TTL: time.Second, Line: time.Second}
+	for _, bad := range []func(r *storekit.SlotRequest){
+		func(r *storekit.SlotRequest) { r.Target = "" },
+		func(r *storekit.SlotRequest) { r.Holder = "" },
+		func(r *storekit.SlotRequest) { r.Process = "" },
+		func(r *storekit.SlotRequest) { r.Limit = 0 },
+		func(r *storekit.SlotRequest) { r.TTL = 0 },
+		func(r *storekit.SlotRequest) { r.Line = 0 },
+		func(r *storekit.SlotRequest) { r.Waited = -time.Second },
 	} {
 		req := good
 		bad(&req)
@@ -139,11 +139,11 @@ func testSlots(t *testing.T, h *harness) {
 // answers count the others waiting; Waited keeps a place across asks;
 // LeaveSlotLine and an expired place (by the store's clock) let the
 // others by.
-func testSlotLine(t *testing.T, h *harness, ss queue.SlotStore) {
+func testSlotLine(t *testing.T, h *harness, ss storekit.SlotStore) {
 	ctx := context.Background()
-	ask := func(proc, holder string, waited, line time.Duration) queue.SlotAnswer {
+	ask := func(proc, holder string, waited, line time.Duration) storekit.SlotAnswer {
 		t.Helper()
-		ans, err := ss.AcquireSlot(ctx, queue.SlotRequest{Target: "line", Holder: holder, Process: proc, Limit: 1,
+		ans, err := ss.AcquireSlot(ctx, storekit.SlotRequest{Target: "line", Holder: holder, Process: proc, Limit: 1,
 			TTL: time.Hour, Waited: waited, Line: line})
 		if err != nil {
 			t.Fatalf("AcquireSlot(%s, %s): %v", proc, holder, err)

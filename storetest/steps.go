@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // The suite's steps: each drives the store once and fails the test,
@@ -15,7 +16,7 @@ import (
 // bg is the context of every store call that need not be bounded.
 var bg = context.Background()
 
-func add(t *testing.T, h *harness, j queue.Job[Payload]) queue.Added {
+func add(t *testing.T, h *harness, j queue.Job[Payload]) storekit.Added {
 	t.Helper()
 	a, err := h.Store.Add(bg, j)
 	if err != nil {
@@ -81,7 +82,7 @@ func promote(t *testing.T, h *harness) int {
 	return n
 }
 
-func stats(t *testing.T, h *harness) queue.StoreStats {
+func stats(t *testing.T, h *harness) storekit.Stats {
 	t.Helper()
 	st, err := h.Store.Stats(bg)
 	if err != nil {

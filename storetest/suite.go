@@ -10,6 +10,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Payload is the job payload the suite stores. It survives JSON, so a
@@ -22,7 +23,7 @@ type Payload struct {
 // Features tells Run which optional behaviours a store has; the subtests
 // of a behaviour the store lacks are skipped.
 type Features struct {
-	// Capacity: Add returns ErrQueueFull beyond StoreConfig.Capacity and
+	// Capacity: Add returns ErrQueueFull beyond storekit.Config.Capacity and
 	// PromoteDue requeues due jobs that do not fit.
 	Capacity bool
 	// DrainsReady: after Drain, Claim keeps returning ready jobs until none is
@@ -36,13 +37,13 @@ type Features struct {
 
 // harness is a store under test with the fake clock it was given.
 type harness struct {
-	Store  queue.Store[Payload] // the store, initialised with Clock and Events
-	Clock  *queuetest.FakeClock // the clock the store was given; the suite advances it
-	Events *EventLog            // what the store reported through StoreConfig.Report
-	// Watched receives what a queue.TargetStore announces to
+	Store  storekit.Store[Payload] // the store, initialised with Clock and Events
+	Clock  *queuetest.FakeClock    // the clock the store was given; the suite advances it
+	Events *EventLog               // what the store reported through storekit.Config.Report
+	// Watched receives what a storekit.TargetStore announces to
 	// WatchTargets (registered before Start); nil for other stores.
-	Watched chan queue.TargetState
-	// Slots receives what a queue.SlotStore announces to WatchSlots
+	Watched chan storekit.TargetState
+	// Slots receives what a storekit.SlotStore announces to WatchSlots
 	// (registered before Start): releases and refusals; nil for other
 	// stores.
 	Slots chan slotNote
@@ -53,10 +54,10 @@ type harness struct {
 // high, normal (the default) and low, strict (no shares; the suite's
 // WeightedShares subtest gives them shares 6:3:1), the given ready capacity, a 10 s
 // requeue delay, coalescing on, 3 attempts, the given clock, a logger that
-// discards, and report as StoreConfig.Report (nil is allowed where the
+// discards, and report as storekit.Config.Report (nil is allowed where the
 // store accepts it).
-func Config(name string, capacity int, clk queue.Clock, report func(queue.Event)) queue.StoreConfig {
-	return queue.StoreConfig{
+func Config(name string, capacity int, clk queue.Clock, report func(queue.Event)) storekit.Config {
+	return storekit.Config{
 		Name:            name,
 		Priorities:      []queue.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}},
 		DefaultPriority: "normal",
@@ -74,14 +75,14 @@ func Config(name string, capacity int, clk queue.Clock, report func(queue.Event)
 // stores' timestamp precision out of the way.
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Run checks the queue.Store contract, one subtest per behaviour, against
+// Run checks the storekit.Store contract, one subtest per behaviour, against
 // the stores newStore makes. newStore must return a new, empty,
 // un-initialised store each call, isolated from every other (its own
 // schema or key prefix); each subtest calls Init with Config and a
 // queuetest.FakeClock it advances, then Start, and Close when it ends.
 // Features says which optional behaviours to check.
-func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Payload]) {
-	open := func(t *testing.T, mutate ...func(*queue.StoreConfig)) *harness {
+func Run(t *testing.T, f Features, newStore func(t *testing.T) storekit.Store[Payload]) {
+	open := func(t *testing.T, mutate ...func(*storekit.Config)) *harness {
 		t.Helper()
 		h := &harness{Store: newStore(t), Clock: queuetest.NewFakeClock(epoch), Events: &EventLog{}}
 		cfg := Config(fmt.Sprintf("conf_%d", time.Now().UnixNano()%1e9), 100, h.Clock, h.Events.Report)
@@ -91,11 +92,11 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		if err := h.Store.Init(cfg); err != nil {
 			t.Fatalf("Init: %v", err)
 		}
-		if ts, ok := h.Store.(queue.TargetStore); ok {
-			h.Watched = make(chan queue.TargetState, 1024)
-			ts.WatchTargets(func(st queue.TargetState) { h.Watched <- st })
+		if ts, ok := h.Store.(storekit.TargetStore); ok {
+			h.Watched = make(chan storekit.TargetState, 1024)
+			ts.WatchTargets(func(st storekit.TargetState) { h.Watched <- st })
 		}
-		if ss, ok := h.Store.(queue.SlotStore); ok {
+		if ss, ok := h.Store.(storekit.SlotStore); ok {
 			h.Slots = make(chan slotNote, 1024)
 			ss.WatchSlots(func(target, waiter string) { h.Slots <- slotNote{target: target, waiter: waiter} })
 		}
@@ -114,7 +115,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 	for _, c := range []struct {
 		name string
 		run  func(t *testing.T, h *harness)
-		cfg  []func(*queue.StoreConfig)
+		cfg  []func(*storekit.Config)
 		skip bool
 	}{
 		{name: "AddClaimComplete", run: testAddClaim},
@@ -122,14 +123,14 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "PriorityOrder", run: testPriority},
 		{name: "UnknownPriority", run: testUnknownPriority},
 		{name: "DoneContext", run: testDoneContext},
-		{name: "WeightedShares", run: testWeightedShares, cfg: []func(*queue.StoreConfig){weighted}},
-		{name: "WeightedNoBurst", run: testWeightedNoBurst, cfg: []func(*queue.StoreConfig){weighted}},
-		{name: "StrictStarves", run: testStrictStarves, cfg: []func(*queue.StoreConfig){roomy}},
+		{name: "WeightedShares", run: testWeightedShares, cfg: []func(*storekit.Config){weighted}},
+		{name: "WeightedNoBurst", run: testWeightedNoBurst, cfg: []func(*storekit.Config){weighted}},
+		{name: "StrictStarves", run: testStrictStarves, cfg: []func(*storekit.Config){roomy}},
 		{name: "Schedule", run: testSchedule},
 		{name: "NeverEarly", run: testNeverEarly},
 		{name: "DuplicateKey", run: testDuplicate},
 		{name: "Coalesce", run: testCoalesce},
-		{name: "CoalesceOff", run: testCoalesceOff, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Coalesce = false }}},
+		{name: "CoalesceOff", run: testCoalesceOff, cfg: []func(*storekit.Config){func(c *storekit.Config) { c.Coalesce = false }}},
 		{name: "GroupDedupe", run: testGroup},
 		{name: "UniqueWindow", run: testUniqueWindow},
 		{name: "Retry", run: testRetry},
@@ -138,12 +139,12 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) queue.Store[Paylo
 		{name: "DeferSuperseded", run: testDeferSuperseded},
 		{name: "HeldReleased", run: testHeld},
 		{name: "GroupHeldOnlyByAddedJob", run: testGroupHeldOnlyByAddedJob},
-		{name: "GroupFreedWhenDue", run: testGroupFreedWhenDue, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 1 }}},
+		{name: "GroupFreedWhenDue", run: testGroupFreedWhenDue, skip: !f.Capacity, cfg: []func(*storekit.Config){func(c *storekit.Config) { c.Capacity = 1 }}},
 		{name: "Dead", run: testDead},
 		{name: "Cancel", run: testCancel},
 		{name: "CancelMatch", run: testCancelMatch},
-		{name: "QueueFull", run: testFull, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 2 }}},
-		{name: "PromoteFullRequeues", run: testPromoteFull, skip: !f.Capacity, cfg: []func(*queue.StoreConfig){func(c *queue.StoreConfig) { c.Capacity = 1 }}},
+		{name: "QueueFull", run: testFull, skip: !f.Capacity, cfg: []func(*storekit.Config){func(c *storekit.Config) { c.Capacity = 2 }}},
+		{name: "PromoteFullRequeues", run: testPromoteFull, skip: !f.Capacity, cfg: []func(*storekit.Config){func(c *storekit.Config) { c.Capacity = 1 }}},
 		{name: "StatsAndScheduled", run: testStats},
 		{name: "Purge", run: testPurge},
 		{name: "Drain", run: func(t *testing.T, h *harness) { testDrain(t, h, f.DrainsReady) }},

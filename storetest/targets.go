@@ -6,32 +6,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
-// testTargetState checks the queue.TargetStore contract, for stores that
+// testTargetState checks the storekit.TargetStore contract, for stores that
 // implement it: entries saved are loaded back field for field (times to
 // the microsecond), keyed by Target and Key, the last write wins, an
 // empty entry deletes, and every write is announced to WatchTargets.
 func testTargetState(t *testing.T, h *harness) {
-	ts, ok := h.Store.(queue.TargetStore)
+	ts, ok := h.Store.(storekit.TargetStore)
 	if !ok {
-		t.Skip("store does not implement queue.TargetStore")
+		t.Skip("store does not implement storekit.TargetStore")
 	}
 	ctx := context.Background()
-	load := func() map[string]queue.TargetState {
+	load := func() map[string]storekit.TargetState {
 		t.Helper()
 		states, err := ts.LoadTargets(ctx)
 		if err != nil {
 			t.Fatalf("LoadTargets: %v", err)
 		}
-		m := map[string]queue.TargetState{}
+		m := map[string]storekit.TargetState{}
 		for _, st := range states {
 			m[st.Target+"|"+st.Key] = st
 		}
 		return m
 	}
-	save := func(states ...queue.TargetState) {
+	save := func(states ...storekit.TargetState) {
 		t.Helper()
 		if err := ts.SaveTargets(ctx, states); err != nil {
 			t.Fatalf("SaveTargets: %v", err)
@@ -53,7 +53,7 @@ func testTargetState(t *testing.T, h *harness) {
 	}
 	at := epoch.Add(5*time.Minute + 123456*time.Microsecond)
 	odd := "tracker:{x}/ü 1" // hash-tag braces, a colon, a space, UTF-8
-	entries := []queue.TargetState{
+	entries := []storekit.TargetState{
 		{Target: "a", SuspendedUntil: at, BreakerUntil: epoch.Add(30 * time.Second)},
 		{Target: odd, Disabled: true, Reason: "404 Not Found", DisabledAt: epoch},
 		{Target: "a", Key: "hash1", NextDue: epoch.Add(time.Hour)},
@@ -71,27 +71,27 @@ func testTargetState(t *testing.T, h *harness) {
 	}
 	// The last write wins; an empty entry deletes; the health entry and
 	// the next-due entries of one target are apart.
-	save(queue.TargetState{Target: odd, Disabled: true, Reason: "gone", DisabledAt: epoch.Add(time.Second)},
-		queue.TargetState{Target: "a"},
-		queue.TargetState{Target: "a", Key: "hash1"})
+	save(storekit.TargetState{Target: odd, Disabled: true, Reason: "gone", DisabledAt: epoch.Add(time.Second)},
+		storekit.TargetState{Target: "a"},
+		storekit.TargetState{Target: "a", Key: "hash1"})
 	m = load()
 	if len(m) != 2 || m[odd+"|"].Reason != "gone" || m[odd+"|hash1"].NextDue.IsZero() {
 		t.Fatalf("after overwrite and deletes: %v", m)
 	}
 	// Deleting what is not stored is no error.
-	save(queue.TargetState{Target: "never"})
+	save(storekit.TargetState{Target: "never"})
 }
 
 // sameState compares entries with times to the microsecond (PostgreSQL's
 // precision).
-func sameState(a, b queue.TargetState) bool {
+func sameState(a, b storekit.TargetState) bool {
 	eq := func(x, y time.Time) bool { return x.Truncate(time.Microsecond).Equal(y.Truncate(time.Microsecond)) }
 	return a.Target == b.Target && a.Key == b.Key && a.Disabled == b.Disabled && a.Reason == b.Reason &&
 		eq(a.NextDue, b.NextDue) && eq(a.SuspendedUntil, b.SuspendedUntil) && eq(a.DisabledAt, b.DisabledAt) &&
 		eq(a.BreakerUntil, b.BreakerUntil)
 }
 
-func keys(m map[string]queue.TargetState) []string {
+func keys(m map[string]storekit.TargetState) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

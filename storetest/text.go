@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Text and times a store keeps for its callers as they were given:
@@ -30,7 +31,7 @@ func testErrorText(t *testing.T, h *harness, ttl time.Duration) {
 		case "retry":
 			must(t, "Retry with an odd error text", h.Store.Retry(bg, j, h.Clock.Now().Add(time.Second), errors.New(oddError)))
 		case "cancel":
-			if cc, ok := h.Store.(queue.ClaimCanceller[Payload]); ok {
+			if cc, ok := h.Store.(storekit.ClaimCanceller[Payload]); ok {
 				must(t, "CancelClaimed with an odd reason", cc.CancelClaimed(bg, j, errors.New(oddError)))
 			} else {
 				must(t, "Defer with an odd error text", h.Store.Defer(bg, j, h.Clock.Now().Add(time.Second), errors.New(oddError)))
@@ -40,7 +41,7 @@ func testErrorText(t *testing.T, h *harness, ttl time.Duration) {
 	if st := stats(t, h); st.Running != 0 || st.Ready != 0 {
 		t.Fatalf("after the outcomes: %+v; want none running or ready", st)
 	}
-	if l, ok := h.Store.(queue.Leaser); ok && ttl > 0 {
+	if l, ok := h.Store.(storekit.Leaser); ok && ttl > 0 {
 		h.Clock.Advance(ttl + time.Second)
 		if n, err := l.RescueExpired(bg); err != nil || n != 0 {
 			t.Fatalf("RescueExpired = %d, %v; want no job left leased", n, err)
@@ -49,7 +50,7 @@ func testErrorText(t *testing.T, h *harness, ttl time.Duration) {
 	// The retried job (and, on a store without CancelClaimed, the
 	// deferred one) comes back once.
 	want := 1
-	if _, ok := h.Store.(queue.ClaimCanceller[Payload]); !ok {
+	if _, ok := h.Store.(storekit.ClaimCanceller[Payload]); !ok {
 		want = 2
 	}
 	h.Clock.Advance(time.Second)

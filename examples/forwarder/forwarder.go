@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // fwdJob is the payload of one job: an announce to forward, and the
@@ -69,7 +71,7 @@ type Options struct {
 	// exit). A durable store (pgstore, redisstore) keeps queued forwards
 	// across a restart and lets several forwarders that share the
 	// queue's name (queue.WithName, default "forwarder") share its jobs.
-	Store queue.Store[fwdJob]
+	Store storekit.Store[fwdJob]
 }
 
 // ForwardMode says which announces reach an upstream.

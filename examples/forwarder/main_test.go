@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
@@ -107,7 +109,7 @@ func TestDemoRunsAndExits(t *testing.T) {
 // from a bad one and says what becomes of the jobs left at the end.
 func TestDemoSummaryExplainsTheFigures(t *testing.T) {
 	atEnd := queue.Stats{Running: 3}
-	final := queue.Stats{Depth: 10, Store: queue.StoreStats{Scheduled: 4, Waiting: 1},
+	final := queue.Stats{Depth: 10, Store: storekit.Stats{Scheduled: 4, Waiting: 1},
 		Counts: queue.Counts{Enqueued: 100, Done: 70, Dead: 2, Cancelled: 13, DroppedFull: 5}}
 	explain := func(atEnd, final queue.Stats, c clientCounts) string {
 		var out bytes.Buffer

@@ -4,12 +4,13 @@ import (
 	"strings"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // newQueue builds the forwarder's queue on store, or on the in-memory
 // store when store is nil. It is the one place that hands the forwarder's
 // store to the library.
-func newQueue(store queue.Store[fwdJob], h queue.Handler[fwdJob], opts []queue.Option) (*queue.Queue[fwdJob], error) {
+func newQueue(store storekit.Store[fwdJob], h queue.Handler[fwdJob], opts []queue.Option) (*queue.Queue[fwdJob], error) {
 	if store == nil {
 		return queue.New(h, opts...)
 	}

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queuekit/queue"
-	"github.com/queuekit/queue/examples/internal/storeflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/examples/internal/storeflag"
+	"github.com/queuekit/queue/storekit"
 )
 
 // The servers the store tests use; they skip without them, except in CI.
@@ -23,7 +25,7 @@ var storeURLs = map[string]string{
 
 // openTestStore opens url's store as -store does, skipping the test when
 // the server is down outside CI.
-func openTestStore(t *testing.T, url string) (queue.Store[fwdJob], func()) {
+func openTestStore(t *testing.T, url string) (storekit.Store[fwdJob], func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -47,7 +49,7 @@ func TestQueuedForwardsSurviveARestart(t *testing.T) {
 			up, err := startSimServer(newSimTracker(simFast))
 			require.NoError(t, err)
 			t.Cleanup(up.Close)
-			newForwarder := func(store queue.Store[fwdJob], ev *eventLog) *Forwarder {
+			newForwarder := func(store storekit.Store[fwdJob], ev *eventLog) *Forwarder {
 				u, err := ParseUpstream("up="+up.URL, newHTTPClient(5*time.Second))
 				require.NoError(t, err)
 				f, err := NewForwarder(Options{Upstreams: []*Upstream{u}, Store: store},

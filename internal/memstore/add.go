@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Add implements Store. A ctx already done refuses the job with an error
 // matching ctx.Err(), as every store does.
-func (s *Store[T]) Add(ctx context.Context, job core.Job[T]) (core.Added, error) {
+func (s *Store[T]) Add(ctx context.Context, job queuetype.Job[T]) (storekit.Added, error) {
 	if err := ctx.Err(); err != nil {
-		return core.Added{}, fmt.Errorf("memstore: add: %w", err)
+		return storekit.Added{}, fmt.Errorf("memstore: add: %w", err)
 	}
 	return s.AddJob(&job, false, 0)
 }
@@ -21,19 +22,19 @@ func (s *Store[T]) Add(ctx context.Context, job core.Job[T]) (core.Added, error)
 // positive delay: the job is scheduled without reading the clock again.
 // parked is how many jobs the queue holds parked for a target's slot,
 // which count against MaxPending.
-func (s *Store[T]) AddJob(job *core.Job[T], future bool, parked int) (core.Added, error) {
+func (s *Store[T]) AddJob(job *queuetype.Job[T], future bool, parked int) (storekit.Added, error) {
 	return s.addJob(job, future, parked, 0)
 }
 
 // addJob is AddJob giving the job the ID id, or the next of the store's
 // own IDs when id is 0 (see Put).
-func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (core.Added, error) {
+func (s *Store[T]) addJob(job *queuetype.Job[T], future bool, parked int, id int64) (storekit.Added, error) {
 	p := s.cfg.PriorityIndex(job.Priority)
 	if p < 0 {
-		return core.Added{}, s.cfg.UnknownPriority(job.Priority)
+		return storekit.Added{}, s.cfg.UnknownPriority(job.Priority)
 	}
 	if s.atLimit(parked) {
-		return core.Added{}, core.ErrPendingLimit
+		return storekit.Added{}, queuetype.ErrPendingLimit
 	}
 	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
 	scheduled := false
@@ -62,14 +63,14 @@ func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (
 		// even a running key's rerun is refused while it is open.
 		now = s.now()
 		if err := s.windowErr(sh, job.Key, now); err != nil {
-			return core.Added{}, err
+			return storekit.Added{}, err
 		}
 	}
 	e := sh.find(job.Key, h)
 	if e != nil && !e.gone() {
 		id, st := e.load()
 		if st != keyRunning || !s.cfg.Coalesce {
-			return core.Added{}, e.dupErr() // pending, or a rerun already waits
+			return storekit.Added{}, e.dupErr() // pending, or a rerun already waits
 		}
 		rerun := it // a copy, so that it itself does not escape on the fast path
 		rerun.ent = e
@@ -79,7 +80,7 @@ func (s *Store[T]) addJob(job *core.Job[T], future bool, parked int, id int64) (
 			if job.UniqueFor > 0 {
 				s.setMark(sh, job.Key, after(now, job.UniqueFor))
 			}
-			return core.Added{ID: it.id, Coalesced: true}, nil
+			return storekit.Added{ID: it.id, Coalesced: true}, nil
 		}
 		// The running job ended meanwhile: the key is free, and its gone
 		// entry is this job's.
@@ -131,28 +132,28 @@ func (s *Store[T]) atLimit(parked int) bool {
 // place puts it into the schedule or its ready queue. The key's shard
 // lock, if any, is held by the caller, so a concurrent Cancel cannot slip
 // between the two steps.
-func (s *Store[T]) place(it *item[T], scheduled bool) (core.Added, error) {
+func (s *Store[T]) place(it *item[T], scheduled bool) (storekit.Added, error) {
 	if scheduled {
 		if dup := s.sched.push(*it, true); dup != nil {
-			return core.Added{}, dup
+			return storekit.Added{}, dup
 		}
-		return core.Added{ID: it.id, Scheduled: true}, nil
+		return storekit.Added{ID: it.id, Scheduled: true}, nil
 	}
 	if res := s.push(it, true); res != pushed {
 		if res == pushClosed {
-			return core.Added{}, core.ErrClosed
+			return storekit.Added{}, queuetype.ErrClosed
 		}
 		if r := s.ring(it.prio); uint64(r.len()) < r.limit || s.Len() >= s.cfg.Capacity {
-			return core.Added{}, core.ErrQueueFull
+			return storekit.Added{}, queuetype.ErrQueueFull
 		}
 		// Below capacity, but the ring's slots are all taken, so by
 		// cancelled items that no worker has skipped yet (every worker is
 		// busy): the job waits in the schedule, due now, for room.
 		it.at = max(it.at, s.now(), 1)
 		s.sched.push(*it, false)
-		return core.Added{ID: it.id, Scheduled: true}, nil
+		return storekit.Added{ID: it.id, Scheduled: true}, nil
 	}
-	return core.Added{ID: it.id}, nil
+	return storekit.Added{ID: it.id}, nil
 }
 
 // push offers it to its ready queue without blocking, and wakes an idle

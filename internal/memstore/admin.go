@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // The methods in this file serve the queue's admin API (package admin):
@@ -110,9 +110,9 @@ type ListQuery struct {
 // List returns up to q.Limit pending jobs in q's order, filled as Claim
 // fills them (the attempt made so far), with their positions (the
 // instant is in the store's time line: convert it with Time).
-func (s *Store[T]) List(q ListQuery) ([]core.Job[T], []Position) {
+func (s *Store[T]) List(q ListQuery) ([]queuetype.Job[T], []Position) {
 	var (
-		jobs []core.Job[T]
+		jobs []queuetype.Job[T]
 		pos  []Position
 	)
 	after := q.After
@@ -129,7 +129,7 @@ func (s *Store[T]) List(q ListQuery) ([]core.Job[T], []Position) {
 		batch := s.selectItems(q, after, want)
 		for i := range batch {
 			it := &batch[i]
-			var j core.Job[T]
+			var j queuetype.Job[T]
 			if !s.fillPending(&j, it) || it.id < 0 {
 				continue
 			}
@@ -260,7 +260,7 @@ func (h *selection[T]) sorted() []item[T] {
 
 // Find returns the pending (ready or scheduled) job with id, and whether
 // it is ready. It scans the store.
-func (s *Store[T]) Find(id int64) (job core.Job[T], ready, ok bool) {
+func (s *Store[T]) Find(id int64) (job queuetype.Job[T], ready, ok bool) {
 	it, ready, ok := s.findItem(id)
 	if !ok || !s.fillPending(&job, &it) {
 		return job, false, false
@@ -292,8 +292,8 @@ func (s *Store[T]) findItem(id int64) (found item[T], ready, ok bool) {
 // Remove removes the pending job with id, as Cancel removes a keyed one:
 // its key and group are free at once. It returns the job and whether it
 // found it pending; a job claimed (or removed) meanwhile is not removed.
-func (s *Store[T]) Remove(id int64) (core.Job[T], bool) {
-	var job core.Job[T]
+func (s *Store[T]) Remove(id int64) (queuetype.Job[T], bool) {
+	var job queuetype.Job[T]
 	it, ready, ok := s.findItem(id)
 	if !ok {
 		return job, false

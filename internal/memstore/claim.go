@@ -5,12 +5,13 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Claim implements Store.
-func (s *Store[T]) Claim(ctx context.Context) (core.Job[T], error) {
-	var job core.Job[T]
+func (s *Store[T]) Claim(ctx context.Context) (queuetype.Job[T], error) {
+	var job queuetype.Job[T]
 	err := s.ClaimJob(ctx, &job, &WorkerClaim{}) // any stripe: only the sum counts
 	return job, err
 }
@@ -18,7 +19,7 @@ func (s *Store[T]) Claim(ctx context.Context) (core.Job[T], error) {
 // ClaimJob is Claim writing into *job, counting the claim on mc's stripe and
 // keeping the job's key entry in mc: the queue's workers call it
 // directly, with a job they reuse, so that no Job is copied on the way.
-func (s *Store[T]) ClaimJob(ctx context.Context, job *core.Job[T], mc *WorkerClaim) error {
+func (s *Store[T]) ClaimJob(ctx context.Context, job *queuetype.Job[T], mc *WorkerClaim) error {
 	// The item is filled in place by pop. Returned by value through
 	// poll and next, it was spilled field by field at each return and
 	// read back in 16-byte pieces, which store forwarding cannot serve:
@@ -76,7 +77,7 @@ func (s *Store[T]) next(ctx context.Context, it *item[T], stripe int) error {
 				runtime.Gosched()
 				continue
 			}
-			return core.ErrDrained
+			return storekit.ErrDrained
 		}
 		// Announce, then look again: a push either sees the sleeper and
 		// leaves a token, or published its item before this second look.
@@ -155,7 +156,7 @@ func (s *Store[T]) unpromote(it item[T]) {
 // fill sets every field of *j from it. The caller holds it's key: it has
 // claimed the job, or holds the key's shard lock and has seen the job
 // pending.
-func (s *Store[T]) fill(j *core.Job[T], it *item[T]) {
+func (s *Store[T]) fill(j *queuetype.Job[T], it *item[T]) {
 	j.ID, j.Priority, j.Attempt, j.Payload = it.id, s.cfg.Priorities[it.prio].Name, int(it.attempt), it.payload
 	j.RunAt = time.Time{}
 	if it.at != 0 {
@@ -170,7 +171,7 @@ func (s *Store[T]) fill(j *core.Job[T], it *item[T]) {
 	}
 }
 
-func (s *Store[T]) item(j *core.Job[T]) item[T] {
+func (s *Store[T]) item(j *queuetype.Job[T]) item[T] {
 	it := item[T]{id: j.ID, attempt: int32(j.Attempt), payload: j.Payload}
 	if p := s.cfg.PriorityIndex(j.Priority); p > 0 {
 		it.prio = uint8(p)

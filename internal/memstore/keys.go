@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // keySet is the in-memory store's pending-key set: one entry per key whose
@@ -122,7 +122,7 @@ type keyEntry struct {
 	shard uint8    // the entry's shard; fixed when its chunk is made
 	sched bool     // the pending job waits in the schedule, not a ready queue
 	prio  uint8    // the pending job's priority, for the ready queues' tombstone counts
-	dup   *core.DuplicateError
+	dup   *queuetype.DuplicateError
 	_     [8]byte
 }
 
@@ -132,7 +132,7 @@ type keyEntry struct {
 // key (or a caller changed the one it was given).
 func (e *keyEntry) dupErr() error {
 	if e.dup == nil || e.dup.Key != e.key || e.dup.Group != "" {
-		e.dup = &core.DuplicateError{Key: e.key}
+		e.dup = &queuetype.DuplicateError{Key: e.key}
 	}
 	return e.dup
 }

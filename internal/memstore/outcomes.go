@@ -4,25 +4,26 @@ import (
 	"context"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Complete implements Store.
-func (s *Store[T]) Complete(_ context.Context, job core.Job[T]) error {
+func (s *Store[T]) Complete(_ context.Context, job queuetype.Job[T]) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // Dead implements Store; the in-memory store keeps no dead jobs (the
 // queue's OnDead hook receives them).
-func (s *Store[T]) Dead(_ context.Context, job core.Job[T], _ error) error {
+func (s *Store[T]) Dead(_ context.Context, job queuetype.Job[T], _ error) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
 
 // CancelClaimed implements ClaimCanceller; the in-memory store keeps no
 // finished jobs, so it is Complete.
-func (s *Store[T]) CancelClaimed(_ context.Context, job core.Job[T], _ error) error {
+func (s *Store[T]) CancelClaimed(_ context.Context, job queuetype.Job[T], _ error) error {
 	s.finish(&job, s.stripe(job.ID), nil)
 	return nil
 }
@@ -33,14 +34,14 @@ func (s *Store[T]) stripe(id int64) int { return int(uint64(id) % runStripes) }
 
 // finish is FinishJob for a job claimed on stripe, with its key entry
 // ent when the caller has it (nil makes it look the key up).
-func (s *Store[T]) finish(job *core.Job[T], stripe int, ent *keyEntry) {
+func (s *Store[T]) finish(job *queuetype.Job[T], stripe int, ent *keyEntry) {
 	s.FinishJob(job, &WorkerClaim{stripe: stripe, id: job.ID, ent: ent})
 }
 
 // FinishJob is Complete for a job the worker holding wc claimed with
 // ClaimJob: it counts the job off wc's stripe and releases its key through
 // the key entry the claim found, with no lookup unless a rerun waits.
-func (s *Store[T]) FinishJob(job *core.Job[T], wc *WorkerClaim) {
+func (s *Store[T]) FinishJob(job *queuetype.Job[T], wc *WorkerClaim) {
 	s.running[wc.stripe].n.Add(-1)
 	if job.Key == "" {
 		return
@@ -112,25 +113,25 @@ func (s *Store[T]) releaseRerun(sh *keyShard[T], e *keyEntry) {
 }
 
 // Retry implements Store.
-func (s *Store[T]) Retry(_ context.Context, job core.Job[T], at time.Time, _ error) error {
+func (s *Store[T]) Retry(_ context.Context, job queuetype.Job[T], at time.Time, _ error) error {
 	return s.reschedule(&job, at, false, false)
 }
 
 // Defer implements Store.
-func (s *Store[T]) Defer(_ context.Context, job core.Job[T], at time.Time, _ error) error {
+func (s *Store[T]) Defer(_ context.Context, job queuetype.Job[T], at time.Time, _ error) error {
 	return s.reschedule(&job, at, true, false)
 }
 
 // Hold implements queue.HoldStore: Defer, with the job marked held for
 // its target (ReleaseHeld).
-func (s *Store[T]) Hold(_ context.Context, job core.Job[T], at time.Time) error {
+func (s *Store[T]) Hold(_ context.Context, job queuetype.Job[T], at time.Time) error {
 	return s.reschedule(&job, at, true, true)
 }
 
 // reschedule puts a claimed job back in the schedule; undo gives its
 // attempt back, and held marks it held for its target (a job without a
 // target has nothing to be held for).
-func (s *Store[T]) reschedule(job *core.Job[T], at time.Time, undo, held bool) error {
+func (s *Store[T]) reschedule(job *queuetype.Job[T], at time.Time, undo, held bool) error {
 	s.running[s.stripe(job.ID)].n.Add(-1)
 	it := s.item(job)
 	if undo {
@@ -158,7 +159,7 @@ func (s *Store[T]) reschedule(job *core.Job[T], at time.Time, undo, held bool) e
 	}
 	if st == keyRerun {
 		s.releaseRerun(sh, e)
-		return core.ErrSuperseded
+		return storekit.ErrSuperseded
 	}
 	// Nothing else moves a running entry while the shard is locked: the
 	// job's own finish is this call.

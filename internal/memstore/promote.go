@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // PromoteDue implements Store.
@@ -36,14 +36,14 @@ func (s *Store[T]) promote() int64 {
 }
 
 // takeEvents hands over the events gathered under s.mu, to be reported
-// once it is released (StoreConfig.Report must not run under store locks).
-func (s *Store[T]) takeEvents() []core.Event {
+// once it is released (storekit.Config.Report must not run under store locks).
+func (s *Store[T]) takeEvents() []queuetype.Event {
 	evs := s.events
 	s.events = nil
 	return evs
 }
 
-func (s *Store[T]) reportAll(evs []core.Event) {
+func (s *Store[T]) reportAll(evs []queuetype.Event) {
 	for _, ev := range evs {
 		s.cfg.Report(ev)
 	}
@@ -131,6 +131,6 @@ func (s *Store[T]) promoteOne(it item[T], now int64) bool {
 func (s *Store[T]) requeue(it item[T], now int64, key string) {
 	it.at = after(now, s.cfg.RequeueDelay)
 	s.sched.push(it, false)
-	s.events = append(s.events, core.Event{Kind: core.EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
+	s.events = append(s.events, queuetype.Event{Kind: queuetype.EventRequeued, JobID: it.id, Key: key, Target: it.more.tgt(),
 		Priority: s.cfg.Priorities[it.prio].Name, Attempt: int(it.attempt), Delay: s.cfg.RequeueDelay})
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // schedule is the in-memory store's time-ordered set of future jobs: a
@@ -34,7 +34,7 @@ func (s *schedule[T]) counted() { s.live.Store(int64(s.heap.len() - s.dead)) }
 // that refusing the others allocates nothing.
 type groupHold struct {
 	id  int64
-	dup *core.DuplicateError
+	dup *queuetype.DuplicateError
 }
 
 func newSchedule[T any]() *schedule[T] {
@@ -136,7 +136,7 @@ func (s *schedule[T]) push(it item[T], reserveGroup bool) error {
 	if g := it.more.grp(); reserveGroup && g != "" {
 		if h, taken := s.groups[g]; taken {
 			if h.dup == nil || h.dup.Group != g || h.dup.Key != "" {
-				h.dup = &core.DuplicateError{Group: g}
+				h.dup = &queuetype.DuplicateError{Group: g}
 				s.groups[g] = h
 			}
 			return h.dup
@@ -319,7 +319,7 @@ const rearmSlack = 100 * time.Microsecond
 // reads the clock again, and arms the timer again while it moved more
 // than rearmSlack: a real clock moves that much only if this goroutine
 // was preempted, and then arming again is right too.
-func arm(timer core.Timer, next int64, now func() int64) {
+func arm(timer queuetype.Timer, next int64, now func() int64) {
 	for {
 		t0 := now()
 		d := max(time.Duration(next-t0), 0)
@@ -333,7 +333,7 @@ func arm(timer core.Timer, next int64, now func() int64) {
 // run promotes due items with promote until ctx ends, sleeping until the
 // earliest due instant or a wake-up. promote returns the next due instant
 // (0 if none).
-func (s *schedule[T]) run(ctx context.Context, clk core.Clock, now func() int64, promote func() int64) {
+func (s *schedule[T]) run(ctx context.Context, clk queuetype.Clock, now func() int64, promote func() int64) {
 	timer := clk.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/storekit"
 )
 
-// slotTable is the store's concurrency slots (queue.SlotStore): per
+// slotTable is the store's concurrency slots (storekit.SlotStore): per
 // target, each holder's lease expiry by the store's clock, and the line
 // of the processes waiting for one. A queue on the in-memory store does
 // not use it (its process is the fleet, and its own count is exact); it
@@ -40,7 +40,7 @@ func slotArgs(target, holder string, limit int, ttl time.Duration) error {
 }
 
 // lineArgs checks the line's part of a request.
-func lineArgs(req core.SlotRequest) error {
+func lineArgs(req storekit.SlotRequest) error {
 	switch {
 	case req.Process == "":
 		return fmt.Errorf("memstore: slot of %q: empty process", req.Target)
@@ -52,13 +52,13 @@ func lineArgs(req core.SlotRequest) error {
 	return nil
 }
 
-// AcquireSlot implements queue.SlotStore.
-func (s *Store[T]) AcquireSlot(_ context.Context, req core.SlotRequest) (core.SlotAnswer, error) {
+// AcquireSlot implements storekit.SlotStore.
+func (s *Store[T]) AcquireSlot(_ context.Context, req storekit.SlotRequest) (storekit.SlotAnswer, error) {
 	if err := slotArgs(req.Target, req.Holder, req.Limit, req.TTL); err != nil {
-		return core.SlotAnswer{}, err
+		return storekit.SlotAnswer{}, err
 	}
 	if err := lineArgs(req); err != nil {
-		return core.SlotAnswer{}, err
+		return storekit.SlotAnswer{}, err
 	}
 	now := s.cfg.Clock.Now()
 	st := &s.slotTab
@@ -91,7 +91,7 @@ func (s *Store[T]) AcquireSlot(_ context.Context, req core.SlotRequest) (core.Sl
 		}
 		held[req.Holder] = now.Add(req.TTL)
 		delete(line, req.Process)
-		ans := core.SlotAnswer{Granted: true, Waiting: len(line)}
+		ans := storekit.SlotAnswer{Granted: true, Waiting: len(line)}
 		st.tidyLine(req.Target)
 		st.mu.Unlock()
 		return ans, nil
@@ -104,7 +104,7 @@ func (s *Store[T]) AcquireSlot(_ context.Context, req core.SlotRequest) (core.Sl
 		st.line[req.Target] = line
 	}
 	line[req.Process] = place{since: since, expiry: now.Add(req.Line)}
-	ans := core.SlotAnswer{Waiting: len(line) - 1}
+	ans := storekit.SlotAnswer{Waiting: len(line) - 1}
 	fn := st.watch
 	st.mu.Unlock()
 	if fn != nil {
@@ -132,7 +132,7 @@ func (st *slotTable) waiting(target, process string, now time.Time) int {
 	return n
 }
 
-// RenewSlots implements queue.SlotStore.
+// RenewSlots implements storekit.SlotStore.
 func (s *Store[T]) RenewSlots(_ context.Context, target string, holders []string, ttl time.Duration) ([]string, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("memstore: RenewSlots of %q: ttl %s: must be > 0", target, ttl)
@@ -155,7 +155,7 @@ func (s *Store[T]) RenewSlots(_ context.Context, target string, holders []string
 	return lost, nil
 }
 
-// ReleaseSlot implements queue.SlotStore.
+// ReleaseSlot implements storekit.SlotStore.
 func (s *Store[T]) ReleaseSlot(_ context.Context, target, holder, process string) (int, error) {
 	now := s.cfg.Clock.Now()
 	st := &s.slotTab
@@ -176,7 +176,7 @@ func (s *Store[T]) ReleaseSlot(_ context.Context, target, holder, process string
 	return waiting, nil
 }
 
-// LeaveSlotLine implements queue.SlotStore.
+// LeaveSlotLine implements storekit.SlotStore.
 func (s *Store[T]) LeaveSlotLine(_ context.Context, target, process string) error {
 	st := &s.slotTab
 	st.mu.Lock()
@@ -186,7 +186,7 @@ func (s *Store[T]) LeaveSlotLine(_ context.Context, target, process string) erro
 	return nil
 }
 
-// WatchSlots implements queue.SlotStore: AcquireSlot and ReleaseSlot call
+// WatchSlots implements storekit.SlotStore: AcquireSlot and ReleaseSlot call
 // fn.
 func (s *Store[T]) WatchSlots(fn func(target, waiter string)) {
 	s.slotTab.mu.Lock()

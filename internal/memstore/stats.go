@@ -3,16 +3,17 @@ package memstore
 import (
 	"context"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Stats implements Store.
-func (s *Store[T]) Stats(context.Context) (core.StoreStats, error) {
+func (s *Store[T]) Stats(context.Context) (storekit.Stats, error) {
 	if s.marks.Load() > 0 {
 		s.sweepMarks(true) // a scrape drops expired windows no Add has visited
 	}
 	keys, reruns := s.keys.counts() // reruns: exact, under the shards' locks
-	st := core.StoreStats{
+	st := storekit.Stats{
 		Ready:           s.Len(),
 		ReadyByPriority: make(map[string]int, len(s.rings)),
 		Scheduled:       s.sched.len(),
@@ -42,21 +43,21 @@ func (s *Store[T]) runningCount() int {
 }
 
 // Scheduled implements Store.
-func (s *Store[T]) Scheduled(_ context.Context, n int) ([]core.ScheduledJob, error) {
+func (s *Store[T]) Scheduled(_ context.Context, n int) ([]queuetype.ScheduledJob, error) {
 	// earliest leaves out the items it sees cancelled; one cancelled
 	// after it looked is filtered below, under its key's lock (which the
 	// schedule's lock may not be held with), so ask for a few extra.
 	items := s.sched.earliest(n + 8)
-	out := make([]core.ScheduledJob, 0, n)
+	out := make([]queuetype.ScheduledJob, 0, n)
 	for i := range items {
 		if len(out) == n {
 			break
 		}
-		var j core.Job[T]
+		var j queuetype.Job[T]
 		if !s.fillPending(&j, &items[i]) {
 			continue // cancelled
 		}
-		out = append(out, core.ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
+		out = append(out, queuetype.ScheduledJob{ID: j.ID, Key: j.Key, Group: j.Group, Target: j.Target,
 			Priority: j.Priority, RunAt: j.RunAt, Attempt: j.Attempt})
 	}
 	return out, nil
@@ -64,7 +65,7 @@ func (s *Store[T]) Scheduled(_ context.Context, n int) ([]core.ScheduledJob, err
 
 // fillPending fills *j from it unless it is a keyed item whose job no
 // longer holds its key; it reports whether it did.
-func (s *Store[T]) fillPending(j *core.Job[T], it *item[T]) bool {
+func (s *Store[T]) fillPending(j *queuetype.Job[T], it *item[T]) bool {
 	if e := it.ent; e != nil {
 		sh := s.keys.shardOf(e)
 		sh.mu.Lock()

@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Store keeps jobs in process memory. It is the queue's default store:
@@ -18,14 +19,14 @@ import (
 // entries a worker claims and releases with one compare-and-swap. Jobs do
 // not survive the process.
 type Store[T any] struct {
-	cfg    core.StoreConfig
+	cfg    storekit.Config
 	epoch  time.Time
 	rings  []atomic.Pointer[ring[T]] // ready queues by priority index, highest first; made on first use
 	multi  atomic.Bool               // more than one ring exists: capacity is shared
 	ringMu sync.Mutex                // serialises making and closing rings
 	closed bool                      // Drain closed the rings to new jobs; ringMu
 	tombs  []atomic.Int64            // by priority: cancelled items still in a ring
-	cycle  []uint8                   // weighted dispatch order (core.ShareCycle); nil: strict
+	cycle  []uint8                   // weighted dispatch order (storekit.ShareCycle); nil: strict
 	keys   *keySet[T]
 	sched  *schedule[T]
 	wake   chan struct{}
@@ -57,10 +58,10 @@ type Store[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	batch   []item[T]            // promotion buffer; s.mu
-	events  []core.Event         // events gathered under s.mu, reported after it
+	events  []queuetype.Event    // events gathered under s.mu, reported after it
 	running [runStripes]stripe   // claimed jobs, striped so that workers do not share a counter; only the sum means anything
 	popMu   [runStripes]rwStripe // read-locked by pops, on the popping worker's stripe; write-locked by admin scans (admin.go)
-	slotTab slotTable            // queue.SlotStore's slots (slots.go)
+	slotTab slotTable            // storekit.SlotStore's slots (slots.go)
 }
 
 // runStripes is the number of stripes of the running counter. A queue's
@@ -136,7 +137,7 @@ func NewWorkerClaim(n int) WorkerClaim { return WorkerClaim{stripe: n % runStrip
 // memoryCapacityErr is the in-memory store's refusal of a capacity above
 // MaxCapacity, named for the option that set it.
 func memoryCapacityErr(n int) error {
-	return core.OptErr("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxCapacity)
+	return queuetype.NewOptionError("WithCapacity", n, "the in-memory store holds at most %d ready jobs", MaxCapacity)
 }
 
 // MaxCapacity is the largest WithCapacity the in-memory store
@@ -158,11 +159,11 @@ func New[T any]() *Store[T] {
 // Init implements Store. It refuses a second call, with an *OptionError
 // naming NewWithStore: a store holds one queue's jobs, so a store value
 // passed to two queues' New is refused by the second.
-func (s *Store[T]) Init(cfg core.StoreConfig) error {
+func (s *Store[T]) Init(cfg storekit.Config) error {
 	s.mu.Lock() // two queues' New may race for the store
 	defer s.mu.Unlock()
 	if s.rings != nil {
-		return core.OptErr("NewWithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
+		return queuetype.NewOptionError("NewWithStore", fmt.Sprintf("%T", s), "the store already belongs to queue %q; a store serves one queue: make one per queue", s.cfg.Name)
 	}
 	if len(cfg.Priorities) == 0 || len(cfg.Priorities) > 255 {
 		return fmt.Errorf("queue: in-memory store: need 1..255 priorities, got %d", len(cfg.Priorities))
@@ -177,7 +178,7 @@ func (s *Store[T]) Init(cfg core.StoreConfig) error {
 	s.epoch = cfg.Clock.Now().Add(-24 * time.Hour)
 	s.rings = make([]atomic.Pointer[ring[T]], len(cfg.Priorities))
 	s.tombs = make([]atomic.Int64, len(cfg.Priorities))
-	s.cycle = core.ShareCycle(cfg.Shares())
+	s.cycle = storekit.ShareCycle(cfg.Shares())
 	s.ring(uint8(cfg.PriorityIndex("")))
 	return nil
 }
@@ -214,7 +215,7 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done != nil {
-		return core.ErrStarted
+		return queuetype.ErrStarted
 	}
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.done = make(chan struct{})

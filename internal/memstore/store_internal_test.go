@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // manualClock is a Clock that moves only when told; its timers never
@@ -37,7 +38,7 @@ func (c *manualClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func (c *manualClock) NewTimer(time.Duration) core.Timer { return idleTimer{} }
+func (c *manualClock) NewTimer(time.Duration) queuetype.Timer { return idleTimer{} }
 
 type idleTimer struct{}
 
@@ -49,18 +50,18 @@ func (idleTimer) Stop() bool               { return false }
 // started: the test promotes due jobs itself.
 // defaultPriorities returns the queue's default priority levels
 // (queue.DefaultPriorities, which this package cannot import).
-func defaultPriorities() []core.Priority {
-	return []core.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}}
+func defaultPriorities() []queuetype.Priority {
+	return []queuetype.Priority{{Name: "high", Weight: 0}, {Name: "normal", Weight: 5}, {Name: "low", Weight: 10}}
 }
 
 func newTestStore(t *testing.T, capacity int) (*Store[int], *manualClock) {
 	t.Helper()
 	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s := New[int]()
-	require.NoError(t, s.Init(core.StoreConfig{
+	require.NoError(t, s.Init(storekit.Config{
 		Name: "test", Priorities: defaultPriorities(), DefaultPriority: "normal", Capacity: capacity,
 		RequeueDelay: 10 * time.Second, Coalesce: true, MaxAttempts: 3, Clock: clk,
-		Logger: slog.New(slog.DiscardHandler), Report: func(core.Event) {},
+		Logger: slog.New(slog.DiscardHandler), Report: func(queuetype.Event) {},
 	}))
 	return s, clk
 }
@@ -85,7 +86,7 @@ func entryOf(s *Store[int], key string) *keyEntry {
 }
 
 // claimNow claims a job that the test knows is ready.
-func claimNow(t *testing.T, s *Store[int]) core.Job[int] {
+func claimNow(t *testing.T, s *Store[int]) queuetype.Job[int] {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -100,7 +101,7 @@ func claimNow(t *testing.T, s *Store[int]) core.Job[int] {
 func TestStaleReadyItemMeetsReusedEntry(t *testing.T) {
 	s, _ := newTestStore(t, 100)
 	ctx := context.Background()
-	a, err := s.Add(ctx, core.Job[int]{Key: "a", Payload: 1})
+	a, err := s.Add(ctx, queuetype.Job[int]{Key: "a", Payload: 1})
 	require.NoError(t, err)
 	ea := entryOf(s, "a")
 	n, err := s.Cancel(ctx, "a")
@@ -108,7 +109,7 @@ func TestStaleReadyItemMeetsReusedEntry(t *testing.T) {
 	require.Equal(t, 1, n)
 
 	other := sameShardKey(s.keys, "a")
-	b, err := s.Add(ctx, core.Job[int]{Key: other, Payload: 2})
+	b, err := s.Add(ctx, queuetype.Job[int]{Key: other, Payload: 2})
 	require.NoError(t, err)
 	require.Same(t, ea, entryOf(s, other), "the cancelled job's entry is reused")
 	assert.Equal(t, 1, s.Len(), "the stale item is not counted")
@@ -130,13 +131,13 @@ func TestStaleScheduledItemMeetsReusedEntry(t *testing.T) {
 	s, clk := newTestStore(t, 100)
 	ctx := context.Background()
 	now := clk.Now()
-	_, err := s.Add(ctx, core.Job[int]{Key: "a", Group: "g", RunAt: now.Add(time.Second)})
+	_, err := s.Add(ctx, queuetype.Job[int]{Key: "a", Group: "g", RunAt: now.Add(time.Second)})
 	require.NoError(t, err)
 	ea := entryOf(s, "a")
 	_, err = s.Cancel(ctx, "a")
 	require.NoError(t, err)
 	other := sameShardKey(s.keys, "a")
-	b, err := s.Add(ctx, core.Job[int]{Key: other, Group: "g", RunAt: now.Add(2 * time.Second)})
+	b, err := s.Add(ctx, queuetype.Job[int]{Key: other, Group: "g", RunAt: now.Add(2 * time.Second)})
 	require.NoError(t, err, "the cancelled job gave its group back")
 	require.Same(t, ea, entryOf(s, other))
 
@@ -180,7 +181,7 @@ func TestCancelledScheduledItemsAreSweptOut(t *testing.T) {
 	for i := range n {
 		key := fmt.Sprintf("k%05d", i)
 		// Later keys are due earlier, so the heap's order is exercised.
-		_, err := s.Add(ctx, core.Job[int]{Key: key, Payload: i, RunAt: now.Add(time.Hour + time.Duration(n-i)*time.Millisecond)})
+		_, err := s.Add(ctx, queuetype.Job[int]{Key: key, Payload: i, RunAt: now.Add(time.Hour + time.Duration(n-i)*time.Millisecond)})
 		require.NoError(t, err)
 		if i%10 == 0 {
 			live = append(live, key)
@@ -236,13 +237,13 @@ func TestScheduleChurnStaysSmall(t *testing.T) {
 	at := clk.Now().Add(time.Hour)
 	for i := range 50000 {
 		key := fmt.Sprint(i)
-		_, err := s.Add(ctx, core.Job[int]{Key: key, Group: "g" + key, RunAt: at})
+		_, err := s.Add(ctx, queuetype.Job[int]{Key: key, Group: "g" + key, RunAt: at})
 		require.NoError(t, err)
 		_, err = s.Cancel(ctx, key)
 		require.NoError(t, err)
 	}
 	for i := range 5000 {
-		_, err := s.Add(ctx, core.Job[int]{Key: fmt.Sprint("m", i), RunAt: at})
+		_, err := s.Add(ctx, queuetype.Job[int]{Key: fmt.Sprint("m", i), RunAt: at})
 		require.NoError(t, err)
 	}
 	c, err := s.CancelMatch(ctx, func(string) bool { return true })
@@ -256,7 +257,7 @@ func TestScheduleChurnStaysSmall(t *testing.T) {
 	st, err := s.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Scheduled)
-	_, err = s.Add(ctx, core.Job[int]{Key: "0", Group: "g0", RunAt: at})
+	_, err = s.Add(ctx, queuetype.Job[int]{Key: "0", Group: "g0", RunAt: at})
 	require.NoError(t, err, "a cancelled job's key and group are free")
 }
 
@@ -288,7 +289,7 @@ func TestMemoryStoreKeysModel(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < adds:
 			key := keys[rng.IntN(nkeys)]
-			job := core.Job[int]{Key: key, Payload: step}
+			job := queuetype.Job[int]{Key: key, Payload: step}
 			if rng.IntN(4) == 0 {
 				job.RunAt = clk.Now().Add(time.Duration(1+rng.IntN(1000)) * time.Millisecond)
 			}
@@ -296,13 +297,13 @@ func TestMemoryStoreKeysModel(t *testing.T) {
 			m.add(t, key, job.RunAt, added, err)
 		case op < adds+2 && len(m.ready) > 0:
 			// As a queue's worker claims: the entry comes with the job.
-			var j core.Job[int]
+			var j queuetype.Job[int]
 			var mc WorkerClaim
 			require.NoError(t, s.ClaimJob(ctx, &j, &mc))
 			m.claim(t, j, mc.ent)
 		case op < adds+4 && len(m.run) > 0:
 			r := m.anyRunning(rng)
-			j := core.Job[int]{ID: r.id, Key: r.key, Attempt: 1}
+			j := queuetype.Job[int]{ID: r.id, Key: r.key, Attempt: 1}
 			switch rng.IntN(6) {
 			case 0:
 				at := clk.Now().Add(time.Duration(1+rng.IntN(500)) * time.Millisecond)
@@ -347,13 +348,13 @@ func TestMemoryStoreScheduleModel(t *testing.T) {
 		switch op := rng.IntN(20); {
 		case op < 8:
 			key := keys[rng.IntN(nkeys)]
-			job := core.Job[int]{Key: key, Payload: step, RunAt: clk.Now().Add(time.Duration(1+rng.IntN(30000)) * time.Millisecond)}
+			job := queuetype.Job[int]{Key: key, Payload: step, RunAt: clk.Now().Add(time.Duration(1+rng.IntN(30000)) * time.Millisecond)}
 			added, err := s.Add(ctx, job)
 			m.add(t, key, job.RunAt, added, err)
 		case op < 15:
 			m.cancelStep(t, s, keys[rng.IntN(nkeys)], step)
 		case op < 17 && len(m.ready) > 0:
-			var j core.Job[int]
+			var j queuetype.Job[int]
 			var mc WorkerClaim
 			require.NoError(t, s.ClaimJob(ctx, &j, &mc))
 			m.claim(t, j, mc.ent)
@@ -444,7 +445,7 @@ func newStoreModel() *storeModel {
 	return &storeModel{keys: map[string]*modelKey{}, sched: map[int64]modelJob{}, running: map[int64]int{}}
 }
 
-func (m *storeModel) add(t *testing.T, key string, at time.Time, added core.Added, err error) {
+func (m *storeModel) add(t *testing.T, key string, at time.Time, added storekit.Added, err error) {
 	t.Helper()
 	k := m.keys[key]
 	switch {
@@ -466,11 +467,11 @@ func (m *storeModel) add(t *testing.T, key string, at time.Time, added core.Adde
 		k.rerun = &modelJob{id: added.ID, key: key, at: at}
 		m.reruns++
 	default:
-		require.ErrorIs(t, err, core.ErrDuplicate, "%s is held", key)
+		require.ErrorIs(t, err, queuetype.ErrDuplicate, "%s is held", key)
 	}
 }
 
-func (m *storeModel) claim(t *testing.T, j core.Job[int], ent *keyEntry) {
+func (m *storeModel) claim(t *testing.T, j queuetype.Job[int], ent *keyEntry) {
 	t.Helper()
 	require.Equal(t, m.ready[0], j.ID, "the oldest ready job is claimed")
 	m.ready = m.ready[1:]
@@ -514,17 +515,17 @@ func (m *storeModel) release(key string, now time.Time) {
 	}
 }
 
-func (m *storeModel) complete(j core.Job[int], now time.Time) {
+func (m *storeModel) complete(j queuetype.Job[int], now time.Time) {
 	m.stopRunning(j.ID)
 	m.release(j.Key, now)
 }
 
-func (m *storeModel) retry(t *testing.T, j core.Job[int], at, now time.Time, err error) {
+func (m *storeModel) retry(t *testing.T, j queuetype.Job[int], at, now time.Time, err error) {
 	t.Helper()
 	m.stopRunning(j.ID)
 	k := m.keys[j.Key]
 	if k.rerun != nil {
-		require.ErrorIs(t, err, core.ErrSuperseded, "a waiting rerun supersedes the retry")
+		require.ErrorIs(t, err, storekit.ErrSuperseded, "a waiting rerun supersedes the retry")
 		m.release(j.Key, now)
 		return
 	}

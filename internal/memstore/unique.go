@@ -3,7 +3,7 @@ package memstore
 import (
 	"container/heap"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // Unique windows (Job.UniqueFor). A job accepted with a window leaves a
@@ -25,8 +25,8 @@ import (
 
 // mark is one key's window.
 type mark struct {
-	until int64                // the instant the window ends
-	dup   *core.DuplicateError // the refusal, made on first use and kept
+	until int64                     // the instant the window ends
+	dup   *queuetype.DuplicateError // the refusal, made on first use and kept
 }
 
 // markExp is a mark's place in its shard's expiry heap. A key whose
@@ -68,7 +68,7 @@ func (s *Store[T]) windowErr(sh *keyShard[T], key string, now int64) error {
 		return nil
 	}
 	if m.dup == nil {
-		m.dup = core.WindowDuplicate(key)
+		m.dup = queuetype.WindowDuplicate(key)
 	}
 	return m.dup
 }

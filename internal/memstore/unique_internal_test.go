@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 // TestUniqueMarksExpire: marks are swept once their windows end, by Stats
@@ -20,7 +20,7 @@ func TestUniqueMarksExpire(t *testing.T) {
 	s, clk := newTestStore(t, n)
 	burst := func(prefix string) {
 		for i := range n {
-			if _, err := s.Add(context.Background(), core.Job[int]{Key: prefix + strconv.Itoa(i), UniqueFor: time.Minute}); err != nil {
+			if _, err := s.Add(context.Background(), queuetype.Job[int]{Key: prefix + strconv.Itoa(i), UniqueFor: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 			if m := s.marks.Load(); m > 2*n {
@@ -53,7 +53,7 @@ func TestUniqueMarksExpire(t *testing.T) {
 		sh.mu.Unlock()
 	}
 	// Every key is free again.
-	_, err = s.Add(context.Background(), core.Job[int]{Key: "a1", UniqueFor: time.Minute})
+	_, err = s.Add(context.Background(), queuetype.Job[int]{Key: "a1", UniqueFor: time.Minute})
 	require.NoError(t, err)
 }
 
@@ -63,22 +63,22 @@ func TestUniqueMarkRenewed(t *testing.T) {
 	s, clk := newTestStore(t, 16)
 	ctx := context.Background()
 	other := sameShardKey(s.keys, "k")
-	_, err := s.Add(ctx, core.Job[int]{Key: "k", UniqueFor: time.Minute})
+	_, err := s.Add(ctx, queuetype.Job[int]{Key: "k", UniqueFor: time.Minute})
 	require.NoError(t, err)
 	_, err = s.Cancel(ctx, "k")
 	require.NoError(t, err)
 	clk.advance(time.Minute)
-	_, err = s.Add(ctx, core.Job[int]{Key: "k", UniqueFor: time.Hour})
+	_, err = s.Add(ctx, queuetype.Job[int]{Key: "k", UniqueFor: time.Hour})
 	require.NoError(t, err, "the first window has ended")
 	_, err = s.Cancel(ctx, "k")
 	require.NoError(t, err)
 	clk.advance(time.Minute)
-	_, err = s.Add(ctx, core.Job[int]{Key: other}) // drops the first window's expiry from the shard's heap
+	_, err = s.Add(ctx, queuetype.Job[int]{Key: other}) // drops the first window's expiry from the shard's heap
 	require.NoError(t, err)
-	_, err = s.Add(ctx, core.Job[int]{Key: "k"})
-	var dup *core.DuplicateError
+	_, err = s.Add(ctx, queuetype.Job[int]{Key: "k"})
+	var dup *queuetype.DuplicateError
 	require.True(t, errors.As(err, &dup), "Add within the second window = %v", err)
 	require.Contains(t, err.Error(), "unique window")
-	require.Same(t, err, func() error { _, err := s.Add(ctx, core.Job[int]{Key: "k"}); return err }(), "repeated refusals share one error")
+	require.Same(t, err, func() error { _, err := s.Add(ctx, queuetype.Job[int]{Key: "k"}); return err }(), "repeated refusals share one error")
 	require.EqualValues(t, 1, s.marks.Load())
 }

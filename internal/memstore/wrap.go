@@ -3,7 +3,8 @@ package memstore
 import (
 	"fmt"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 // The methods in this file serve a store that keeps its jobs elsewhere and
@@ -23,9 +24,9 @@ const MaxID = 1<<61 - 1
 // store that takes jobs from Put must take none from Add, whose IDs would
 // meet them. Everything else is as in AddJob (the attempt starts at 0),
 // parked jobs counting against MaxPending.
-func (s *Store[T]) Put(job core.Job[T], parked int) (core.Added, error) {
+func (s *Store[T]) Put(job queuetype.Job[T], parked int) (storekit.Added, error) {
 	if job.ID <= 0 || job.ID > MaxID {
-		return core.Added{}, fmt.Errorf("queue: in-memory store: job ID %d out of 1..%d", job.ID, int64(MaxID))
+		return storekit.Added{}, fmt.Errorf("queue: in-memory store: job ID %d out of 1..%d", job.ID, int64(MaxID))
 	}
 	job.Attempt = 0
 	return s.addJob(&job, false, parked, job.ID)
@@ -35,7 +36,7 @@ func (s *Store[T]) Put(job core.Job[T], parked int) (core.Added, error) {
 // below below: it claims the oldest ready job of the highest such priority
 // that has one, or reports false. It does not promote due jobs; PromoteDue
 // does.
-func (s *Store[T]) TryClaim(below int) (core.Job[T], bool) {
+func (s *Store[T]) TryClaim(below int) (queuetype.Job[T], bool) {
 	var it item[T]
 	for p := range min(below, len(s.rings)) {
 		r := s.rings[p].Load()
@@ -54,12 +55,12 @@ func (s *Store[T]) TryClaim(below int) (core.Job[T], bool) {
 			}
 			it.attempt++
 			s.running[0].n.Add(1)
-			var job core.Job[T]
+			var job queuetype.Job[T]
 			s.fill(&job, &it)
 			return job, true
 		}
 	}
-	return core.Job[T]{}, false
+	return queuetype.Job[T]{}, false
 }
 
 // Take removes up to n waiting jobs of the priorities (by index) for
@@ -68,8 +69,8 @@ func (s *Store[T]) TryClaim(below int) (core.Job[T], bool) {
 // jobs do: their keys and groups are free at once. Running jobs and
 // coalesced reruns stay. Restore puts back a job that could not go where
 // it was taken for.
-func (s *Store[T]) Take(n int, want func(prio int) bool) []core.Job[T] {
-	var out []core.Job[T]
+func (s *Store[T]) Take(n int, want func(prio int) bool) []queuetype.Job[T] {
+	var out []queuetype.Job[T]
 	var it item[T]
 	for p := range s.rings {
 		r := s.rings[p].Load()
@@ -90,8 +91,8 @@ func (s *Store[T]) Take(n int, want func(prio int) bool) []core.Job[T] {
 
 // takeReady ends the wait of a ready item Take popped from its ring, as
 // Cancel would have, and returns its job; false if it had been cancelled.
-func (s *Store[T]) takeReady(it *item[T]) (core.Job[T], bool) {
-	var j core.Job[T]
+func (s *Store[T]) takeReady(it *item[T]) (queuetype.Job[T], bool) {
+	var j queuetype.Job[T]
 	e := it.ent
 	if it.id < 0 {
 		s.tombs[it.prio].Add(-1) // removed by ID while it was ready
@@ -120,7 +121,7 @@ func (s *Store[T]) takeReady(it *item[T]) (core.Job[T], bool) {
 // under the schedule's; its item then leaves the heap too, so that no
 // stale item of the job's ID is left to meet the job when it is
 // restored.
-func (s *Store[T]) takeScheduled(out []core.Job[T], n int, want func(prio int) bool) []core.Job[T] {
+func (s *Store[T]) takeScheduled(out []queuetype.Job[T], n int, want func(prio int) bool) []queuetype.Job[T] {
 	var keyed []item[T]
 	s.sched.mu.Lock()
 	s.sched.filterLocked(func(it *item[T]) bool {
@@ -133,7 +134,7 @@ func (s *Store[T]) takeScheduled(out []core.Job[T], n int, want func(prio int) b
 			}
 			return true
 		}
-		var j core.Job[T]
+		var j queuetype.Job[T]
 		s.fill(&j, it)
 		out = append(out, j)
 		if g := it.more.grp(); g != "" && s.sched.groups[g].id == it.id {
@@ -192,8 +193,8 @@ func (s *schedule[T]) filterLocked(keep func(it *item[T]) bool) {
 
 // takeKeyed cancels the scheduled keyed item it, if its job still waits,
 // and returns its job.
-func (s *Store[T]) takeKeyed(it *item[T]) (core.Job[T], bool) {
-	var j core.Job[T]
+func (s *Store[T]) takeKeyed(it *item[T]) (queuetype.Job[T], bool) {
+	var j queuetype.Job[T]
 	e := it.ent
 	sh := s.keys.shardOf(e)
 	sh.mu.Lock()
@@ -214,7 +215,7 @@ func (s *Store[T]) takeKeyed(it *item[T]) (core.Job[T], bool) {
 // ready queue full waits in the schedule, RequeueDelay later, as a due job
 // does at promotion. It returns a *DuplicateError, and restores nothing,
 // when another job holds the key.
-func (s *Store[T]) Restore(job core.Job[T]) error {
+func (s *Store[T]) Restore(job queuetype.Job[T]) error {
 	if job.ID <= 0 || job.ID > MaxID {
 		return fmt.Errorf("queue: in-memory store: job ID %d out of 1..%d", job.ID, int64(MaxID))
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/queuekit/queue/internal/core"
+	"github.com/queuekit/queue/queuetype"
 )
 
 func all(int) bool { return true }
@@ -19,27 +19,27 @@ func all(int) bool { return true }
 func TestPutKeepsTheCallersIDs(t *testing.T) {
 	s, _ := newTestStore(t, 10)
 	ctx := context.Background()
-	a, err := s.Put(core.Job[int]{ID: MaxID, Key: "k", Payload: 1}, 0)
+	a, err := s.Put(queuetype.Job[int]{ID: MaxID, Key: "k", Payload: 1}, 0)
 	require.NoError(t, err)
 	assert.Equal(t, int64(MaxID), a.ID)
-	_, err = s.Put(core.Job[int]{ID: 7, Key: "k"}, 0)
-	require.ErrorIs(t, err, core.ErrDuplicate)
+	_, err = s.Put(queuetype.Job[int]{ID: 7, Key: "k"}, 0)
+	require.ErrorIs(t, err, queuetype.ErrDuplicate)
 	j := claimNow(t, s)
 	assert.Equal(t, int64(MaxID), j.ID)
 	assert.Equal(t, 1, j.Attempt)
 	require.NoError(t, s.Complete(ctx, j))
-	_, err = s.Put(core.Job[int]{ID: 7, Key: "k"}, 0)
+	_, err = s.Put(queuetype.Job[int]{ID: 7, Key: "k"}, 0)
 	require.NoError(t, err, "the key is free once its job completed")
 	for _, id := range []int64{0, -1, MaxID + 1} {
-		_, err := s.Put(core.Job[int]{ID: id}, 0)
+		_, err := s.Put(queuetype.Job[int]{ID: id}, 0)
 		assert.Error(t, err, "ID %d", id)
 	}
 	// parked jobs count against MaxPending, as in AddJob.
 	s.cfg.MaxPending = 3
-	_, err = s.Put(core.Job[int]{ID: 8}, 1)
+	_, err = s.Put(queuetype.Job[int]{ID: 8}, 1)
 	require.NoError(t, err)
-	_, err = s.Put(core.Job[int]{ID: 9}, 1)
-	require.ErrorIs(t, err, core.ErrPendingLimit)
+	_, err = s.Put(queuetype.Job[int]{ID: 9}, 1)
+	require.ErrorIs(t, err, queuetype.ErrPendingLimit)
 }
 
 // TestTryClaimBelow: TryClaim never waits, and claims only among the
@@ -49,7 +49,7 @@ func TestTryClaimBelow(t *testing.T) {
 	_, ok := s.TryClaim(3)
 	require.False(t, ok)
 	for i, p := range []string{"low", "normal", "high", "normal"} {
-		_, err := s.Put(core.Job[int]{ID: int64(10 + i), Priority: p, Payload: i}, 0)
+		_, err := s.Put(queuetype.Job[int]{ID: int64(10 + i), Priority: p, Payload: i}, 0)
 		require.NoError(t, err)
 	}
 	_, ok = s.TryClaim(0)
@@ -80,21 +80,21 @@ func TestTakeAndRestore(t *testing.T) {
 	s, clk := newTestStore(t, 10)
 	ctx := context.Background()
 	later := clk.Now().Add(time.Hour)
-	put := func(j core.Job[int]) {
+	put := func(j queuetype.Job[int]) {
 		t.Helper()
 		_, err := s.Put(j, 0)
 		require.NoError(t, err)
 	}
-	put(core.Job[int]{ID: 1, Key: "run", Payload: 1})
+	put(queuetype.Job[int]{ID: 1, Key: "run", Payload: 1})
 	run := claimNow(t, s)
-	_, err := s.Put(core.Job[int]{ID: 100, Key: "run", Payload: 2}, 0) // a rerun: stays
+	_, err := s.Put(queuetype.Job[int]{ID: 100, Key: "run", Payload: 2}, 0) // a rerun: stays
 	require.NoError(t, err)
-	put(core.Job[int]{ID: 2, Key: "a", Priority: "low", Payload: 3})
-	put(core.Job[int]{ID: 3, Payload: 4})
-	put(core.Job[int]{ID: 4, Key: "b", Payload: 5})
-	put(core.Job[int]{ID: 5, Key: "s", Group: "g", RunAt: later, Payload: 6})
-	put(core.Job[int]{ID: 6, Group: "h", RunAt: later, Priority: "high", Payload: 7})
-	put(core.Job[int]{ID: 7, Key: "c", Payload: 8})
+	put(queuetype.Job[int]{ID: 2, Key: "a", Priority: "low", Payload: 3})
+	put(queuetype.Job[int]{ID: 3, Payload: 4})
+	put(queuetype.Job[int]{ID: 4, Key: "b", Payload: 5})
+	put(queuetype.Job[int]{ID: 5, Key: "s", Group: "g", RunAt: later, Payload: 6})
+	put(queuetype.Job[int]{ID: 6, Group: "h", RunAt: later, Priority: "high", Payload: 7})
+	put(queuetype.Job[int]{ID: 7, Key: "c", Payload: 8})
 	n, err := s.Cancel(ctx, "c") // cancelled: skipped
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -116,12 +116,12 @@ func TestTakeAndRestore(t *testing.T) {
 
 	// Their keys and groups are free.
 	for i, k := range []string{"a", "b", "s"} {
-		_, err := s.Put(core.Job[int]{ID: int64(200 + i), Key: k}, 0)
+		_, err := s.Put(queuetype.Job[int]{ID: int64(200 + i), Key: k}, 0)
 		require.NoError(t, err, k)
 		_, err = s.Cancel(ctx, k)
 		require.NoError(t, err)
 	}
-	_, err = s.Put(core.Job[int]{ID: 300, Key: "g2", Group: "g", RunAt: later}, 0)
+	_, err = s.Put(queuetype.Job[int]{ID: 300, Key: "g2", Group: "g", RunAt: later}, 0)
 	require.NoError(t, err, "the taken job's group is free")
 
 	// Restore: a due job goes back to its ready queue with its attempt;
@@ -130,11 +130,11 @@ func TestTakeAndRestore(t *testing.T) {
 	b.Attempt = 2
 	require.NoError(t, s.Restore(b))
 	require.NoError(t, s.Restore(got[3]))
-	_, err = s.Put(core.Job[int]{ID: 301, Key: "b"}, 0)
-	require.ErrorIs(t, err, core.ErrDuplicate, "a restored job holds its key")
+	_, err = s.Put(queuetype.Job[int]{ID: 301, Key: "b"}, 0)
+	require.ErrorIs(t, err, queuetype.ErrDuplicate, "a restored job holds its key")
 	sched, err := s.Scheduled(ctx, 10)
 	require.NoError(t, err)
-	assert.Contains(t, sched, core.ScheduledJob{ID: 5, Key: "s", Group: "g", Priority: "normal", RunAt: later})
+	assert.Contains(t, sched, queuetype.ScheduledJob{ID: 5, Key: "s", Group: "g", Priority: "normal", RunAt: later})
 	j, ok := s.TryClaim(3)
 	require.True(t, ok)
 	assert.Equal(t, 5, j.Payload)
@@ -150,11 +150,11 @@ func TestTakeAndRestore(t *testing.T) {
 func TestRestoreWhenFull(t *testing.T) {
 	s, clk := newTestStore(t, 1)
 	ctx := context.Background()
-	_, err := s.Put(core.Job[int]{ID: 1, Key: "k"}, 0)
+	_, err := s.Put(queuetype.Job[int]{ID: 1, Key: "k"}, 0)
 	require.NoError(t, err)
 	taken := s.Take(1, all)
 	require.Len(t, taken, 1)
-	_, err = s.Put(core.Job[int]{ID: 2}, 0)
+	_, err = s.Put(queuetype.Job[int]{ID: 2}, 0)
 	require.NoError(t, err)
 	require.NoError(t, s.Restore(taken[0]))
 	assert.Equal(t, 1, s.Len())
@@ -166,9 +166,9 @@ func TestRestoreWhenFull(t *testing.T) {
 
 	dup := taken[0]
 	dup.ID = 3
-	var de *core.DuplicateError
+	var de *queuetype.DuplicateError
 	require.True(t, errors.As(s.Restore(dup), &de))
-	require.Error(t, s.Restore(core.Job[int]{}))
+	require.Error(t, s.Restore(queuetype.Job[int]{}))
 }
 
 // TestTakenScheduledJobRestoredRunsOnce: a keyed scheduled job taken and
@@ -177,7 +177,7 @@ func TestRestoreWhenFull(t *testing.T) {
 func TestTakenScheduledJobRestoredRunsOnce(t *testing.T) {
 	s, clk := newTestStore(t, 10)
 	ctx := context.Background()
-	_, err := s.Put(core.Job[int]{ID: 1, Key: "k", RunAt: clk.Now().Add(time.Minute)}, 0)
+	_, err := s.Put(queuetype.Job[int]{ID: 1, Key: "k", RunAt: clk.Now().Add(time.Minute)}, 0)
 	require.NoError(t, err)
 	taken := s.Take(1, all)
 	require.Len(t, taken, 1)

@@ -1,4 +1,4 @@
-// Package storeflag turns an example's -store flag into a queue.Store:
+// Package storeflag turns an example's -store flag into a storekit.Store:
 // "memory" (the default), a postgres:// URL (pgstore; the schema is
 // migrated first) or a redis:// URL (redisstore).
 package storeflag
@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/redisstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Usage describes the flag's values, for its help text.
@@ -22,7 +22,7 @@ const Usage = `where jobs live: "memory", postgres://user@host:5432/db or redis:
 // Open returns the store url names and a function that releases its
 // connections once the queue has stopped. For "memory" or "" it returns a
 // nil store: the queue's default.
-func Open[T any](ctx context.Context, url string) (queue.Store[T], func(), error) {
+func Open[T any](ctx context.Context, url string) (storekit.Store[T], func(), error) {
 	switch {
 	case url == "" || url == "memory":
 		return nil, func() {}, nil
