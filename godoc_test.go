@@ -12,13 +12,13 @@ import (
 )
 
 // TestExportedNamesDocumented fails on an exported name of package queue,
-// queuetest, storetest, jobkinds or dashboard that has no doc comment: a function, a method of an
+// queuetype, storekit (and its durable and memstore), queuetest, storetest (and fleettest, storebench), admin, jobkinds or dashboard that has no doc comment: a function, a method of an
 // exported type, a type, a constant, a variable, a field of an exported
 // struct or a method of an exported interface. A trailing line comment
 // counts for fields, interface methods and grouped constants; a group's
 // comment counts for the names declared in it.
 func TestExportedNamesDocumented(t *testing.T) {
-	for _, dir := range []string{".", "queuetest", "storetest", "internal/jobkinds", "dashboard"} {
+	for _, dir := range []string{".", "queuetype", "storekit", "storekit/durable", "storekit/memstore", "queuetest", "storetest", "storetest/fleettest", "storetest/storebench", "admin", "internal/jobkinds", "dashboard"} {
 		for _, name := range undocumented(t, dir) {
 			t.Errorf("%s has no doc comment", name)
 		}
