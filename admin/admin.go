@@ -70,18 +70,18 @@ var (
 
 // JobInfo describes one job.
 type JobInfo struct {
-	ID          int64     `json:"id"`                 // the job's ID
-	Key         string    `json:"key,omitempty"`      // the job's Key, "" if none
-	Group       string    `json:"group,omitempty"`    // the job's Group, "" if none
-	Target      string    `json:"target,omitempty"`   // the job's Target, "" if none
-	Priority    string    `json:"priority,omitempty"` // the job's priority label
-	State       State     `json:"state"`              // the job's state
-	Attempt     int       `json:"attempt"`            // attempts made so far
-	MaxAttempts int       `json:"max_attempts"`       // attempts allowed (0: the queue's default)
-	RunAt       time.Time `json:"run_at,omitzero"`    // when it is due (scheduled and waiting jobs)
-	Created     time.Time `json:"created,omitzero"`   // when it was enqueued
-	Updated     time.Time `json:"updated,omitzero"`   // when it entered its state
-	LastError   string    `json:"last_error,omitempty"`
+	ID          int64     `json:"id"`                   // the job's ID
+	Key         string    `json:"key,omitempty"`        // the job's Key, "" if none
+	Group       string    `json:"group,omitempty"`      // the job's Group, "" if none
+	Target      string    `json:"target,omitempty"`     // the job's Target, "" if none
+	Priority    string    `json:"priority,omitempty"`   // the job's priority label
+	State       State     `json:"state"`                // the job's state
+	Attempt     int       `json:"attempt"`              // attempts made so far
+	MaxAttempts int       `json:"max_attempts"`         // attempts allowed (0: the queue's default)
+	RunAt       time.Time `json:"run_at,omitzero"`      // when it is due (scheduled and waiting jobs)
+	Created     time.Time `json:"created,omitzero"`     // when it was enqueued
+	Updated     time.Time `json:"updated,omitzero"`     // when it entered its state
+	LastError   string    `json:"last_error,omitempty"` // the cause recorded by its last failed run or refusal
 	// Payload is the job's payload encoded by the store's codec; nil
 	// unless the caller asked for it (Query.Payload, Get's payload).
 	Payload []byte `json:"payload,omitempty"`
@@ -90,7 +90,7 @@ type JobInfo struct {
 // Filter selects jobs: those in State (required) whose Priority,
 // Target and Key match, each when not empty.
 type Filter struct {
-	State     State  `json:"state"`
+	State     State  `json:"state"`                // the state to list (required)
 	Priority  string `json:"priority,omitempty"`   // exact priority label
 	Target    string `json:"target,omitempty"`     // exact target name
 	KeyPrefix string `json:"key_prefix,omitempty"` // jobs whose Key starts with it
@@ -100,8 +100,8 @@ type Filter struct {
 // ordering time of the last job returned, ID its ID. Admin encodes it
 // into Page.Next and decodes Query.After; stores receive it decoded.
 type Cursor struct {
-	At time.Time
-	ID int64
+	At time.Time // the ordering time of the last job returned
+	ID int64     // its ID
 }
 
 // Query asks List for a page of jobs.
@@ -115,7 +115,7 @@ type Query struct {
 
 // Page is one page of List's answer.
 type Page struct {
-	Jobs []JobInfo `json:"jobs"`
+	Jobs []JobInfo `json:"jobs"` // the jobs, in the state's order
 	// Next is the cursor of the next page, to pass as Query.After; ""
 	// when this page is the last.
 	Next string `json:"next,omitempty"`

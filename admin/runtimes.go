@@ -27,6 +27,7 @@ type RunTimes struct {
 // a Queue implements it; a store's own backend given to New (queuectl's)
 // runs no jobs and does not.
 type RunTimer interface {
+	// RunTimes returns the run times sampled so far.
 	RunTimes() RunTimes
 }
 

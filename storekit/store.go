@@ -73,6 +73,8 @@ type Config struct {
 // so that the queue ends the run as cancelled rather than as a lost
 // lease.
 type RunCanceller interface {
+	// CancelRequested reports whether an operator asked to cancel the
+	// running job with ID id.
 	CancelRequested(id int64) bool
 }
 

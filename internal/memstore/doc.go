@@ -13,7 +13,8 @@
 // pointer, and a worker's WorkerClaim keeps the claimed job's key entry,
 // so that the hot path copies no Job and looks no key up twice.
 //
-// The package shares its data types with package queue through
-// internal/core, which queue re-exports as aliases; memstore cannot import
-// queue, which imports it.
+// The package implements the public store contract (package storekit)
+// on the shared types of package queuetype, which queue re-exports as
+// aliases; memstore cannot import queue, which imports it. Store authors
+// reach wrap.go's methods through package storekit/memstore.
 package memstore

@@ -8,4 +8,12 @@
 //
 // The loops use the real clock (time.Now and timers), so that tests run
 // them in a testing/synctest bubble.
+//
+// # Stability
+//
+// Part of the v1 API of module github.com/queuekit/queue, for store
+// authors: pgstore and redisstore are released as modules of their own
+// and build on it, so within major version 1 nothing here is removed or
+// changed incompatibly (a store module at v1.0.0 builds against every
+// v1 core). New options arrive as new fields and Set methods.
 package durable

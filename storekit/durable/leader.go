@@ -30,6 +30,7 @@ type Election struct {
 	// Log receives the changes of leadership and the failed elections,
 	// each message starting with Pkg.
 	Log *slog.Logger
+	// Pkg is the store's package name, which starts each log message.
 	Pkg string
 }
 

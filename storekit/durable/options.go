@@ -32,15 +32,15 @@ const (
 // its own options and sets them with the Set methods, which check the
 // value and name the store's option in the error.
 type Options struct {
-	Pkg             string // the store's package, "pgstore" or "redisstore": names the options in errors
-	Codec           storekit.Codec
-	MaxPayload      int // bytes
-	LeaseTTL        time.Duration
-	LeaderTTL       time.Duration
-	PollInterval    time.Duration
-	JanitorInterval time.Duration
-	DeadRetention   time.Duration
-	WorkerID        string // this process's name in leases and leadership
+	Pkg             string         // the store's package, "pgstore" or "redisstore": names the options in errors
+	Codec           storekit.Codec // encodes payloads (WithCodec); JSON by default
+	MaxPayload      int            // the largest encoded payload accepted, in bytes (WithMaxPayload)
+	LeaseTTL        time.Duration  // how long a claim holds a job without a heartbeat (WithLeaseTTL)
+	LeaderTTL       time.Duration  // the leader's term (WithLeaderTTL)
+	PollInterval    time.Duration  // the claim poll's floor when no wake-up comes (WithPollInterval)
+	JanitorInterval time.Duration  // how often the leader's janitor and every process's rescue run (WithJanitorInterval)
+	DeadRetention   time.Duration  // how long ended jobs are kept (WithDeadRetention)
+	WorkerID        string         // this process's name in leases and leadership
 }
 
 // Defaults returns the options of package pkg with their defaults, the

@@ -1,5 +1,6 @@
 // Package fleettest holds what the multi-process fleet tests of the
-// durable stores (pgstore, redisstore) share: the helper-process
+// durable stores (pgstore, redisstore, and a store of another module)
+// share: the helper-process
 // protocol (Proc, StartHelper, Commands: the store's test binary re-run,
 // driven over stdin and stdout), the target-health test (TargetHealth,
 // ServeHealth), the check of the periodic test's runs (CheckPeriodicRuns),
@@ -27,7 +28,9 @@
 // RunFlow then checks that every job ran; each exactly once, except the
 // jobs in flight at a kill, which were rescued once their leases expired
 // and ran once more (a claim never recorded as a run, made just before
-// the kill, shows as an attempt number skipped).
+// the kill, shows as an attempt number skipped).//
+// Like storetest, it is a test kit: its functions may change in a minor
+// release when the tests do (see docs/RELEASING.md).
 package fleettest
 
 import (
@@ -224,52 +227,52 @@ type Driver struct {
 
 // Job is a job the test enqueued.
 type Job struct {
-	Prio  string
+	Prio  string    // its priority label
 	RunAt time.Time // zero: at once
 }
 
 // Run is one recorded run of a job.
 type Run struct {
-	ID      int64
-	Attempt int
-	PID     int
-	At      time.Time
+	ID      int64     // the job's ID
+	Attempt int       // the run's attempt number
+	PID     int       // the process that ran it
+	At      time.Time // when the run began
 }
 
 // Ref names one claim of a job: its ID and attempt.
 type Ref struct {
-	ID      int64
-	Attempt int
+	ID      int64 // the job's ID
+	Attempt int   // the claim's attempt number
 }
 
 // Lease is a lease a killed manager held.
 type Lease struct {
-	PID    int
+	PID    int       // the killed manager
 	Expiry time.Time // by the server's clock
 }
 
 // Rescue is a recorded rescue.
 type Rescue struct {
-	PID int
-	At  time.Time
+	PID int       // the process whose janitor rescued the job
+	At  time.Time // when
 }
 
 // Records is what the managers recorded.
 type Records struct {
 	Runs    map[int][]Run         // by payload, by attempt
 	Done    map[int64]map[int]int // by job ID, by pid
-	Rescued map[Ref]Rescue
-	Odd     []string
-	NRuns   int
+	Rescued map[Ref]Rescue        // the rescues, by claim
+	Odd     []string              // records that fit no expectation, to report
+	NRuns   int                   // runs recorded in all
 }
 
 // Flow is the test's account of the jobs it enqueued, the managers it
 // killed and the leases they held.
 type Flow struct {
-	Jobs   map[int]Job
+	Jobs   map[int]Job       // the jobs enqueued, by payload
 	Killed map[int]time.Time // kill time by pid
-	Leases map[Ref]Lease
-	dead   []*Proc // the killed managers, whose leases are watched
+	Leases map[Ref]Lease     // the leases the killed managers held, by claim
+	dead   []*Proc           // the killed managers, whose leases are watched
 	d      Driver
 }
 

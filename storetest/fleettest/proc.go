@@ -24,7 +24,7 @@ import (
 // Proc is a running helper process.
 type Proc struct {
 	Owner string // its worker ID: set by StartProc, empty otherwise
-	PID   int
+	PID   int    // its process ID
 
 	what  string // "helper" or "manager", in the failure messages
 	cmd   *exec.Cmd

@@ -1,6 +1,10 @@
 // Package storebench holds the benchmarks that the durable stores'
 // modules (pgstore, redisstore) run alike, each on its own store beside
-// the in-memory one.
+// the in-memory one. A store of another module runs them the same way
+// from its own benchmark functions.
+//
+// Like storetest, it is a test kit: its functions may change in a minor
+// release when the benchmarks do (see docs/RELEASING.md).
 package storebench
 
 import (
