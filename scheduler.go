@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"time"
@@ -247,4 +248,19 @@ func (p *periodic[T]) statuses() []PeriodicStatus {
 		out[i] = s.PeriodicStatus
 	}
 	return out
+}
+
+// EnqueueAt schedules job to run at t (or now, if t is not in the future).
+func (q *Queue[T]) EnqueueAt(ctx context.Context, job Job[T], t time.Time) error {
+	job.RunAt = t
+	return q.Enqueue(ctx, job)
+}
+
+// EnqueueIn schedules job to run after d.
+func (q *Queue[T]) EnqueueIn(ctx context.Context, job Job[T], d time.Duration) error {
+	job.RunAt = time.Time{} // d <= 0: now, whatever RunAt said
+	if d > 0 {
+		job.RunAt = q.clock.Now().Add(d)
+	}
+	return q.enqueue(ctx, &job, d > 0)
 }
