@@ -2,6 +2,7 @@ package main
 
 import (
 	"embed"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -151,7 +152,17 @@ func installQueuectl(s *sandbox, pgQueue string) (string, error) {
 	if err != nil {
 		return did + ", queuectl stats", fail(out, err)
 	}
-	return fmt.Sprintf("%s, queuectl -h, queuectl --pg $QUEUE_PG_URL --queue %s stats: %s", did, pgQueue, oneLine(out, 120)), nil
+	// The pgstore step's one job, done.
+	var stats struct {
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(out), &stats); err != nil || stats.Counts["done"] != 1 {
+		if err == nil {
+			err = fmt.Errorf("done = %d, want 1", stats.Counts["done"])
+		}
+		return did + ", queuectl stats shows the pgstore step's job done", fail(out, err)
+	}
+	return fmt.Sprintf("%s, queuectl -h, queuectl --pg $QUEUE_PG_URL --queue %s stats -o json: done=%d", did, pgQueue, stats.Counts["done"]), nil
 }
 
 // upgradeCore: a module with both stores at v1.0.0 takes the core at
@@ -187,13 +198,4 @@ func upgradeCore(s *sandbox) (string, error) {
 		return did + ", go vet", fail(out, err)
 	}
 	return did + ": go build of every package of the three modules and of a program using both stores, go vet of the program", nil
-}
-
-// oneLine returns out on one line, cut to n bytes.
-func oneLine(out string, n int) string {
-	out = strings.Join(strings.Fields(out), " ")
-	if len(out) > n {
-		out = out[:n] + "..."
-	}
-	return out
 }
