@@ -92,8 +92,9 @@ if ! $short; then
 fi
 
 # scripts/releasecheck is a module of its own, outside go.work.
-echo "== scripts/releasecheck: go vet, staticcheck"
-(cd scripts/releasecheck && GOWORK=off go vet ./... && GOWORK=off "$staticcheck" ./...) || fail=1
+echo "== scripts/releasecheck: go vet, staticcheck, go test"
+(cd scripts/releasecheck && GOWORK=off go vet ./... && GOWORK=off "$staticcheck" ./... &&
+  GOWORK=off go test -race -count=1 ./...) || fail=1
 
 for m in "${modules[@]}"; do
   [ -f "$m/go.mod" ] || continue
