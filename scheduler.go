@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// The engine's side of scheduling. A job's RunAt (EnqueueAt, EnqueueIn,
+// a retry's backoff) is the store's to keep: the store holds the schedule
+// and promotes due jobs itself, sleeping until the next due time. The
+// engine keeps the periodic loop below.
+//
 // The periodic loop: one goroutine per queue with periodic jobs, asleep
 // on a timer of the queue's Clock until the earliest next period (or a
 // change), which enqueues each period's run as it comes. It does no

@@ -8,7 +8,7 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/panjf2000/ants/v2 v2.12.1
-	github.com/queuekit/queue v0.0.0
+	github.com/queuekit/queue v1.0.0
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
@@ -30,8 +30,8 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
-	github.com/queuekit/queue/pgstore v0.0.0
-	github.com/queuekit/queue/redisstore v0.0.0
+	github.com/queuekit/queue/pgstore v1.0.0
+	github.com/queuekit/queue/redisstore v1.0.0
 	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
@@ -50,9 +50,3 @@ require (
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect
 )
-
-replace github.com/queuekit/queue => ../
-
-replace github.com/queuekit/queue/pgstore => ../pgstore
-
-replace github.com/queuekit/queue/redisstore => ../redisstore

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/queuekit/queue v0.0.0
+	github.com/queuekit/queue v1.0.0
 	github.com/stretchr/testify v1.11.1
 )
 
@@ -25,5 +25,3 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/queuekit/queue => ../

@@ -6,7 +6,7 @@ require (
 	github.com/anacrolix/torrent v1.62.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.24.1
-	github.com/queuekit/queue v0.0.0
+	github.com/queuekit/queue v1.0.0
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/stretchr/testify v1.11.1
@@ -34,16 +34,10 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
-	github.com/queuekit/queue/pgstore v0.0.0
-	github.com/queuekit/queue/redisstore v0.0.0
+	github.com/queuekit/queue/pgstore v1.0.0
+	github.com/queuekit/queue/redisstore v1.0.0
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/queuekit/queue => ../
-
-replace github.com/queuekit/queue/pgstore => ../pgstore
-
-replace github.com/queuekit/queue/redisstore => ../redisstore

@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/queuekit/queue v0.0.0
+	github.com/queuekit/queue v1.0.0
 	github.com/stretchr/testify v1.11.1
 )
 
@@ -30,5 +30,3 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/queuekit/queue => ../

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/queuekit/queue v0.0.0
-	github.com/queuekit/queue/pgstore v0.0.0
-	github.com/queuekit/queue/redisstore v0.0.0
+	github.com/queuekit/queue v1.0.0
+	github.com/queuekit/queue/pgstore v1.0.0
+	github.com/queuekit/queue/redisstore v1.0.0
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/stretchr/testify v1.11.1
 )
@@ -31,10 +31,4 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
-
-replace (
-	github.com/queuekit/queue => ../
-	github.com/queuekit/queue/pgstore => ../pgstore
-	github.com/queuekit/queue/redisstore => ../redisstore
 )

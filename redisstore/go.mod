@@ -3,7 +3,7 @@ module github.com/queuekit/queue/redisstore
 go 1.25.0
 
 require (
-	github.com/queuekit/queue v0.0.0
+	github.com/queuekit/queue v1.0.0
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/stretchr/testify v1.11.1
 )
@@ -24,5 +24,3 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/queuekit/queue => ../
