@@ -4,8 +4,9 @@
 // "retry in" rules, admission control that engages only when the queue
 // fills, fan-out throttling with per-target suspension, disabling and
 // circuit breaking, an autoscaling worker pool, and Prometheus metrics.
-// The same API runs on PostgreSQL or Redis through a Store (the pgstore
-// and redisstore modules).
+// The same API runs on PostgreSQL or Redis through a store (the pgstore
+// and redisstore modules, which implement the store contract of package
+// storekit).
 //
 // Quick start, in a program that drains its queue on Ctrl-C:
 //
@@ -143,7 +144,7 @@
 // keep the rest. WithTargetConcurrency(k) replaces the share by a fixed
 // k; jobs without a Target are not limited. The share is the engine's,
 // per process, and the same on every store; a fixed k on a store that
-// implements SlotStore (pgstore, redisstore) holds for the whole fleet.
+// implements storekit.SlotStore (pgstore, redisstore) holds for the whole fleet.
 //
 // # Admission control
 //
@@ -181,5 +182,5 @@
 // queuetest.HTTPClient(h), which serves an http.Handler in process. Package queuetest has helpers for a program's own tests
 // (Advance, Start, Drain, CheckCounts) and a FakeClock for tests that
 // cannot use a bubble. Package storetest is for store authors: Run checks
-// the contract every Store passes.
+// the contract (package storekit) every store passes.
 package queue
