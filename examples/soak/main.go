@@ -266,6 +266,8 @@ func (s *soak) announce(ctx context.Context, rng *rand.Rand) {
 			}
 		case errors.Is(err, queue.ErrQueueFull), errors.Is(err, queue.ErrDuplicate):
 			s.refused.Add(1)
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return // the run is ending: Enqueue refuses a done ctx, accepting nothing
 		default:
 			s.unexpected.Add(1)
 		}

@@ -10,8 +10,8 @@ import (
 // (TestFleetConcurrencyFair): the process that ran it, and how many jobs
 // of its target were still parked in that process as it started.
 type SlotRun struct {
-	Proc   string
-	Parked int
+	Proc   string // the process that ran it
+	Parked int    // its target's jobs parked in that process as it started
 }
 
 // Parked returns a function that reports how many jobs of target are
