@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/queuetest"
@@ -129,7 +131,11 @@ func TestAddMetaStrings(t *testing.T) {
 	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	for _, key := range []string{`q"uo\te`, "ctl\x00\x01\n\r\t\x1f\x7f", "ünï ☃", "bad\xff\xfeutf8", "/slash</script>&"} {
-		a, err := s.Add(ctx, queue.Job[int]{Key: key, Group: key, Target: key, Payload: 1})
+		target := key // a target must be valid UTF-8 without NUL (ErrInvalidJob); keys and groups may hold any bytes
+		if !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+			target = "odd"
+		}
+		a, err := s.Add(ctx, queue.Job[int]{Key: key, Group: key, Target: target, Payload: 1})
 		if err != nil {
 			t.Fatalf("Add(%q): %v", key, err)
 		}
@@ -137,7 +143,7 @@ func TestAddMetaStrings(t *testing.T) {
 			t.Fatalf("second Add(%q) = %v, want ErrDuplicate", key, err)
 		}
 		j, err := s.Claim(ctx)
-		if err != nil || j.ID != a.ID || j.Key != key || j.Group != key || j.Target != key {
+		if err != nil || j.ID != a.ID || j.Key != key || j.Group != key || j.Target != target {
 			t.Fatalf("Claim = %+v, %v; want job %d with key %q", j, err, a.ID, key)
 		}
 		must(t, s.Complete(ctx, j))
