@@ -92,6 +92,24 @@ if ! $short; then
   scripts/release-check.sh api || fail=1
 fi
 
+# The module graph a user gets: no go.mod holds a replace directive or a
+# v0.0.0 requirement of a sibling (go.work ties the modules locally), and
+# no module imports another module's internal/ packages (a store release
+# would then build only beside the core commit it was made with).
+echo "== module graph: no replace, no v0.0.0 sibling, no other module's internal/"
+for m in "${modules[@]}"; do
+  [ -f "$m/go.mod" ] || continue
+  if grep -nE '^[[:space:]]*replace\b|github\.com/queuekit/queue[^[:space:]]* v0\.0\.0' "$m/go.mod"; then
+    echo "$m/go.mod: a replace directive or a v0.0.0 requirement of a sibling"; fail=1
+  fi
+  mod=$(awk '$1 == "module" { print $2; exit }' "$m/go.mod")
+  bad=$(cd "$m" && go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+    awk -v mod="$mod" '{ for (i = 2; i <= NF; i++) if ($i ~ /^github\.com\/queuekit\/queue(\/.*)?\/internal(\/|$)/ && index($i, mod "/") != 1) print $1, "imports", $i }')
+  if [ -n "$bad" ]; then
+    echo "$bad"; echo "$m: imports another module's internal/ packages"; fail=1
+  fi
+done
+
 # scripts/releasecheck is a module of its own, outside go.work.
 if ! $short; then
   echo "== scripts/releasecheck: go vet, staticcheck, go test"
