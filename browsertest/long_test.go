@@ -12,17 +12,18 @@ import (
 	"github.com/queuekit/queue"
 )
 
-// TestLongValuesKeepPageUsable: a 100 kB key, target and error, and 300
-// bytes without a break, neither stretch the page nor crush the job
+// TestLongValuesKeepPageUsable: a 100 kB key and error, a target of the
+// longest a job may name (1 024 bytes), and 300 bytes without a break, neither stretch the page nor crush the job
 // column; the job's detail, with the whole value, shows where the user
 // is; a right-to-left override is shown escaped, not obeyed.
 func TestLongValuesKeepPageUsable(t *testing.T) {
 	long := strings.Repeat("x", 100_000)
+	longTarget := strings.Repeat("t", 1024) // Enqueue refuses a longer target
 	unbroken := strings.Repeat("y", 300)
 	b := newBrowser(t)
 	s := newAdminSite(t, handle)
 	jobs := []queue.Job[string]{
-		{Key: "k" + long, Target: "t" + long, Payload: "fail" + long},
+		{Key: "k" + long, Target: longTarget, Payload: "fail" + long},
 		{Key: unbroken, Target: unbroken, Payload: "fail" + unbroken},
 		{Key: "k-\u202etxt.exe", Target: "t\u2066x\u2069", Payload: "fail \x1b[2J\u009b"},
 	}

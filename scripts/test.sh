@@ -117,6 +117,25 @@ if ! $short; then
     GOWORK=off go test -race -count=1 ./...) || fail=1
 fi
 
+# The release rehearsal (docs/RELEASING.md): every module as if tagged
+# v1.0.0, got, run and installed from a local module proxy outside the
+# workspace. It needs PostgreSQL and Redis: without them it is skipped
+# (and counted so), except under CI=true, where it fails. It runs beside
+# the modules' tests (much of their time is spent waiting on servers and
+# timers), and its output is shown when they are done.
+rehearsal_pid=""
+rehearsal_log=$(mktemp)
+if ! $short; then
+  if ! why=$(scripts/release-check.sh reachable 2>&1) && [ "${CI:-}" != "true" ]; then
+    echo "== release rehearsal: skipped: ${why##*releasecheck: }"
+    skipped=$((skipped + 1))
+  else
+    echo "== release rehearsal: started beside the tests"
+    scripts/release-check.sh rehearse >"$rehearsal_log" 2>&1 &
+    rehearsal_pid=$!
+  fi
+fi
+
 for m in "${modules[@]}"; do
   [ -f "$m/go.mod" ] || continue
   # -short: the core module only.
@@ -125,7 +144,7 @@ for m in "${modules[@]}"; do
   (cd "$m" && go vet ./...) || fail=1
   echo "== $m: staticcheck"
   (cd "$m" && "$staticcheck" ./...) || fail=1
-  echo "== $m: go test -race"
+  echo "== $m: go test -race (at ${SECONDS}s)"
   (cd "$m" && go test -race -count=1 ./...) 2>&1 | tee "$log" || fail=1
   # One result line per package: "ok<TAB>path<TAB>time" or
   # "FAIL<TAB>path<TAB>time" (or "FAIL<TAB>path [build failed]"). The bare
@@ -138,21 +157,15 @@ for m in "${modules[@]}"; do
   done < <(grep -E "$pkg_re" "$log" | grep '^FAIL' | awk '{print $2}' | sort -u)
 done
 
-# The release rehearsal (docs/RELEASING.md): every module as if tagged
-# v1.0.0, got, run and installed from a local module proxy outside the
-# workspace. It needs PostgreSQL and Redis: without them it is skipped
-# (and counted so), except under CI=true, where it fails.
-if ! $short; then
+if [ -n "$rehearsal_pid" ]; then
   echo "== release rehearsal"
-  if ! why=$(scripts/release-check.sh reachable 2>&1) && [ "${CI:-}" != "true" ]; then
-    echo "release rehearsal: skipped: ${why##*releasecheck: }"
-    skipped=$((skipped + 1))
-  elif scripts/release-check.sh rehearse; then
-    passed=$((passed + 1))
+  if wait "$rehearsal_pid"; then
+    cat "$rehearsal_log"; passed=$((passed + 1))
   else
-    fail=1; failed=$((failed + 1)); failed_pkgs+=("release-rehearsal")
+    cat "$rehearsal_log"; fail=1; failed=$((failed + 1)); failed_pkgs+=("release-rehearsal")
   fi
 fi
+rm -f "$rehearsal_log"
 
 # shellcheck source=lib/e2e.sh
 . scripts/lib/e2e.sh
