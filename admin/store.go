@@ -23,7 +23,14 @@ type Store interface {
 	// start). A job that stays in the state while a caller pages is
 	// never skipped nor repeated. Payloads are filled only when payload
 	// is true, encoded with the store's codec.
-	List(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) ([]JobInfo, error)
+	//
+	// When f has a Priority, Target or KeyPrefix, List examines at most
+	// MaxExamined jobs of the state, walking its order from after: when
+	// it reaches that bound with fewer than limit matches, it returns
+	// those it found (maybe none) and sets Listed.Stop to the position of
+	// the last job it examined, where the next call resumes. Without a
+	// filter every job examined matches, so limit bounds the walk.
+	List(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) (Listed, error)
 
 	// Get returns the job with id, its payload only when payload is
 	// true; an error wrapping ErrNotFound when the store does not hold
@@ -69,6 +76,20 @@ type Store interface {
 
 	// Paused reports whether the queue is paused.
 	Paused(ctx context.Context) (bool, error)
+}
+
+// Listed is a Store's answer to List.
+type Listed struct {
+	Jobs []JobInfo // the matching jobs, in the state's order, at most limit
+	// Examined is how many jobs of the state the store read to find
+	// Jobs (at most MaxExamined with a filter); a store may report 0
+	// when it cannot tell.
+	Examined int
+	// Stop, when not nil, says the store stopped at MaxExamined before
+	// finding limit matches: the position of the last job it examined,
+	// after which the state may hold more matches. Nil when the walk
+	// found limit matches or reached the end of the state.
+	Stop *Cursor
 }
 
 // Targets is implemented by a Store whose queue knows its targets' health

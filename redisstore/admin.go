@@ -158,7 +158,12 @@ type found struct {
 // dead jobs sort by their ID's decimal text, ready ones by ID. Coalesced
 // reruns (counted as scheduled) and jobs in a process's outage fallback
 // are not listed; Waiting, Done and Cancelled list nothing.
-func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+	jobs, err := a.list(ctx, f, oldest, after, limit, payload)
+	return admin.Listed{Jobs: jobs, Examined: len(jobs)}, err
+}
+
+func (a *adminStore[T]) list(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
 	s := a.s
 	if err := s.adminReady(); err != nil {
 		return nil, err
