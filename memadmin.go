@@ -45,9 +45,14 @@ func (m memAdmin[T]) info(f *found[T], payload bool) (admin.JobInfo, error) {
 	return ji, err
 }
 
-// List implements admin.Store. A filtered List examines at most
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (m memAdmin[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, m, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister. A filtered List examines at most
 // admin.MaxExamined jobs of the state in its order (admin.Store.List).
-func (m memAdmin[T]) List(_ context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+func (m memAdmin[T]) ListBounded(_ context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	q := m.q
 	var all []found[T]
 	switch f.State {

@@ -125,7 +125,7 @@ type Page struct {
 	// pages may hold more matches. Only a filtered List can be partial.
 	Partial bool `json:"partial,omitempty"`
 	// Examined is how many jobs of the state the store read for this
-	// page (0 when the store cannot tell).
+	// page (0 when the store does not implement BoundedLister).
 	Examined int `json:"examined,omitempty"`
 }
 
@@ -153,7 +153,8 @@ func (f Filter) Filtered() bool {
 // it produced. It is safe for concurrent use.
 type Admin struct {
 	s Store
-	t Targets // nil when s does not implement Targets
+	b BoundedLister // nil when s does not implement BoundedLister
+	t Targets       // nil when s does not implement Targets
 }
 
 // New returns an Admin over s. When s also implements Targets, the
@@ -163,7 +164,19 @@ func New(s Store) *Admin {
 	if t, ok := s.(Targets); ok {
 		a.t = t
 	}
+	if b, ok := s.(BoundedLister); ok {
+		a.b = b
+	}
 	return a
+}
+
+// list lists through the store's ListBounded when it has one.
+func (a *Admin) list(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) (Listed, error) {
+	if a.b != nil {
+		return a.b.ListBounded(ctx, f, oldest, after, limit, payload)
+	}
+	jobs, err := a.s.List(ctx, f, oldest, after, limit, payload)
+	return Listed{Jobs: jobs}, err
 }
 
 // checkFilter validates f for List and the *Match actions.
@@ -187,8 +200,10 @@ func stateNames() string {
 // that enter the state after the cursor's position appear on later
 // pages, those that leave it do not.
 //
-// A filtered List (Priority, Target or KeyPrefix) examines at most
-// MaxExamined jobs of the state per call: when it reaches that bound
+// On a store that implements BoundedLister (every store of this module
+// and its store modules), a filtered List (Priority, Target or KeyPrefix)
+// examines at most MaxExamined jobs of the state per call: when it
+// reaches that bound
 // before the page is full, the page is Partial, holds the matches found
 // (maybe none) and its Next resumes after the last job examined. So a
 // short page is the last only when Next is "".
@@ -212,7 +227,7 @@ func (a *Admin) List(ctx context.Context, q Query) (Page, error) {
 		after = &c
 	}
 	// Ask for one more than the page, so that Next is "" on the last page.
-	l, err := a.s.List(ctx, q.Filter, q.Oldest, after, limit+1, q.Payload)
+	l, err := a.list(ctx, q.Filter, q.Oldest, after, limit+1, q.Payload)
 	if err != nil {
 		return Page{}, err
 	}
@@ -385,7 +400,7 @@ func (a *Admin) match(ctx context.Context, f Filter, name string, act func(conte
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		l, err := a.s.List(ctx, f, true, after, MaxLimit, false)
+		l, err := a.list(ctx, f, true, after, MaxLimit, false)
 		if err != nil {
 			return n, err
 		}

@@ -20,6 +20,8 @@ import (
 var (
 	_ admin.Store   = (*adminStore[int])(nil)
 	_ admin.Targets = (*adminStore[int])(nil)
+
+	_ admin.BoundedLister = (*adminStore[int])(nil)
 )
 
 // Admin returns the store's admin API backend: pass it to admin.New to
@@ -107,7 +109,12 @@ var listPlans = map[admin.State]struct {
 	admin.Cancelled: {where: `state = 'cancelled'`, col: "finalized_at"},
 }
 
-// List implements admin.Store: keyset paging over the state's index
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, a, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister: keyset paging over the state's index
 // (ready: created_at; scheduled: run_at, coalesced reruns included;
 // running: attempted_at; ended: finalized_at; then id). Waiting is always
 // empty: a durable store shows deferred jobs as scheduled.
@@ -116,7 +123,7 @@ var listPlans = map[admin.State]struct {
 // through that index, in page order, in an inner select whose LIMIT is the
 // bound, and tests the filters on those rows only (listWalkSQL): whatever
 // the planner's statistics, it cannot scan or sort the whole state.
-func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	s := a.s
 	if err := s.adminReady(); err != nil {
 		return admin.Listed{}, err

@@ -20,6 +20,8 @@ import (
 var (
 	_ admin.Store   = (*adminStore[int])(nil)
 	_ admin.Targets = (*adminStore[int])(nil)
+
+	_ admin.BoundedLister = (*adminStore[int])(nil)
 )
 
 // Admin returns the store's admin API backend: pass it to admin.New to
@@ -149,7 +151,12 @@ type found struct {
 	pos  admin.Cursor
 }
 
-// List implements admin.Store: keyset paging over each shard's sorted set
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, a, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister: keyset paging over each shard's sorted set
 // of the state (ready: the ready index, by enqueue time; scheduled: the
 // schedule, by due time; dead: the dead set, by the time it died; then
 // ID), O(log n + the jobs read) per page, the filters applied to the jobs
@@ -164,7 +171,7 @@ type found struct {
 // its share stops at the last member it read, and the answer stops at the
 // least advanced of those positions (matches past it, read on another
 // shard, come again on the next call).
-func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	s := a.s
 	if err := s.adminReady(); err != nil {
 		return admin.Listed{}, err

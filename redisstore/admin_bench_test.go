@@ -82,8 +82,8 @@ func BenchmarkAdminList(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(jobs.Jobs) != admin.DefaultLimit {
-				b.Fatalf("got %d jobs", len(jobs.Jobs))
+			if len(jobs) != admin.DefaultLimit {
+				b.Fatalf("got %d jobs", len(jobs))
 			}
 		}
 	})
