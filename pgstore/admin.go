@@ -128,16 +128,57 @@ func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest 
 	if err := s.adminReady(); err != nil {
 		return admin.Listed{}, err
 	}
+	sql, args, walk := s.listSQL(f, oldest, after, limit, payload)
+	if sql == "" {
+		return admin.Listed{}, nil // Waiting, or a priority no job has
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return admin.Listed{}, s.adminErr("list", err)
+	}
+	if !walk {
+		jobs, err := s.scanInfos(rows)
+		if err != nil {
+			return admin.Listed{}, s.adminErr("list", err)
+		}
+		return admin.Listed{Jobs: jobs, Examined: len(jobs)}, nil
+	}
+	var (
+		l    admin.Listed
+		hit  bool
+		edge *admin.JobInfo
+	)
+	err = s.scanInfosWith(rows, []any{&hit, &l.Examined}, func(j admin.JobInfo) {
+		if hit {
+			l.Jobs = append(l.Jobs, j)
+		} else {
+			edge = &j
+		}
+	})
+	if err != nil {
+		return admin.Listed{}, s.adminErr("list", err)
+	}
+	if len(l.Jobs) < limit && l.Examined == admin.MaxExamined && edge != nil {
+		c := admin.Position(*edge)
+		l.Stop = &c
+	}
+	return l, nil
+}
+
+// listSQL returns ListBounded's statement and arguments, and whether it
+// is a filtered walk (listWalkSQL) rather than a page (listPageSQL); ""
+// when nothing can match.
+func (s *Store[T]) listSQL(f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (sql string, args []any, walk bool) {
 	plan, ok := listPlans[f.State]
 	if !ok {
-		return admin.Listed{}, nil // Waiting
+		return "", nil, false // Waiting
 	}
-	args := []any{s.cfg.Name, limit, payload}
+	args = []any{s.cfg.Name, limit, payload}
 	var filters []string
 	if f.Priority != "" {
 		w, ok := s.weight(f.Priority)
 		if !ok {
-			return admin.Listed{}, nil // no job has it
+			return "", nil, false // no job has it
 		}
 		args = append(args, w)
 		filters = append(filters, "priority = $"+strconv.Itoa(len(args))+"::integer")
@@ -168,42 +209,17 @@ func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest 
 		cursor = fmt.Sprintf(" AND (%s, id) %s ($%d::timestamptz, $%d::bigint)", plan.col, cmp, n-1, n)
 	}
 	if len(filters) == 0 {
-		jobs, err := s.listPage(ctx, plan.where, plan.col, plan.reruns, cursor, dir, args)
-		return admin.Listed{Jobs: jobs, Examined: len(jobs)}, err
+		return listPageSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, dir), args, false
 	}
 	args = append(args, admin.MaxExamined)
-	sql := listWalkSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, strings.Join(filters, " AND "), dir, len(args))
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return admin.Listed{}, s.adminErr("list", err)
-	}
-	var (
-		l    admin.Listed
-		hit  bool
-		edge *admin.JobInfo
-	)
-	err = s.scanInfosWith(rows, []any{&hit, &l.Examined}, func(j admin.JobInfo) {
-		if hit {
-			l.Jobs = append(l.Jobs, j)
-		} else {
-			edge = &j
-		}
-	})
-	if err != nil {
-		return admin.Listed{}, s.adminErr("list", err)
-	}
-	if len(l.Jobs) < limit && l.Examined == admin.MaxExamined && edge != nil {
-		c := admin.Position(*edge)
-		l.Stop = &c
-	}
-	return l, nil
+	return listWalkSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, strings.Join(filters, " AND "), dir, len(args)), args, true
 }
 
-// listPage lists an unfiltered page: limit ($2) rows of the state from
-// the cursor, through the state's index.
-func (s *Store[T]) listPage(ctx context.Context, where, col string, reruns bool, cursor, dir string, args []any) ([]admin.JobInfo, error) {
+// listPageSQL is an unfiltered List's statement: limit ($2) rows of the
+// state from the cursor, through the state's index.
+func listPageSQL(jobs, where, col string, reruns bool, cursor, dir string) string {
 	branch := func(where string) string {
-		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + s.q.jobs +
+		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + jobs +
 			" WHERE queue = $1::text AND " + where + cursor +
 			" ORDER BY " + col + " " + dir + ", id " + dir + " LIMIT $2::bigint)"
 	}
@@ -212,15 +228,7 @@ func (s *Store[T]) listPage(ctx context.Context, where, col string, reruns bool,
 		sql = "SELECT * FROM (" + sql + " UNION ALL " + branch(`state = 'pending'`) + ") u ORDER BY " +
 			"run_at " + dir + ", id " + dir + " LIMIT $2::bigint"
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, s.adminErr("list", err)
-	}
-	out, err := s.scanInfos(rows)
-	if err != nil {
-		return nil, s.adminErr("list", err)
-	}
-	return out, nil
+	return sql
 }
 
 // listWalkSQL is a filtered List's statement. The walk (w) reads at most
