@@ -408,6 +408,17 @@ type durableAdmin[T any] struct {
 	q *Queue[T]
 }
 
+// ListBounded implements admin.BoundedLister with the store's, when it
+// has one (the embedded admin.Store does not promote it); otherwise it is
+// the store's List, never partial.
+func (d durableAdmin[T]) ListBounded(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+	if b, ok := d.Store.(admin.BoundedLister); ok {
+		return b.ListBounded(ctx, f, oldest, after, limit, payload)
+	}
+	jobs, err := d.Store.List(ctx, f, oldest, after, limit, payload)
+	return admin.Listed{Jobs: jobs}, err
+}
+
 // Delete asks the store, and reports the job deleted (EventDeleted):
 // the store does not say whether the job had ended, so the event names
 // only its ID.
@@ -471,6 +482,9 @@ var (
 	_ admin.Targets  = durableAdmin[int]{}
 	_ admin.Targets  = memAdmin[int]{}
 	_ admin.Store    = memAdmin[int]{}
+
+	_ admin.BoundedLister = memAdmin[int]{}
+	_ admin.BoundedLister = durableAdmin[int]{}
 )
 
 // memPos converts an admin cursor to the in-memory store's position.

@@ -45,27 +45,22 @@ func (m memAdmin[T]) info(f *found[T], payload bool) (admin.JobInfo, error) {
 	return ji, err
 }
 
-// List implements admin.Store.
-func (m memAdmin[T]) List(_ context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (m memAdmin[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, m, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister. A filtered List examines at most
+// admin.MaxExamined jobs of the state in its order (admin.Store.List).
+func (m memAdmin[T]) ListBounded(_ context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	q := m.q
 	var all []found[T]
 	switch f.State {
 	case admin.Ready, admin.Scheduled:
 		if q.mem == nil {
-			return nil, fmt.Errorf("%w: listing %s jobs of a %T", admin.ErrUnsupported, f.State, q.store)
+			return admin.Listed{}, fmt.Errorf("%w: listing %s jobs of a %T", admin.ErrUnsupported, f.State, q.store)
 		}
-		ready := f.State == admin.Ready
-		jobs, _ := q.mem.List(memstore.ListQuery{Ready: ready, Oldest: oldest, After: q.memPos(after, ready),
-			Limit: limit, KeyPrefix: f.KeyPrefix, Keep: m.keep(f)})
-		out := make([]admin.JobInfo, 0, len(jobs))
-		for i := range jobs {
-			ji, err := m.info(&found[T]{job: jobs[i], st: f.State}, payload)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ji)
-		}
-		return out, nil
+		return m.listPending(f, oldest, after, limit, payload)
 	case admin.Running:
 		all = m.running()
 	case admin.Waiting:
@@ -73,12 +68,9 @@ func (m memAdmin[T]) List(_ context.Context, f admin.Filter, oldest bool, after 
 	case admin.Dead:
 		all = m.dead()
 	default:
-		return nil, nil // the in-memory store keeps no done or cancelled jobs
+		return admin.Listed{}, nil // the in-memory store keeps no done or cancelled jobs
 	}
 	all = slices.DeleteFunc(all, func(x found[T]) bool {
-		if !q.matches(f, &x.job) {
-			return true
-		}
 		if after == nil {
 			return false
 		}
@@ -101,35 +93,74 @@ func (m memAdmin[T]) List(_ context.Context, f admin.Filter, oldest bool, after 
 		}
 		return c
 	})
-	all = all[:min(len(all), limit)]
-	out := make([]admin.JobInfo, 0, len(all))
+	var l admin.Listed
+	if f.Filtered() && len(all) > admin.MaxExamined {
+		all = all[:admin.MaxExamined]
+		p := all[len(all)-1].pos()
+		l.Stop = &p
+	}
+	l.Examined = len(all)
 	for i := range all {
+		if len(l.Jobs) == limit {
+			l.Stop, l.Examined = nil, i
+			break
+		}
+		if !q.matches(f, &all[i].job) {
+			continue
+		}
 		ji, err := m.info(&all[i], payload)
 		if err != nil {
-			return nil, err
+			return admin.Listed{}, err
 		}
-		out = append(out, ji)
+		l.Jobs = append(l.Jobs, ji)
 	}
-	return out, nil
+	return l, nil
 }
 
-// keep filters pending jobs by priority and target under the store's locks.
-func (m memAdmin[T]) keep(f admin.Filter) func(prio int, target string) bool {
-	if f.Priority == "" && f.Target == "" {
-		return nil
-	}
-	pi := -2
-	if f.Priority != "" {
-		pi = -1 // an unknown priority matches nothing
-		for i, p := range m.q.cfg.priorities {
-			if p.Name == f.Priority {
-				pi = i
+// listPending lists ready or scheduled jobs from the in-memory store:
+// the store filters an unfiltered listing's walk itself; a filtered one
+// walks at most admin.MaxExamined jobs and filters them here.
+func (m memAdmin[T]) listPending(f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
+	q := m.q
+	ready := f.State == admin.Ready
+	lq := memstore.ListQuery{Ready: ready, Oldest: oldest, After: q.memPos(after, ready), Limit: limit}
+	var (
+		jobs []Job[T]
+		l    admin.Listed
+	)
+	if !f.Filtered() {
+		jobs, _ = q.mem.List(lq)
+		l.Examined = len(jobs)
+	} else {
+		var last *memstore.Position
+		jobs, last = q.mem.Walk(lq, admin.MaxExamined)
+		l.Examined = len(jobs)
+		if last != nil {
+			l.Examined = admin.MaxExamined
+			l.Stop = &admin.Cursor{At: q.mem.Time(last.At), ID: last.ID}
+		}
+		kept := jobs[:0]
+		for i := range jobs {
+			if len(kept) == limit {
+				// Full: the page ends at its last job, not at the walk's.
+				l.Stop, l.Examined = nil, i
+				break
+			}
+			if q.matches(f, &jobs[i]) {
+				kept = append(kept, jobs[i])
 			}
 		}
+		jobs = kept
 	}
-	return func(prio int, target string) bool {
-		return (pi == -2 || prio == pi) && (f.Target == "" || target == f.Target)
+	l.Jobs = make([]admin.JobInfo, 0, len(jobs))
+	for i := range jobs {
+		ji, err := m.info(&found[T]{job: jobs[i], st: f.State}, payload)
+		if err != nil {
+			return admin.Listed{}, err
+		}
+		l.Jobs = append(l.Jobs, ji)
 	}
+	return l, nil
 }
 
 func (m memAdmin[T]) running() []found[T] {
@@ -205,13 +236,11 @@ func (m memAdmin[T]) GetKey(ctx context.Context, key string, payload bool) (admi
 	}
 	if m.q.mem != nil {
 		for _, st := range []admin.State{admin.Ready, admin.Scheduled} {
-			jobs, err := m.List(ctx, admin.Filter{State: st, KeyPrefix: key}, true, nil, admin.MaxLimit, payload)
-			if err != nil {
-				return admin.JobInfo{}, err
-			}
-			for _, j := range jobs {
-				if j.Key == key {
-					return j, nil
+			// The store's own key filter, unbounded: a key names one job.
+			jobs, _ := m.q.mem.List(memstore.ListQuery{Ready: st == admin.Ready, Oldest: true, Limit: admin.MaxLimit, KeyPrefix: key})
+			for i := range jobs {
+				if jobs[i].Key == key {
+					return m.info(&found[T]{job: jobs[i], st: st}, payload)
 				}
 			}
 		}

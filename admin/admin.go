@@ -119,20 +119,42 @@ type Page struct {
 	// Next is the cursor of the next page, to pass as Query.After; ""
 	// when this page is the last.
 	Next string `json:"next,omitempty"`
+	// Partial says the page holds fewer than Limit jobs (maybe none)
+	// because the store examined MaxExamined jobs of the state without
+	// filling it: Next resumes after the last job examined, and later
+	// pages may hold more matches. Only a filtered List can be partial.
+	Partial bool `json:"partial,omitempty"`
+	// Examined is how many jobs of the state the store read for this
+	// page (0 when the store does not implement BoundedLister).
+	Examined int `json:"examined,omitempty"`
 }
 
-// Page sizes.
+// Page sizes and bounds.
 const (
 	DefaultLimit = 100  // Query.Limit when 0
 	MaxLimit     = 1000 // the largest Query.Limit
+	// MaxExamined bounds the jobs of the state a filtered List
+	// (Priority, Target or KeyPrefix set) examines per call, so that a
+	// rare filter costs at most a bounded walk of the state's order
+	// rather than a scan of the whole state: a page that reaches it
+	// comes back Partial, with Next set.
+	MaxExamined = 10000
 )
+
+// Filtered reports whether f selects by more than its state (Priority,
+// Target or KeyPrefix set): a store then bounds List's walk by
+// MaxExamined.
+func (f Filter) Filtered() bool {
+	return f.Priority != "" || f.Target != "" || f.KeyPrefix != ""
+}
 
 // Admin inspects and acts on the jobs of one store. It validates its
 // input, so a Store sees only known states, limits in bounds and cursors
 // it produced. It is safe for concurrent use.
 type Admin struct {
 	s Store
-	t Targets // nil when s does not implement Targets
+	b BoundedLister // nil when s does not implement BoundedLister
+	t Targets       // nil when s does not implement Targets
 }
 
 // New returns an Admin over s. When s also implements Targets, the
@@ -142,7 +164,19 @@ func New(s Store) *Admin {
 	if t, ok := s.(Targets); ok {
 		a.t = t
 	}
+	if b, ok := s.(BoundedLister); ok {
+		a.b = b
+	}
 	return a
+}
+
+// list lists through the store's ListBounded when it has one.
+func (a *Admin) list(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) (Listed, error) {
+	if a.b != nil {
+		return a.b.ListBounded(ctx, f, oldest, after, limit, payload)
+	}
+	jobs, err := a.s.List(ctx, f, oldest, after, limit, payload)
+	return Listed{Jobs: jobs}, err
 }
 
 // checkFilter validates f for List and the *Match actions.
@@ -165,6 +199,14 @@ func stateNames() string {
 // never skips nor repeats a job that stays in its state meanwhile; jobs
 // that enter the state after the cursor's position appear on later
 // pages, those that leave it do not.
+//
+// On a store that implements BoundedLister (every store of this module
+// and its store modules), a filtered List (Priority, Target or KeyPrefix)
+// examines at most MaxExamined jobs of the state per call: when it
+// reaches that bound
+// before the page is full, the page is Partial, holds the matches found
+// (maybe none) and its Next resumes after the last job examined. So a
+// short page is the last only when Next is "".
 func (a *Admin) List(ctx context.Context, q Query) (Page, error) {
 	if err := checkFilter(q.Filter); err != nil {
 		return Page{}, err
@@ -185,14 +227,18 @@ func (a *Admin) List(ctx context.Context, q Query) (Page, error) {
 		after = &c
 	}
 	// Ask for one more than the page, so that Next is "" on the last page.
-	jobs, err := a.s.List(ctx, q.Filter, q.Oldest, after, limit+1, q.Payload)
+	l, err := a.list(ctx, q.Filter, q.Oldest, after, limit+1, q.Payload)
 	if err != nil {
 		return Page{}, err
 	}
-	p := Page{Jobs: jobs}
-	if len(jobs) > limit {
-		p.Jobs = jobs[:limit]
+	p := Page{Jobs: l.Jobs, Examined: l.Examined}
+	switch {
+	case len(l.Jobs) > limit:
+		p.Jobs = l.Jobs[:limit]
 		p.Next = encodeCursor(q.State, q.Oldest, Position(p.Jobs[limit-1]))
+	case l.Stop != nil:
+		p.Partial = true
+		p.Next = encodeCursor(q.State, q.Oldest, *l.Stop)
 	}
 	return p, nil
 }
@@ -354,11 +400,11 @@ func (a *Admin) match(ctx context.Context, f Filter, name string, act func(conte
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		jobs, err := a.s.List(ctx, f, true, after, MaxLimit, false)
+		l, err := a.list(ctx, f, true, after, MaxLimit, false)
 		if err != nil {
 			return n, err
 		}
-		for _, j := range jobs {
+		for _, j := range l.Jobs {
 			err := act(ctx, j.ID)
 			switch {
 			case err == nil:
@@ -374,16 +420,24 @@ func (a *Admin) match(ctx context.Context, f Filter, name string, act func(conte
 				}
 			}
 		}
-		if len(jobs) < MaxLimit {
-			break
+		switch {
+		case len(l.Jobs) == MaxLimit:
+			c := Position(l.Jobs[len(l.Jobs)-1])
+			after = &c
+		case l.Stop != nil:
+			after = l.Stop
+		default:
+			return n, matchErr(name, refused, first)
 		}
-		c := Position(jobs[len(jobs)-1])
-		after = &c
 	}
+}
+
+// matchErr is match's answer once it has walked every matching job.
+func matchErr(name string, refused int, first error) error {
 	if refused > 0 {
-		return n, fmt.Errorf("admin: %s: %d of the matching jobs refused, the first: %w", name, refused, first)
+		return fmt.Errorf("admin: %s: %d of the matching jobs refused, the first: %w", name, refused, first)
 	}
-	return n, nil
+	return nil
 }
 
 // TargetList returns every target with something to report, by name;

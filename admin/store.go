@@ -22,7 +22,9 @@ type Store interface {
 	// oldest, strictly after the keyset position after (nil: from the
 	// start). A job that stays in the state while a caller pages is
 	// never skipped nor repeated. Payloads are filled only when payload
-	// is true, encoded with the store's codec.
+	// is true, encoded with the store's codec. A store that implements
+	// BoundedLister is listed through it instead (ListAll makes its
+	// List from its ListBounded).
 	List(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) ([]JobInfo, error)
 
 	// Get returns the job with id, its payload only when payload is
@@ -69,6 +71,53 @@ type Store interface {
 
 	// Paused reports whether the queue is paused.
 	Paused(ctx context.Context) (bool, error)
+}
+
+// BoundedLister is implemented by a Store whose filtered listing costs a
+// bounded walk of the state (the in-memory store, pgstore and
+// redisstore): Admin lists through ListBounded when the Store implements
+// it, and a filtered page may then be Partial.
+type BoundedLister interface {
+	// ListBounded is List, except that when f has a Priority, Target or
+	// KeyPrefix it examines at most MaxExamined jobs of the state,
+	// walking its order from after: when it reaches that bound with
+	// fewer than limit matches, it returns those it found (maybe none)
+	// and sets Listed.Stop to the position of the last job it examined,
+	// where the next call resumes. Without a filter every job examined
+	// matches, so limit bounds the walk.
+	ListBounded(ctx context.Context, f Filter, oldest bool, after *Cursor, limit int, payload bool) (Listed, error)
+}
+
+// ListAll is Store.List made from b's ListBounded: it follows Listed.Stop
+// until it has limit jobs or the state ends, so its cost is the whole
+// walk (for callers of Store.List, which has no partial answer).
+func ListAll(ctx context.Context, b BoundedLister, f Filter, oldest bool, after *Cursor, limit int, payload bool) ([]JobInfo, error) {
+	var out []JobInfo
+	for {
+		l, err := b.ListBounded(ctx, f, oldest, after, limit-len(out), payload)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l.Jobs...)
+		if l.Stop == nil || len(out) >= limit {
+			return out, nil
+		}
+		after = l.Stop
+	}
+}
+
+// Listed is a BoundedLister's answer to ListBounded.
+type Listed struct {
+	Jobs []JobInfo // the matching jobs, in the state's order, at most limit
+	// Examined is how many jobs of the state the store read to find
+	// Jobs (at most MaxExamined with a filter); a store may report 0
+	// when it cannot tell.
+	Examined int
+	// Stop, when not nil, says the store stopped at MaxExamined before
+	// finding limit matches: the position of the last job it examined,
+	// after which the state may hold more matches. Nil when the walk
+	// found limit matches or reached the end of the state.
+	Stop *Cursor
 }
 
 // Targets is implemented by a Store whose queue knows its targets' health

@@ -20,6 +20,8 @@ import (
 var (
 	_ admin.Store   = (*adminStore[int])(nil)
 	_ admin.Targets = (*adminStore[int])(nil)
+
+	_ admin.BoundedLister = (*adminStore[int])(nil)
 )
 
 // Admin returns the store's admin API backend: pass it to admin.New to
@@ -107,32 +109,83 @@ var listPlans = map[admin.State]struct {
 	admin.Cancelled: {where: `state = 'cancelled'`, col: "finalized_at"},
 }
 
-// List implements admin.Store: keyset paging over the state's index
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, a, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister: keyset paging over the state's index
 // (ready: created_at; scheduled: run_at, coalesced reruns included;
 // running: attempted_at; ended: finalized_at; then id). Waiting is always
 // empty: a durable store shows deferred jobs as scheduled.
-func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+//
+// A filtered List reads at most admin.MaxExamined rows of the state
+// through that index, in page order, in an inner select whose LIMIT is the
+// bound, and tests the filters on those rows only (listWalkSQL): whatever
+// the planner's statistics, it cannot scan or sort the whole state.
+func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	s := a.s
 	if err := s.adminReady(); err != nil {
-		return nil, err
+		return admin.Listed{}, err
 	}
+	sql, args, walk := s.listSQL(f, oldest, after, limit, payload)
+	if sql == "" {
+		return admin.Listed{}, nil // Waiting, or a priority no job has
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return admin.Listed{}, s.adminErr("list", err)
+	}
+	if !walk {
+		jobs, err := s.scanInfos(rows)
+		if err != nil {
+			return admin.Listed{}, s.adminErr("list", err)
+		}
+		return admin.Listed{Jobs: jobs, Examined: len(jobs)}, nil
+	}
+	var (
+		l    admin.Listed
+		hit  bool
+		edge *admin.JobInfo
+	)
+	err = s.scanInfosWith(rows, []any{&hit, &l.Examined}, func(j admin.JobInfo) {
+		if hit {
+			l.Jobs = append(l.Jobs, j)
+		} else {
+			edge = &j
+		}
+	})
+	if err != nil {
+		return admin.Listed{}, s.adminErr("list", err)
+	}
+	if len(l.Jobs) < limit && l.Examined == admin.MaxExamined && edge != nil {
+		c := admin.Position(*edge)
+		l.Stop = &c
+	}
+	return l, nil
+}
+
+// listSQL returns ListBounded's statement and arguments, and whether it
+// is a filtered walk (listWalkSQL) rather than a page (listPageSQL); ""
+// when nothing can match.
+func (s *Store[T]) listSQL(f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (sql string, args []any, walk bool) {
 	plan, ok := listPlans[f.State]
 	if !ok {
-		return nil, nil // Waiting
+		return "", nil, false // Waiting
 	}
-	args := []any{s.cfg.Name, limit, payload}
-	cond := ""
+	args = []any{s.cfg.Name, limit, payload}
+	var filters []string
 	if f.Priority != "" {
 		w, ok := s.weight(f.Priority)
 		if !ok {
-			return nil, nil // no job has it
+			return "", nil, false // no job has it
 		}
 		args = append(args, w)
-		cond += " AND priority = $" + strconv.Itoa(len(args)) + "::integer"
+		filters = append(filters, "priority = $"+strconv.Itoa(len(args))+"::integer")
 	}
 	if f.Target != "" {
 		args = append(args, f.Target)
-		cond += " AND target = $" + strconv.Itoa(len(args)) + "::text"
+		filters = append(filters, "target = $"+strconv.Itoa(len(args))+"::text")
 	}
 	if f.KeyPrefix != "" {
 		// A key stored as its digest (keys.go) is matched on its bytes.
@@ -141,38 +194,70 @@ func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, a
 		bytesCond := "key_bytes IS NOT NULL AND substr(key_bytes, 1, $" + strconv.Itoa(n) + "::integer) = $" + strconv.Itoa(n-1) + "::bytea"
 		if utf8.ValidString(f.KeyPrefix) && strings.IndexByte(f.KeyPrefix, 0) < 0 { // text can hold it
 			args = append(args, likePrefix(f.KeyPrefix))
-			bytesCond = "(key_bytes IS NULL AND key LIKE $" + strconv.Itoa(len(args)) + "::text OR " + bytesCond + ")"
+			bytesCond = "key_bytes IS NULL AND key LIKE $" + strconv.Itoa(len(args)) + "::text OR " + bytesCond
 		}
-		cond += " AND " + bytesCond
+		filters = append(filters, "("+bytesCond+")")
 	}
 	cmp, dir := "<", "DESC"
 	if oldest {
 		cmp, dir = ">", "ASC"
 	}
+	cursor := ""
 	if after != nil {
 		args = append(args, after.At, after.ID)
 		n := len(args)
-		cond += fmt.Sprintf(" AND (%s, id) %s ($%d::timestamptz, $%d::bigint)", plan.col, cmp, n-1, n)
+		cursor = fmt.Sprintf(" AND (%s, id) %s ($%d::timestamptz, $%d::bigint)", plan.col, cmp, n-1, n)
 	}
+	if len(filters) == 0 {
+		return listPageSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, dir), args, false
+	}
+	args = append(args, admin.MaxExamined)
+	return listWalkSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, strings.Join(filters, " AND "), dir, len(args)), args, true
+}
+
+// listPageSQL is an unfiltered List's statement: limit ($2) rows of the
+// state from the cursor, through the state's index.
+func listPageSQL(jobs, where, col string, reruns bool, cursor, dir string) string {
 	branch := func(where string) string {
-		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + s.q.jobs +
-			" WHERE queue = $1::text AND " + where + cond +
-			" ORDER BY " + plan.col + " " + dir + ", id " + dir + " LIMIT $2::bigint)"
+		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + jobs +
+			" WHERE queue = $1::text AND " + where + cursor +
+			" ORDER BY " + col + " " + dir + ", id " + dir + " LIMIT $2::bigint)"
 	}
-	sql := branch(plan.where)
-	if plan.reruns {
+	sql := branch(where)
+	if reruns {
 		sql = "SELECT * FROM (" + sql + " UNION ALL " + branch(`state = 'pending'`) + ") u ORDER BY " +
 			"run_at " + dir + ", id " + dir + " LIMIT $2::bigint"
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, s.adminErr("list", err)
+	return sql
+}
+
+// listWalkSQL is a filtered List's statement. The walk (w) reads at most
+// $bound rows of the state from the cursor in page order, each branch
+// through the state's index with LIMIT $bound, and computes the filter
+// on each as a column, so that the filter cannot change the plan. The
+// answer is the first $2 rows of the walk that pass the filter (hit),
+// then the walk's last row (not hit: where the next call resumes), each
+// with the number of rows the walk read.
+func listWalkSQL(jobs, where, col string, reruns bool, cursor, filter, dir string, bound int) string {
+	rdir := "DESC"
+	if dir == "DESC" {
+		rdir = "ASC"
 	}
-	out, err := s.scanInfos(rows)
-	if err != nil {
-		return nil, s.adminErr("list", err)
+	b := "$" + strconv.Itoa(bound) + "::bigint"
+	branch := func(where string) string {
+		return "(SELECT id AS wid, " + col + " AS wat, (" + filter + ") AS whit FROM " + jobs +
+			" WHERE queue = $1::text AND " + where + cursor +
+			" ORDER BY " + col + " " + dir + ", id " + dir + " LIMIT " + b + ")"
 	}
-	return out, nil
+	walk := branch(where)
+	if reruns {
+		walk = "SELECT * FROM (" + walk + " UNION ALL " + branch(`state = 'pending'`) + ") u ORDER BY wat " + dir + ", wid " + dir + " LIMIT " + b
+	}
+	return "WITH w AS MATERIALIZED (" + walk + "),\n" +
+		"pick AS ((SELECT wid AS pid, wat AS pat, true AS phit FROM w WHERE whit ORDER BY wat " + dir + ", wid " + dir + " LIMIT $2::bigint)\n" +
+		"    UNION ALL (SELECT wid, wat, false FROM w ORDER BY wat " + rdir + ", wid " + rdir + " LIMIT 1))\n" +
+		"SELECT " + adminCols + ", CASE WHEN $3::boolean AND phit THEN payload END, phit, (SELECT count(*) FROM w)\n" +
+		"FROM pick JOIN " + jobs + " ON id = pid AND queue = $1::text ORDER BY phit DESC, pat " + dir + ", pid " + dir
 }
 
 // likePrefix returns the LIKE pattern of the strings that start with p.
@@ -192,8 +277,16 @@ func (s *Store[T]) weight(label string) (int, bool) {
 
 // scanInfos reads rows of adminCols plus the payload.
 func (s *Store[T]) scanInfos(rows pgx.Rows) ([]admin.JobInfo, error) {
+	var out []admin.JobInfo
+	err := s.scanInfosWith(rows, nil, func(j admin.JobInfo) { out = append(out, j) })
+	return out, err
+}
+
+// scanInfosWith reads rows of adminCols plus the payload and then the
+// columns extra points to, and calls each with every row's job (extra
+// filled for it).
+func (s *Store[T]) scanInfosWith(rows pgx.Rows, extra []any, each func(admin.JobInfo)) error {
 	var (
-		out       []admin.JobInfo
 		j         admin.JobInfo
 		weight    int
 		state     string
@@ -202,8 +295,9 @@ func (s *Store[T]) scanInfos(rows pgx.Rows) ([]admin.JobInfo, error) {
 		keyRaw    []byte
 		groupRaw  []byte
 	)
-	_, err := pgx.ForEachRow(rows, []any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &state, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &keyRaw, &groupRaw, &payload}, func() error {
+	dest := append([]any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &keyRaw, &groupRaw, &payload}, extra...)
+	_, err := pgx.ForEachRow(rows, dest, func() error {
 		j.Priority = s.label(weight)
 		j.Key, j.Group = loadKey(j.Key, keyRaw), loadKey(j.Group, groupRaw)
 		j.State = adminState(state)
@@ -211,11 +305,11 @@ func (s *Store[T]) scanInfos(rows pgx.Rows) ([]admin.JobInfo, error) {
 			j.LastError = "cancel requested"
 		}
 		j.Payload = payload
-		out = append(out, j)
+		each(j)
 		j, payload = admin.JobInfo{}, nil
 		return nil
 	})
-	return out, err
+	return err
 }
 
 // adminState maps a stored state to the admin API's.

@@ -56,6 +56,28 @@ func BenchmarkAdminList(b *testing.B) {
 			}
 		})
 	}
+	// Filters that match nothing: each call examines admin.MaxExamined
+	// jobs and returns an empty partial page with a cursor.
+	for _, c := range []struct {
+		name string
+		f    admin.Filter
+	}{
+		{name: "ready-rare-target-newest", f: admin.Filter{State: admin.Ready, Target: "rare"}},
+		{name: "ready-no-key-prefix-oldest", f: admin.Filter{State: admin.Ready, KeyPrefix: "nothing/"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			q := admin.Query{Filter: c.f, Oldest: c.name == "ready-no-key-prefix-oldest"}
+			for b.Loop() {
+				p, err := a.List(bg, q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Jobs) != 0 || !p.Partial || p.Next == "" || p.Examined != admin.MaxExamined {
+					b.Fatalf("got %d jobs, partial %v, examined %d, next %q", len(p.Jobs), p.Partial, p.Examined, p.Next)
+				}
+			}
+		})
+	}
 	b.Run("ready-middle", func(b *testing.B) {
 		for b.Loop() {
 			jobs, err := s.Admin().List(bg, admin.Filter{State: admin.Ready}, true, &mid, admin.DefaultLimit, false)

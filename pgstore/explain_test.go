@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
 )
 
@@ -134,5 +135,74 @@ FROM generate_series(1, 5000) AS i`); err != nil {
 	if read != 1 {
 		js, _ := json.MarshalIndent(plan, "", " ")
 		t.Fatalf("the next-due statement read %v entries of 5 000 scheduled jobs; want 1:\n%s", read, js)
+	}
+}
+
+// TestExplainBoundedList: a filtered admin listing (a rare target, a key
+// prefix matching nothing) reads at most admin.MaxExamined rows of the
+// state through the state's index, with no sequential scan and no sort
+// of the whole state, on a table whose statistics are absent (loaded and
+// never analysed, autovacuum off): issue #32 measured such pages at
+// 0.8–1.2 s when the planner, without statistics, chose to scan and sort
+// 333 000 rows.
+func TestExplainBoundedList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rows := benchEnv("PGSTORE_EXPLAIN_ROWS", 200000)
+	table := jobsTable(e)
+	if _, err := e.pool.Exec(bg, "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	// Ready jobs in three targets and priorities, the last one of a rare
+	// target; a tenth of the rows dead.
+	if _, err := e.pool.Exec(bg, `
+INSERT INTO `+table+` (queue, state, priority, target, key, run_at, created_at, finalized_at, payload)
+SELECT 'bounded', CASE WHEN i % 10 = 0 THEN 'dead' ELSE 'available' END, (i % 3) * 5,
+       CASE WHEN i = $1::integer THEN 'rare' ELSE 't' || (i % 3) END, 'job-' || i,
+       now(), now() - ($1::integer - i) * interval '1 ms',
+       CASE WHEN i % 10 = 0 THEN now() END, '0'::bytea
+FROM generate_series(1, $1::integer) AS i`, rows); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore[int](t, e)
+	mid := &admin.Cursor{At: time.Now().Add(-time.Duration(rows/2) * time.Millisecond), ID: int64(rows / 2)}
+	for _, c := range []struct {
+		name   string
+		f      admin.Filter
+		oldest bool
+		after  *admin.Cursor
+	}{
+		{"rare target, oldest first", admin.Filter{State: admin.Ready, Target: "rare"}, true, nil},
+		{"rare target, from the middle", admin.Filter{State: admin.Ready, Target: "rare"}, true, mid},
+		{"key prefix matching nothing, newest first", admin.Filter{State: admin.Ready, KeyPrefix: "nothing/"}, false, nil},
+		{"dead, rare target", admin.Filter{State: admin.Dead, Target: "rare"}, false, nil},
+	} {
+		sql, args := pgstore.ListSQL(s, c.f, c.oldest, c.after, admin.DefaultLimit+1)
+		args[0] = "bounded"
+		var plan []map[string]any
+		if err := e.pool.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var bad []string
+		walkPlan(plan[0]["Plan"].(map[string]any), func(n map[string]any) {
+			// Rows a node read: those it returned and those its filter
+			// dropped.
+			out, _ := n["Actual Rows"].(float64)
+			removed, _ := n["Rows Removed by Filter"].(float64)
+			read := out + removed
+			switch {
+			case n["Node Type"] == "Seq Scan" && n["Relation Name"] == "queuekit_jobs":
+				bad = append(bad, "a sequential scan")
+			case n["Relation Name"] == "queuekit_jobs" && read > admin.MaxExamined:
+				bad = append(bad, fmt.Sprintf("%v read %v rows", n["Node Type"], read))
+			case n["Node Type"] == "Sort" && read > admin.MaxExamined:
+				bad = append(bad, fmt.Sprintf("a sort of %v rows", read))
+			}
+		})
+		if len(bad) > 0 {
+			js, _ := json.MarshalIndent(plan, "", " ")
+			t.Fatalf("%s: %v; want at most %d rows read through the index:\n%s", c.name, bad, admin.MaxExamined, js)
+		}
+		t.Logf("%s: %.1f ms", c.name, plan[0]["Execution Time"])
 	}
 }

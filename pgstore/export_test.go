@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 )
 
 // HotSQL returns the statements that run on every claim, promotion and
@@ -53,4 +54,11 @@ func FetchSettled[T any](s *Store[T]) bool {
 // test the writer's fallback.
 func DeadRawText[T any](s *Store[T], ctx context.Context, job queue.Job[T], text string) error {
 	return s.outcome(ctx, &op{kind: opDead, id: job.ID, attempt: job.Attempt, key: job.Key, err: text})
+}
+
+// ListSQL returns the admin List statement and arguments for f (a
+// bounded walk when f is filtered), for EXPLAIN.
+func ListSQL[T any](s *Store[T], f admin.Filter, oldest bool, after *admin.Cursor, limit int) (string, []any) {
+	sql, args, _ := s.listSQL(f, oldest, after, limit, false)
+	return sql, args
 }

@@ -143,7 +143,7 @@ func (c *cli) ls(args []string) error {
 	}
 	q.Filter = *f
 	return c.withAdmin("ls", func(b *backend) error {
-		page, err := b.adm.List(c.ctx, q)
+		page, err := c.lsPage(b, q)
 		if errors.Is(err, admin.ErrInvalid) {
 			return usagef("ls: %v", err)
 		}
@@ -155,6 +155,34 @@ func (c *cli) ls(args []string) error {
 		}
 		return writeJobTable(c.stdout, page, q.Payload)
 	})
+}
+
+// lsPages bounds the calls one ls makes to fill a filtered page: each
+// examines at most admin.MaxExamined jobs, so ls reads at most
+// lsPages × MaxExamined (200 000) jobs of the state before it prints what
+// it found and the cursor to go on from.
+const lsPages = 20
+
+// lsPage lists q, following partial pages (a filtered List that examined
+// admin.MaxExamined jobs without filling the page) until the page fills,
+// the state ends or lsPages calls were made, reporting progress on
+// stderr. The page it returns is partial when it stopped at lsPages.
+func (c *cli) lsPage(b *backend, q admin.Query) (admin.Page, error) {
+	var out admin.Page
+	for calls := 1; ; calls++ {
+		p, err := b.adm.List(c.ctx, q)
+		if err != nil {
+			return admin.Page{}, err
+		}
+		out.Jobs = append(out.Jobs, p.Jobs...)
+		out.Examined += p.Examined
+		out.Next, out.Partial = p.Next, p.Partial
+		if !p.Partial || calls == lsPages {
+			return out, nil
+		}
+		fmt.Fprintf(c.stderr, "ls: %d jobs examined, %d matching so far...\n", out.Examined, len(out.Jobs))
+		q.After, q.Limit = p.Next, q.Limit-len(p.Jobs)
+	}
 }
 
 // show prints one job.

@@ -31,8 +31,9 @@
 //	   [--after CURSOR] [--payload] --target, --key-prefix; the last line names the next
 //	   [-o json]                    page's cursor ("next page: --after ..."; "next" in JSON)
 //	                                the filters are tested on each job of the state in page
-//	                                order: a rare target or a key prefix matching nothing
-//	                                reads the whole state (see docs/OPERATIONS.md)
+//	                                order, at most 10 000 jobs per call: ls follows up to 20
+//	                                calls to fill the page, then prints what it found, a
+//	                                "partial page" line and the cursor to go on from
 //	show ID | --key K [--payload]   one job; --key finds the pending or running job with
 //	   [-o json]                    that key, or else the newest ended one (Redis keeps
 //	                                dead jobs only: no done or cancelled ones)

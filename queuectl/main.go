@@ -83,7 +83,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"stats", "[-o table|json]", "job counts per state, ready jobs per priority, paused", (*cli).stats},
-		{"ls", "--state S [--priority P] [--target T] [--key-prefix K] [--oldest] [--limit N] [--after CURSOR] [--payload] [-o table|json]", "list jobs in a state, a page at a time (a rare --target or --key-prefix reads the whole state)", (*cli).ls},
+		{"ls", "--state S [--priority P] [--target T] [--key-prefix K] [--oldest] [--limit N] [--after CURSOR] [--payload] [-o table|json]", "list jobs in a state, a page at a time (a filtered page reads at most 200 000 jobs, then says partial)", (*cli).ls},
 		{"show", "ID | --key KEY [--payload] [-o table|json]", "one job in detail", (*cli).show},
 		{"retry", "ID | --state dead|cancelled [--priority P] [--target T] [--key-prefix K] [--yes]", "run a dead (or cancelled) job again, or every one matching", (*cli).retry},
 		{"rm", "ID", "delete a job that is not running", (*cli).rm},

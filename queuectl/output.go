@@ -127,12 +127,14 @@ func view(j admin.JobInfo) jobView {
 
 // pageJSON is a Page for JSON output.
 type pageJSON struct {
-	Jobs []jobView `json:"jobs"`
-	Next string    `json:"next,omitempty"`
+	Jobs     []jobView `json:"jobs"`
+	Next     string    `json:"next,omitempty"`
+	Partial  bool      `json:"partial,omitempty"`  // stopped at the examined bound before the page filled
+	Examined int       `json:"examined,omitempty"` // jobs of the state read for the page
 }
 
 func pageView(p admin.Page) pageJSON {
-	out := pageJSON{Jobs: make([]jobView, len(p.Jobs)), Next: p.Next}
+	out := pageJSON{Jobs: make([]jobView, len(p.Jobs)), Next: p.Next, Partial: p.Partial, Examined: p.Examined}
 	for i, j := range p.Jobs {
 		out.Jobs[i] = view(j)
 	}
@@ -173,7 +175,8 @@ func ago(t, now time.Time) string {
 func writeJobTable(w io.Writer, p admin.Page, payload bool) error {
 	if len(p.Jobs) == 0 {
 		fmt.Fprintln(w, "no jobs")
-		return nil
+		// A partial page may be empty and still have a next page.
+		return writeNext(w, p)
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -197,6 +200,15 @@ func writeJobTable(w io.Writer, p admin.Page, payload bool) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	return writeNext(w, p)
+}
+
+// writeNext ends a page's table: whether it is partial, and the cursor of
+// the next page.
+func writeNext(w io.Writer, p admin.Page) error {
+	if p.Partial {
+		fmt.Fprintf(w, "partial page: %d jobs examined, %d matching; more may follow\n", p.Examined, len(p.Jobs))
 	}
 	if p.Next != "" {
 		fmt.Fprintf(w, "next page: --after %s\n", p.Next)

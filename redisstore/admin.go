@@ -20,6 +20,8 @@ import (
 var (
 	_ admin.Store   = (*adminStore[int])(nil)
 	_ admin.Targets = (*adminStore[int])(nil)
+
+	_ admin.BoundedLister = (*adminStore[int])(nil)
 )
 
 // Admin returns the store's admin API backend: pass it to admin.New to
@@ -149,7 +151,12 @@ type found struct {
 	pos  admin.Cursor
 }
 
-// List implements admin.Store: keyset paging over each shard's sorted set
+// List implements admin.Store through ListBounded (admin.ListAll).
+func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+	return admin.ListAll(ctx, a, f, oldest, after, limit, payload)
+}
+
+// ListBounded implements admin.BoundedLister: keyset paging over each shard's sorted set
 // of the state (ready: the ready index, by enqueue time; scheduled: the
 // schedule, by due time; dead: the dead set, by the time it died; then
 // ID), O(log n + the jobs read) per page, the filters applied to the jobs
@@ -158,30 +165,55 @@ type found struct {
 // dead jobs sort by their ID's decimal text, ready ones by ID. Coalesced
 // reruns (counted as scheduled) and jobs in a process's outage fallback
 // are not listed; Waiting, Done and Cancelled list nothing.
-func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) ([]admin.JobInfo, error) {
+//
+// A filtered List reads at most admin.MaxExamined members of the state's
+// sets per call, shared evenly between the shards: a shard that reaches
+// its share stops at the last member it read, and the answer stops at the
+// least advanced of those positions (matches past it, read on another
+// shard, come again on the next call).
+func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest bool, after *admin.Cursor, limit int, payload bool) (admin.Listed, error) {
 	s := a.s
 	if err := s.adminReady(); err != nil {
-		return nil, err
+		return admin.Listed{}, err
 	}
 	if f.Priority != "" && s.cfg.PriorityIndex(f.Priority) < 0 {
-		return nil, nil // no job has it
+		return admin.Listed{}, nil // no job has it
 	}
-	var all []found
+	budget := max(1, admin.MaxExamined/len(s.shards))
+	var (
+		all  []found
+		l    admin.Listed
+		stop *admin.Cursor
+	)
+	// later reports whether x comes after y in the page order.
+	later := func(x, y admin.Cursor) bool {
+		if oldest {
+			return cmpPos(x, y) > 0
+		}
+		return cmpPos(x, y) < 0
+	}
 	for _, sh := range s.shards {
 		if f.Priority != "" && !sh.serves(f.Priority) {
 			continue
 		}
-		var got []found
+		var w walked
 		var err error
 		if f.State == admin.Running {
-			got, err = s.listRunning(ctx, sh, f, oldest, after, limit)
+			w, err = s.listRunning(ctx, sh, f, oldest, after, limit)
 		} else if z, ok := listSets[f.State]; ok {
-			got, err = s.listSet(ctx, sh, z, f, oldest, after, limit)
+			w, err = s.listSet(ctx, sh, z, f, oldest, after, limit, budget)
 		}
 		if err != nil {
-			return nil, adminErr("list", err)
+			return admin.Listed{}, adminErr("list", err)
 		}
-		all = append(all, got...)
+		all = append(all, w.found...)
+		l.Examined += w.examined
+		if w.stop != nil && (stop == nil || later(*stop, *w.stop)) {
+			stop = w.stop
+		}
+	}
+	if stop != nil {
+		all = slices.DeleteFunc(all, func(x found) bool { return later(x.pos, *stop) })
 	}
 	slices.SortFunc(all, func(x, y found) int {
 		c := cmpPos(x.pos, y.pos)
@@ -191,16 +223,28 @@ func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, a
 		return c
 	})
 	all = all[:min(len(all), limit)]
-	out := make([]admin.JobInfo, len(all))
-	for i := range all {
-		out[i] = all[i].info
+	if len(all) < limit {
+		l.Stop = stop
 	}
-	if payload && len(out) > 0 {
-		if err := s.fillPayloads(ctx, out); err != nil {
-			return nil, adminErr("list", err)
+	l.Jobs = make([]admin.JobInfo, len(all))
+	for i := range all {
+		l.Jobs[i] = all[i].info
+	}
+	if payload && len(l.Jobs) > 0 {
+		if err := s.fillPayloads(ctx, l.Jobs); err != nil {
+			return admin.Listed{}, adminErr("list", err)
 		}
 	}
-	return out, nil
+	return l, nil
+}
+
+// walked is what List read on one shard: the matches, the members it
+// examined and, when it stopped at its share of admin.MaxExamined before
+// finding enough matches, the position of the last member it read.
+type walked struct {
+	found    []found
+	examined int
+	stop     *admin.Cursor
 }
 
 func cmpPos(x, y admin.Cursor) int {
@@ -219,8 +263,9 @@ func member(id int64, padded bool) string {
 }
 
 // listSet pages z on sh from after, reading the jobs' records a page at a
-// time until limit jobs in the state match f or the set ends.
-func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filter, oldest bool, after *admin.Cursor, limit int) ([]found, error) {
+// time until limit jobs in the state match f or the set ends; with a
+// filter, it reads at most budget members.
+func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filter, oldest bool, after *admin.Cursor, limit, budget int) (walked, error) {
 	key := z.key(sh.ks)
 	rev := boolArg(!oldest)
 	has, at, mem := "0", int64(0), ""
@@ -228,32 +273,36 @@ func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filte
 		has, at, mem = "1", after.At.UnixMilli(), member(after.ID, z.padded)
 	}
 	// A page reads limit members, with a margin for the jobs that left
-	// the state; with a filter, twice as many each time, up to 2000.
+	// the state; with a filter, twice as many each time, up to 2000, and
+	// no more than budget in all.
 	batch := limit + 8
 	filtered := f.Target != "" || f.KeyPrefix != "" || (f.Priority != "" && len(sh.labels) > 1)
-	var out []found
+	var w walked
 	for ; ; batch = min(2*batch, 2000) {
 		if !filtered {
-			batch = limit - len(out) + 8
+			batch = limit - len(w.found) + 8
+		} else {
+			batch = min(batch, budget-w.examined)
 		}
 		res, err := scriptZPage.Run(ctx, sh.client, []string{key}, rev, has, at, mem, batch).StringSlice()
 		if err != nil {
-			return nil, err
+			return walked{}, err
 		}
 		if len(res) == 0 {
-			return out, nil
+			return w, nil
 		}
+		w.examined += len(res) / 2
 		ids := make([]string, 0, len(res)/2)
 		for i := 0; i+1 < len(res); i += 2 {
 			id, err := strconv.ParseInt(res[i], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("sorted set %s holds %q, not a job ID", key, res[i])
+				return walked{}, fmt.Errorf("sorted set %s holds %q, not a job ID", key, res[i])
 			}
 			ids = append(ids, strconv.FormatInt(id, 10))
 		}
 		metas, err := sh.client.HMGet(ctx, sh.ks.fixed[kMeta], ids...).Result()
 		if err != nil {
-			return nil, err
+			return walked{}, err
 		}
 		for i, raw := range metas {
 			m, ok := parseMeta(raw)
@@ -264,35 +313,40 @@ func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filte
 			}
 			id, _ := strconv.ParseInt(ids[i], 10, 64)
 			j := s.jobInfo(id, &m)
-			out = append(out, found{info: j, pos: admin.Position(j)})
-			if len(out) == limit {
-				return out, nil
+			w.found = append(w.found, found{info: j, pos: admin.Position(j)})
+			if len(w.found) == limit {
+				return w, nil
 			}
 		}
 		if len(res)/2 < batch {
-			return out, nil
+			return w, nil
 		}
 		// Go on after the last member read.
 		last := len(res) - 2
 		score, err := strconv.ParseFloat(res[last+1], 64)
 		if err != nil {
-			return nil, fmt.Errorf("sorted set %s: score %q: %w", key, res[last+1], err)
+			return walked{}, fmt.Errorf("sorted set %s: score %q: %w", key, res[last+1], err)
 		}
 		has, at, mem = "1", int64(score), res[last]
+		if filtered && w.examined >= budget {
+			id, _ := strconv.ParseInt(ids[len(ids)-1], 10, 64)
+			w.stop = &admin.Cursor{At: time.UnixMilli(int64(score)).UTC(), ID: id}
+			return w, nil
+		}
 	}
 }
 
 // listRunning reads every running job of sh (they are at most the
 // workers of every process) and returns those matching f after the
 // position, in order, at most limit.
-func (s *Store[T]) listRunning(ctx context.Context, sh *shard, f admin.Filter, oldest bool, after *admin.Cursor, limit int) ([]found, error) {
+func (s *Store[T]) listRunning(ctx context.Context, sh *shard, f admin.Filter, oldest bool, after *admin.Cursor, limit int) (walked, error) {
 	ids, err := sh.client.ZRange(ctx, sh.ks.fixed[kRun], 0, -1).Result()
 	if err != nil || len(ids) == 0 {
-		return nil, err
+		return walked{}, err
 	}
 	metas, err := sh.client.HMGet(ctx, sh.ks.fixed[kMeta], ids...).Result()
 	if err != nil {
-		return nil, err
+		return walked{}, err
 	}
 	var out []found
 	for i, raw := range metas {
@@ -314,7 +368,7 @@ func (s *Store[T]) listRunning(ctx context.Context, sh *shard, f admin.Filter, o
 		}
 		return cmpPos(y.pos, x.pos)
 	})
-	return out[:min(len(out), limit)], nil
+	return walked{found: out[:min(len(out), limit)], examined: len(ids)}, nil
 }
 
 // matches reports whether m passes f's priority, target and key filters.

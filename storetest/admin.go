@@ -33,6 +33,7 @@ import (
 func RunAdmin(t *testing.T, newStore func(t *testing.T) storekit.Store[Payload]) {
 	t.Run("ListFilters", func(t *testing.T) { adminListFilters(t, newStore(t)) })
 	t.Run("Paging", func(t *testing.T) { adminPaging(t, newStore(t)) })
+	t.Run("BoundedFilter", func(t *testing.T) { adminBoundedFilter(t, newStore(t)) })
 	t.Run("Invalid", func(t *testing.T) { adminInvalid(t, newStore(t)) })
 	t.Run("RetryDead", func(t *testing.T) { adminRetryDead(t, newStore(t)) })
 	t.Run("ErrorText", func(t *testing.T) { adminErrorText(t, newStore(t)) })
@@ -200,6 +201,86 @@ func adminListFilters(t *testing.T, store storekit.Store[Payload]) {
 	require.Equal(t, 3, c[admin.Scheduled])
 	require.Equal(t, 0, c[admin.Running])
 	require.Equal(t, 0, c[admin.Dead])
+}
+
+// A filtered listing examines at most admin.MaxExamined jobs per call: a
+// rare target, or a key prefix that matches nothing, over a state holding
+// more jobs than that comes back as partial pages whose Next resumes where
+// the walk stopped, until the match is found and the state ends.
+func adminBoundedFilter(t *testing.T, store storekit.Store[Payload]) {
+	ctx := context.Background()
+	const n = admin.MaxExamined + 50
+	q, _ := adminQueue(t, store, idle, queue.WithCapacity(2*n, 2*n))
+	a := q.Admin()
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make(chan error, 8)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= n; i = next.Add(1) {
+				if err := q.Enqueue(ctx, queue.Job[Payload]{Target: "common", Payload: Payload{N: int(i)}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
+	// Enqueued after every other one: the last in oldest-first order.
+	require.NoError(t, q.Enqueue(ctx, queue.Job[Payload]{Key: "rare/1", Target: "rare", Payload: Payload{N: -1}}))
+
+	walk := func(f admin.Filter, oldest bool) (found []string, pages int, partial bool) {
+		t.Helper()
+		after := ""
+		for {
+			page, err := a.List(ctx, admin.Query{Filter: f, Oldest: oldest, Limit: 10, After: after})
+			require.NoError(t, err)
+			pages++
+			require.LessOrEqual(t, page.Examined, admin.MaxExamined, "page %d examined more than the bound", pages)
+			if page.Partial {
+				partial = true
+				require.NotEmpty(t, page.Next, "a partial page has a Next")
+				require.Less(t, len(page.Jobs), 10)
+			}
+			found = append(found, ns(page.Jobs)...)
+			if page.Next == "" {
+				return found, pages, partial
+			}
+			require.Less(t, pages, 10, "paging does not end")
+			after = page.Next
+		}
+	}
+	first, err := a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Ready, Target: "rare"}, Oldest: true, Limit: 10})
+	require.NoError(t, err)
+	require.True(t, first.Partial, "the first page stops at the bound")
+	require.Empty(t, first.Jobs, "the match is after the bound")
+	require.NotEmpty(t, first.Next)
+	require.Equal(t, admin.MaxExamined, first.Examined)
+
+	found, pages, partial := walk(admin.Filter{State: admin.Ready, Target: "rare"}, true)
+	require.Equal(t, []string{"rare/1"}, found)
+	require.True(t, partial)
+	require.GreaterOrEqual(t, pages, 2)
+	found, _, _ = walk(admin.Filter{State: admin.Ready, Target: "rare"}, false)
+	require.Equal(t, []string{"rare/1"}, found, "newest first")
+	found, _, partial = walk(admin.Filter{State: admin.Ready, KeyPrefix: "nothing/"}, true)
+	require.Empty(t, found)
+	require.True(t, partial)
+	found, _, _ = walk(admin.Filter{State: admin.Ready, KeyPrefix: "rare/", Priority: "normal"}, true)
+	require.Equal(t, []string{"rare/1"}, found)
+	// Unfiltered pages are never partial: every job examined matches.
+	page, err := a.List(ctx, admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: true, Limit: 10})
+	require.NoError(t, err)
+	require.False(t, page.Partial)
+	require.Len(t, page.Jobs, 10)
+	// CancelMatch walks the partial pages through.
+	cancelled, err := a.CancelMatch(ctx, admin.Filter{State: admin.Ready, Target: "rare"})
+	require.NoError(t, err)
+	require.Equal(t, 1, cancelled)
 }
 
 // Paging never skips nor repeats a job that stays ready while jobs are

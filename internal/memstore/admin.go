@@ -150,6 +150,29 @@ func (s *Store[T]) List(q ListQuery) ([]queuetype.Job[T], []Position) {
 	return jobs, pos
 }
 
+// Walk examines at most n pending jobs in q's order from q.After,
+// ignoring q.Keep, q.KeyPrefix and q.Limit (the caller filters what it
+// returns), and returns those still pending, filled as List fills them.
+// When it examined n jobs, last is the position of the n-th, where a
+// later walk resumes; nil when the order ended sooner.
+func (s *Store[T]) Walk(q ListQuery, n int) (jobs []queuetype.Job[T], last *Position) {
+	q.Keep, q.KeyPrefix = nil, ""
+	batch := s.selectItems(q, q.After, n)
+	for i := range batch {
+		it := &batch[i]
+		var j queuetype.Job[T]
+		if !s.fillPending(&j, it) || it.id < 0 {
+			continue
+		}
+		jobs = append(jobs, j)
+	}
+	if len(batch) == n {
+		p := itemPos(&batch[n-1], q.Ready)
+		last = &p
+	}
+	return jobs, last
+}
+
 func itemPos[T any](it *item[T], ready bool) Position {
 	if ready {
 		return Position{ID: it.id}
@@ -374,3 +397,7 @@ func (s *Store[T]) popOne(r *ring[T], it *item[T]) bool {
 // Instant converts t to the store's time line, in which List's positions
 // count.
 func (s *Store[T]) Instant(t time.Time) int64 { return s.instant(t) }
+
+// Time converts an instant of the store's time line (a Position's At)
+// back to a time: the inverse of Instant.
+func (s *Store[T]) Time(at int64) time.Time { return s.epoch.Add(time.Duration(at)) }
