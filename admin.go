@@ -374,7 +374,7 @@ func (q *Queue[T]) jobInfo(job *Job[T], st admin.State, updated time.Time, paylo
 		prio = q.cfg.defaultPriority
 	}
 	ji := admin.JobInfo{ID: job.ID, Key: job.Key, Group: job.Group, Target: job.Target, Priority: prio,
-		State: st, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts, RunAt: job.RunAt, Updated: updated}
+		State: st, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts, RunAt: job.RunAt, Updated: updated, Meta: job.Meta}
 	if payload {
 		b, err := json.Marshal(job.Payload)
 		if err != nil {

@@ -86,6 +86,11 @@ func invalidJob[T any](job *Job[T]) error {
 	if p := storekit.TargetProblem(job.Target); p != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, p)
 	}
+	if !job.Meta.IsZero() {
+		if err := job.Meta.Check(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		}
+	}
 	return nil
 }
 

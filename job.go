@@ -35,11 +35,21 @@ type Handler[T any] func(ctx context.Context, job Job[T]) error
 //   - RunAt is when the job becomes due; zero means now.
 //   - Attempt is the current attempt, from 1; Enqueue refuses a set one.
 //   - MaxAttempts overrides [WithRetry] for the job (0: the default).
+//   - UniqueFor holds Key for a window, even after the job ends.
+//   - Meta is string key/value metadata (a trace context, a tenant)
+//     that every store keeps with the job.
 //   - Payload is the job's data, never inspected, logged or displayed.
 //
-// Job is defined in an internal package that the in-memory store shares
-// with the engine, with each field's full documentation.
+// Job is defined in package queuetype, which the stores share with the
+// engine; its documentation has each field in full.
 type Job[T any] = queuetype.Job[T]
+
+// Meta is a job's metadata ([Job].Meta): string key/value pairs, such as
+// a trace context, a tenant or a request ID, that every store keeps with
+// the job and hands back at every run. The zero Meta is empty; build one
+// with Set or [queuetype.MetaOf]. See [queuetype.Meta] for its methods
+// and limits.
+type Meta = queuetype.Meta
 
 // maxAttempts returns the job's attempt limit under the queue default def.
 func maxAttempts[T any](j *Job[T], def int) int {

@@ -303,7 +303,7 @@ func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error 
 		return ErrQueueFull
 	}
 	if job.ID != 0 || job.Attempt != 0 || job.MaxAttempts < 0 || (job.UniqueFor != 0 && (job.UniqueFor < 0 || job.Key == "")) ||
-		(job.Target != "" && storekit.TargetProblem(job.Target) != "") {
+		(job.Target != "" && storekit.TargetProblem(job.Target) != "") || (!job.Meta.IsZero() && job.Meta.Check() != nil) {
 		return invalidJob(job)
 	}
 	if job.RunAt.IsZero() && q.obs.prom != nil && q.obs.sample() {

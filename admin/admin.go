@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/queuekit/queue/queuetype"
 )
 
 // State is a job's state, as the admin API lists it.
@@ -82,6 +84,11 @@ type JobInfo struct {
 	Created     time.Time `json:"created,omitzero"`     // when it was enqueued
 	Updated     time.Time `json:"updated,omitzero"`     // when it entered its state
 	LastError   string    `json:"last_error,omitempty"` // the cause recorded by its last failed run or refusal
+	// Meta is the job's metadata (queue.Job's Meta), empty if none.
+	// Unlike the payload it is always filled in: it is small, and it is
+	// what an operator looks for (a tenant, a trace ID). Show it escaped,
+	// as any text a job's producer chose.
+	Meta queuetype.Meta `json:"meta,omitzero"`
 	// Payload is the job's payload encoded by the store's codec; nil
 	// unless the caller asked for it (Query.Payload, Get's payload).
 	Payload []byte `json:"payload,omitempty"`

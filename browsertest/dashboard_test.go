@@ -153,7 +153,10 @@ func TestMarkupShownAsText(t *testing.T) {
 	const errText = `<script>alert("error")</script><b>bold</b>`
 	b := newBrowser(t)
 	s := newAdminSite(t, handle) // the dead list and job detail show them too
-	s.run(t, queue.Job[string]{Key: key, Target: target, Payload: "fail" + errText})
+	const metaText = `<svg onload=alert("meta")>`
+	job := queue.Job[string]{Key: key, Target: target, Payload: "fail" + errText}
+	job.Meta.Set(`<b>tenant</b>`, metaText)
+	s.run(t, job)
 	require.NoError(t, s.q.Disable(`<svg onload=alert("disabled")>`, errors.New(`<iframe src="javascript:alert('reason')">`)))
 	b.open(t, s.url)
 	waitJS(t, b, `document.querySelectorAll("#errors tbody tr td").length >= 6`)
@@ -172,6 +175,9 @@ func TestMarkupShownAsText(t *testing.T) {
 	jobDetail := eval[[]string](t, b, `Array.from(document.querySelectorAll("#job-detail dd")).map(dd => dd.textContent)`)
 	assert.Equal(t, []string{"dead", key, target}, jobDetail[:3])
 	assert.Equal(t, "upstream said: "+errText, jobDetail[5])
+	assert.Equal(t, metaText, jobDetail[len(jobDetail)-1], "the metadata's value, as text")
+	terms := eval[[]string](t, b, `Array.from(document.querySelectorAll("#job-detail dt")).map(dt => dt.textContent)`)
+	assert.Equal(t, "meta <b>tenant</b>", terms[len(terms)-1], "the metadata's key, as text")
 	// Nothing became an element; nothing ran.
 	assert.Equal(t, 1, eval[int](t, b, `document.querySelectorAll("script").length`), "only app.js")
 	assert.Zero(t, eval[int](t, b, `document.querySelectorAll("main img, main svg, main iframe, tbody b, tbody script").length`))

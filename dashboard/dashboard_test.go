@@ -16,6 +16,7 @@ import (
 
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/queuetype"
 )
 
 func newQueue(t *testing.T, opts ...queue.Option) *queue.Queue[string] {
@@ -303,7 +304,8 @@ func (f *fakeAdmin) Get(_ context.Context, id int64, _ bool) (admin.JobInfo, err
 	if id != 7 {
 		return admin.JobInfo{}, admin.ErrNotFound
 	}
-	return admin.JobInfo{ID: 7, State: admin.Dead, Payload: []byte("secret")}, nil
+	return admin.JobInfo{ID: 7, State: admin.Dead, Payload: []byte("secret"),
+		Meta: queuetype.MetaOf(map[string]string{"tenant": "<img src=x onerror=alert(1)>"})}, nil
 }
 
 func (f *fakeAdmin) GetKey(context.Context, string, bool) (admin.JobInfo, error) {
@@ -357,6 +359,8 @@ func TestJobsPlaceholderAndPlugIn(t *testing.T) {
 	detail := do(h, "GET", "/api/jobs/7", "", nil)
 	assert.Equal(t, 200, detail.Code)
 	assert.NotContains(t, detail.Body.String(), "secret", "no payloads")
+	assert.Contains(t, detail.Body.String(), `"meta":{"tenant":"\u003cimg src=x onerror=alert(1)\u003e"}`, "the detail has the metadata, escaped")
+	assert.NotContains(t, rec.Body.String(), `"meta"`, "lists leave the metadata out")
 	assert.Equal(t, 404, do(h, "GET", "/api/jobs/8", "", nil).Code)
 	assert.Equal(t, 400, do(h, "GET", "/api/jobs/x", "", nil).Code)
 

@@ -27,6 +27,9 @@ type JobInfo struct {
 	LastError string    `json:"last_error,omitempty"` // the error of its last run, if it failed
 	Updated   time.Time `json:"updated,omitzero"`     // when it entered its state
 	Truncated bool      `json:"truncated,omitempty"`  // a list cut Key, Target or LastError to fieldCap bytes
+	// Meta is the job's metadata (queue.Job's Meta), in a job's detail
+	// only: lists leave it out. The page shows it as text, escaped.
+	Meta queue.Meta `json:"meta,omitzero"`
 }
 
 // fieldCap is the most bytes of a key, target or error text a list (and
@@ -124,12 +127,14 @@ func jobErr(w http.ResponseWriter, err error) bool {
 // jobView is j without its payload.
 func jobView(j admin.JobInfo) JobInfo {
 	return JobInfo{ID: j.ID, Key: j.Key, Target: j.Target, Priority: j.Priority, State: string(j.State),
-		Attempt: j.Attempt, LastError: j.LastError, Updated: j.Updated}
+		Attempt: j.Attempt, LastError: j.LastError, Updated: j.Updated, Meta: j.Meta}
 }
 
-// capped is j with its texts cut to fieldCap bytes, Truncated when one was.
+// capped is j for a list: without its metadata, and with its texts cut to
+// fieldCap bytes, Truncated when one was.
 func (j JobInfo) capped() JobInfo {
 	var cut [3]bool
+	j.Meta = queue.Meta{}
 	j.Key, cut[0] = capText(j.Key)
 	j.Target, cut[1] = capText(j.Target)
 	j.LastError, cut[2] = capText(j.LastError)

@@ -249,6 +249,9 @@ func writeJob(w io.Writer, j admin.JobInfo, payload bool) error {
 	row("run at", stamp(j.RunAt))
 	row("updated", stamp(j.Updated))
 	row("last error", dash(printable(j.LastError)))
+	for k, v := range j.Meta.All() {
+		row("meta "+printable(k), printable(v))
+	}
 	if payload {
 		row("payload", printable(string(j.Payload)))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/queuekit/queue/admin"
+	"github.com/queuekit/queue/queuetype"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,6 +27,27 @@ func TestPrintable(t *testing.T) {
 	require.NotContains(t, b.String(), "\r")
 	require.Contains(t, b.String(), `k\x1b]0;pwned\a`)
 	require.Contains(t, b.String(), `bad\r\nthing`)
+}
+
+// TestShowMeta: show prints each metadata pair on a row of its own,
+// escaped like every other text; -o json escapes it the same way.
+func TestShowMeta(t *testing.T) {
+	j := admin.JobInfo{ID: 7, State: admin.Ready, Meta: queuetype.MetaOf(map[string]string{
+		"tenant": "acme", "evil\x1b]0;x": "v\u202eexe"})}
+	var b bytes.Buffer
+	require.NoError(t, writeJob(&b, j, false))
+	out := b.String()
+	require.Contains(t, out, "meta tenant")
+	require.Contains(t, out, `meta evil\x1b]0;x`)
+	require.Contains(t, out, `v\u202eexe`)
+	require.NotContains(t, out, "\x1b")
+	require.NotContains(t, out, "\u202e")
+	b.Reset()
+	require.NoError(t, writeJSON(&b, view(j)))
+	require.NotContains(t, b.String(), "\u202e")
+	var back admin.JobInfo
+	require.NoError(t, json.Unmarshal(b.Bytes(), &back))
+	require.Equal(t, j.Meta, back.Meta)
 }
 
 // TestAgo: times are worded relative to now.

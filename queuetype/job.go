@@ -65,6 +65,13 @@ type Job[T any] struct {
 	// documentation's Deduplication section).
 	UniqueFor time.Duration
 
+	// Meta is the job's metadata: string key/value pairs such as a trace
+	// context, a tenant or a request ID, kept with the job by every store
+	// and handed back unchanged at every run. The zero Meta is empty and
+	// costs nothing. Enqueue refuses metadata that breaks the rules of
+	// [Meta.Check] (ErrInvalidJob).
+	Meta Meta
+
 	// Payload is the job's data. The queue never inspects, logs or
 	// displays it.
 	Payload T

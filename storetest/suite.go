@@ -157,6 +157,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) storekit.Store[Pa
 		{name: "ErrorText", run: func(t *testing.T, h *harness) { testErrorText(t, h, f.LeaseTTL) }},
 		{name: "RunAtKept", run: testRunAtKept},
 		{name: "OddKeys", run: testOddKeys},
+		{name: "Meta", run: func(t *testing.T, h *harness) { testMeta(t, h, f.LeaseTTL) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {

@@ -374,8 +374,12 @@
       .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("job " + id + ": HTTP " + r.status)); })
       .then(function (j) {
         $("job-detail-id").textContent = String(j.id);
-        kv($("job-detail").querySelector("dl"), [["state", j.state], ["key", j.key || ""], ["target", j.target || ""],
-          ["priority", j.priority || ""], ["attempt", j.attempt], ["last error", j.last_error || ""], ["updated", fmtTime(j.updated)]]);
+        var rows = [["state", j.state], ["key", j.key || ""], ["target", j.target || ""],
+          ["priority", j.priority || ""], ["attempt", j.attempt], ["last error", j.last_error || ""], ["updated", fmtTime(j.updated)]];
+        // The job's metadata, a row a pair: text its producer chose, set
+        // as text (kv) like every other field.
+        Object.keys(j.meta || {}).sort().forEach(function (k) { rows.push(["meta " + k, j.meta[k]]); });
+        kv($("job-detail").querySelector("dl"), rows);
         var d = $("job-detail");
         d.hidden = false;
         // It floats in the corner of the window (app.css), where the user

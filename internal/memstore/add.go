@@ -36,7 +36,7 @@ func (s *Store[T]) addJob(job *queuetype.Job[T], future bool, parked int, id int
 	if s.atLimit(parked) {
 		return storekit.Added{}, queuetype.ErrPendingLimit
 	}
-	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts)}
+	it := item[T]{prio: uint8(p), payload: job.Payload, more: newMore(job.Group, job.Target, job.MaxAttempts, job.Meta)}
 	scheduled := false
 	if !job.RunAt.IsZero() {
 		// A due job keeps its instant too: the job's RunAt reports when it

@@ -162,12 +162,12 @@ func (s *Store[T]) fill(j *queuetype.Job[T], it *item[T]) {
 	if it.at != 0 {
 		j.RunAt = s.epoch.Add(time.Duration(it.at))
 	}
-	j.Key, j.Group, j.Target, j.MaxAttempts = "", "", "", 0
+	j.Key, j.Group, j.Target, j.MaxAttempts, j.Meta = "", "", "", 0, queuetype.Meta{}
 	if it.ent != nil {
 		j.Key = it.ent.key
 	}
 	if x := it.more; x != nil {
-		j.Group, j.Target, j.MaxAttempts = x.group, x.target, x.maxAttempts
+		j.Group, j.Target, j.MaxAttempts, j.Meta = x.group, x.target, x.maxAttempts, x.meta
 	}
 }
 
@@ -176,6 +176,6 @@ func (s *Store[T]) item(j *queuetype.Job[T]) item[T] {
 	if p := s.cfg.PriorityIndex(j.Priority); p > 0 {
 		it.prio = uint8(p)
 	}
-	it.more = newMore(j.Group, j.Target, j.MaxAttempts) // the caller sets ent to the key's entry
+	it.more = newMore(j.Group, j.Target, j.MaxAttempts, j.Meta) // the caller sets ent to the key's entry
 	return it
 }

@@ -83,7 +83,7 @@ type item[T any] struct {
 	id      int64
 	at      int64     // due instant (ns since epoch); 0 means immediate
 	ent     *keyEntry // the key's entry; nil for a job without key
-	more    *jobMore  // nil for a job without group, target or max attempts
+	more    *jobMore  // nil for a job without group, target, max attempts or metadata
 	attempt int32
 	prio    uint8
 	payload T
@@ -94,14 +94,15 @@ type item[T any] struct {
 type jobMore struct {
 	group, target string
 	maxAttempts   int
+	meta          queuetype.Meta
 	held          bool // put back by Hold: ReleaseHeld makes it due (a claim builds a new jobMore)
 }
 
-func newMore(group, target string, maxAttempts int) *jobMore {
-	if group == "" && target == "" && maxAttempts == 0 {
+func newMore(group, target string, maxAttempts int, meta queuetype.Meta) *jobMore {
+	if group == "" && target == "" && maxAttempts == 0 && meta.IsZero() {
 		return nil
 	}
-	return &jobMore{group: group, target: target, maxAttempts: maxAttempts}
+	return &jobMore{group: group, target: target, maxAttempts: maxAttempts, meta: meta}
 }
 
 // grp returns the job's group; m may be nil.

@@ -32,6 +32,19 @@ func CheckTarget(target string) error {
 	return nil
 }
 
+// CheckMeta returns the error the queue's Enqueue returns for a job's
+// metadata that breaks the rules of queuetype.Meta.Check, for a store's
+// own enqueue paths; nil if it is valid.
+func CheckMeta(m queuetype.Meta) error {
+	if m.IsZero() {
+		return nil
+	}
+	if err := m.Check(); err != nil {
+		return fmt.Errorf("%w: %w", queuetype.ErrInvalidJob, err)
+	}
+	return nil
+}
+
 // WindowDuplicate returns the *queue.DuplicateError for a job refused
 // because key is in a unique window (Job.UniqueFor) that has not ended.
 func WindowDuplicate(key string) error { return queuetype.WindowDuplicate(key) }
