@@ -44,3 +44,16 @@ func TestConformance(t *testing.T) {
 			return s
 		})
 }
+
+// TestAdminConformance runs the admin API's section of the suite, through
+// a queue over the store (q.Admin), each subtest on a file of its own.
+func TestAdminConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunAdmin(t, func(t *testing.T) storekit.Store[storetest.Payload] {
+		s, err := sqlitestore.New[storetest.Payload](openDB(t, sqlitestore.WithSynchronous(sqlitestore.SyncNormal)))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return s
+	})
+}
