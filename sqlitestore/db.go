@@ -104,7 +104,8 @@ type DB struct {
 	r    *sql.DB // readers
 	app  *sql.DB // SQL(): the program's own statements and EnqueueTx
 
-	ops chan *op
+	ops  chan *op
+	lock *fileLock
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
@@ -135,6 +136,9 @@ func Open(path string, opts ...OpenOption) (*DB, error) {
 	}
 	db := &DB{path: path, o: o, ops: make(chan *op, 4096), watchers: map[*watcher]struct{}{}}
 	var err error
+	if db.lock, err = openLock(path); err != nil {
+		return nil, fmt.Errorf("sqlitestore: Open %s: the writers' lock file: %w", path, err)
+	}
 	if db.w, err = db.open(1, "immediate"); err != nil {
 		return nil, err
 	}
@@ -208,7 +212,7 @@ func (db *DB) Close() error {
 	db.closeMu.Do(func() {
 		db.stop()
 		db.wg.Wait()
-		err = errors.Join(db.w.Close(), db.r.Close(), db.app.Close())
+		err = errors.Join(db.w.Close(), db.r.Close(), db.app.Close(), db.lock.close())
 	})
 	return err
 }

@@ -148,6 +148,8 @@ func (db *DB) runBatch(batch []*op) {
 // own error. The error returned is the transaction's: the batch did not
 // commit.
 func (db *DB) tryBatch(batch []*op, errs []error) error {
+	db.lock.lock()
+	defer db.lock.unlock()
 	tx, err := db.w.BeginTx(context.Background(), nil)
 	if err != nil {
 		return err
