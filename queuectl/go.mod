@@ -7,6 +7,7 @@ require (
 	github.com/queuekit/queue v1.0.0
 	github.com/queuekit/queue/pgstore v1.0.0
 	github.com/queuekit/queue/redisstore v1.0.0
+	github.com/queuekit/queue/sqlitestore v1.0.0
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/stretchr/testify v1.11.1
 )
