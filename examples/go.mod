@@ -36,6 +36,7 @@ require (
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/queuekit/queue/pgstore v1.0.0
 	github.com/queuekit/queue/redisstore v1.0.0
+	github.com/queuekit/queue/sqlitestore v1.0.0
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
