@@ -5,8 +5,8 @@ package bench
 import (
 	"context"
 
-	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Built with -tags pgstore, the durable comparison includes pgstore on the

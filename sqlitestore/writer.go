@@ -48,23 +48,61 @@ func (db *DB) write(ctx context.Context, fn func(tx *wtx) error) error {
 // wtx is the writer's transaction as an operation sees it: statements
 // run without the operation's context: an interrupt would roll back the whole batch.
 type wtx struct {
-	db *DB
-	tx *sql.Tx
+	db    *DB
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// stmt returns q prepared in the batch's transaction: a statement that
+// several operations of the batch run (EnqueueMany's insert, the
+// outcomes of many workers) is parsed once.
+func (t *wtx) stmt(q string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := t.tx.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	if t.stmts == nil {
+		t.stmts = map[string]*sql.Stmt{}
+	}
+	t.stmts[q] = st
+	return st, nil
+}
+
+// close closes the batch's prepared statements.
+func (t *wtx) close() {
+	for _, st := range t.stmts {
+		_ = st.Close()
+	}
 }
 
 // ExecContext runs a statement in the batch's transaction.
 func (t *wtx) ExecContext(_ context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.Exec(q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.Exec(args...)
 }
 
 // QueryContext runs a query in the batch's transaction.
 func (t *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.Query(q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.Query(args...)
 }
 
 // QueryRowContext runs a one-row query in the batch's transaction.
 func (t *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRow(q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return t.tx.QueryRow(q, args...) // a Row that carries the error
+	}
+	return st.QueryRow(args...)
 }
 
 // dbtx is what the statements need of a transaction: the writer's, or a
@@ -155,6 +193,7 @@ func (db *DB) tryBatch(batch []*op, errs []error) error {
 		return err
 	}
 	t := &wtx{db: db, tx: tx}
+	defer t.close()
 	single := len(batch) == 1
 	for i, o := range batch {
 		if !single {
