@@ -43,6 +43,12 @@
 #                              and after a change, interleaved in one run
 #   LOADBENCH_TORRENT_MODE     1 adds the variant "fwd-torrent": this
 #                              checkout's forwarder with -forward torrent
+#   LOADBENCH_UDP              1 adds the variant "fwd-udp": this checkout's
+#                              forwarder announcing to opentracker over UDP
+#                              (BEP 15) instead of HTTP
+#   LOADBENCH_EXTRA            NAME=FLAGS adds the variant NAME: this
+#                              checkout's forwarder with FLAGS (e.g.
+#                              "w2=-w 2 -W 2")
 #
 # Missing tools (wrk, opentracker, curl, jq) are installed with apt-get.
 # Every process the script starts is stopped by its pid.
@@ -91,7 +97,7 @@ else
 	(cd "$ROOT/examples" && go build -o "$WORK/forwarder" ./forwarder) || fail "build failed"
 fi
 VARIANTS=(forwarder)
-declare -A VBIN=([forwarder]="$WORK/forwarder") VFLAGS=([forwarder]="")
+declare -A VBIN=([forwarder]="$WORK/forwarder") VFLAGS=([forwarder]="") VUDP=()
 if [ -n "${LOADBENCH_BASELINE_BIN:-}" ]; then
 	cp "$LOADBENCH_BASELINE_BIN" "$WORK/baseline"
 	VARIANTS+=(baseline)
@@ -100,6 +106,15 @@ fi
 if [ "${LOADBENCH_TORRENT_MODE:-0}" = 1 ]; then
 	VARIANTS+=(fwd-torrent)
 	VBIN[fwd-torrent]="$WORK/forwarder" VFLAGS[fwd-torrent]="-forward torrent"
+fi
+if [ "${LOADBENCH_UDP:-0}" = 1 ]; then
+	VARIANTS+=(fwd-udp)
+	VBIN[fwd-udp]="$WORK/forwarder" VFLAGS[fwd-udp]="" VUDP[fwd-udp]=1
+fi
+if [ -n "${LOADBENCH_EXTRA:-}" ]; then
+	x=${LOADBENCH_EXTRA%%=*}
+	VARIANTS+=("$x")
+	VBIN[$x]="$WORK/forwarder" VFLAGS[$x]="${LOADBENCH_EXTRA#*=}"
 fi
 
 # ---- opentracker. Debian builds it in whitelist mode: list every torrent
@@ -135,8 +150,10 @@ cpu_ms() {
 
 FWD_PID=
 start_forwarder() { # start_forwarder VARIANT
+	local up="ot=http://127.0.0.1:$OT_PORT/announce"
+	[ -n "${VUDP[$1]:-}" ] && up="ot=udp://127.0.0.1:$OT_PORT"
 	# shellcheck disable=SC2086 # the flags are lists of flags
-	"${VBIN[$1]}" -listen "127.0.0.1:$FWD_PORT" -upstream "ot=http://127.0.0.1:$OT_PORT/announce" \
+	"${VBIN[$1]}" -listen "127.0.0.1:$FWD_PORT" -upstream "$up" \
 		${VFLAGS[$1]} ${LOADBENCH_FORWARDER_FLAGS:-} >>"$WORK/forwarder.log" 2>&1 &
 	FWD_PID=$!
 	PIDS+=("$FWD_PID")
