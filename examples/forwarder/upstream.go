@@ -63,12 +63,6 @@ func ParseUpstream(spec string, client *http.Client) (*Upstream, error) {
 	case "http", "https":
 		h := &httpAnnouncer{base: u, client: client, host: hostAddr(u.Hostname())}
 		h.prefix = h.urlPrefix()
-		h.raw = newRawHTTP(u, client)
-		if origin := u.Scheme + "://" + u.Host; strings.HasPrefix(h.prefix, origin) {
-			h.rawPrefix = len(origin)
-		} else {
-			h.raw = nil
-		}
 		up.client = h
 	case "udp":
 		if u.Port() == "" {
@@ -106,37 +100,28 @@ type httpAnnouncer struct {
 	client *http.Client
 	host   netip.Addr // the upstream's address when its URL names one (see forwardIP)
 	prefix string     // urlPrefix, computed once
-	raw    *rawHTTP   // plain http without a proxy: the minimal client; nil: client
-	// rawPrefix is the length of "http://host" at the start of prefix
-	rawPrefix int
 }
 
 func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*Reply, error) {
-	u := h.announceURL(a, ev)
-	var (
-		status int
-		body   []byte
-		err    error
-	)
-	if h.raw != nil {
-		// The request target: u without "http://host".
-		target := u[h.rawPrefix:]
-		if !strings.HasPrefix(target, "/") {
-			target = "/" + target
-		}
-		status, body, err = h.raw.get(ctx, target, maxReplyBytes)
-		if err != nil && !errors.Is(err, errRedirect) {
-			return nil, queue.ClassifyHTTP(0, fmt.Errorf("GET %s: %w", h.base.Host, err))
-		}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.announceURL(a, ev), nil)
+	if err != nil {
+		return nil, queue.Permanent(err)
 	}
-	if h.raw == nil || errors.Is(err, errRedirect) {
-		status, body, err = h.fetch(ctx, u)
-		if status == 0 {
-			return nil, err
+	req.Header.Set("User-Agent", "queuekit-forwarder/1")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// Keep the request's URL (a passkey, the client's ids) out of
+		// errors, which reach logs and /stats.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s %s: %w", ue.Op, h.base.Host, ue.Err)
 		}
+		return nil, queue.ClassifyHTTP(0, err)
 	}
-	if status != http.StatusOK {
-		if c := queue.ClassifyHTTP(status, nil); c != nil {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
+	if resp.StatusCode != http.StatusOK {
+		if c := queue.ClassifyHTTP(resp.StatusCode, nil); c != nil {
 			if reason, ok := isBencodedFailure(body); ok {
 				c = fmt.Errorf("%w: %s", c, reason)
 			}
@@ -151,30 +136,6 @@ func (h *httpAnnouncer) announce(ctx context.Context, a *Announce, ev Event) (*R
 		return nil, fmt.Errorf("reply longer than %d bytes", maxReplyBytes)
 	}
 	return ParseReply(body)
-}
-
-// fetch is announce's request through net/http: the reply's status and
-// up to maxReplyBytes+1 bytes of its body, and the error reading it; a
-// zero status with the request's error, classified.
-func (h *httpAnnouncer) fetch(ctx context.Context, u string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return 0, nil, queue.Permanent(err)
-	}
-	req.Header.Set("User-Agent", "queuekit-forwarder/1")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		// Keep the request's URL (a passkey, the client's ids) out of
-		// errors, which reach logs and /stats.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = fmt.Errorf("%s %s: %w", ue.Op, h.base.Host, ue.Err)
-		}
-		return 0, nil, queue.ClassifyHTTP(0, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
-	return resp.StatusCode, body, err
 }
 
 // announceURL builds the upstream request: the client's parameters, with
