@@ -13,9 +13,9 @@
 // the server closes it, as opentracker does after every reply). With
 // -rate 0 every connection sends its next request as soon as the last
 // is answered (closed loop, as wrk), and latency is the service time.
-// To a server on 127.0.0.1 it connects from random 127/8 addresses, so
-// that a server closing every connection (leaving each in TIME_WAIT) does
-// not run it out of 4-tuples.
+// It drops a connection with a reset, not a FIN, so that a server
+// closing every connection leaves no socket in TIME_WAIT to stall the
+// next connect from 127.0.0.1's ports.
 //
 // The announces are scripts/loadbench.lua's: torrent i of -torrents has
 // the info hash -prefix (16 bytes in hex) followed by i as 4 big-endian
@@ -46,7 +46,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -223,18 +222,17 @@ func load(ctx context.Context, cfg config) *result {
 // Content-Length bytes or up to the connection's close), so that the load
 // generator spends little of the CPU the trackers share with it.
 type worker struct {
-	cfg      config
-	host     string // host:port to dial
-	path     string // the announce path
-	conn     net.Conn
-	rd       *bufio.Reader
-	loopback bool // the server is on 127/8: connect from random 127/8 addresses
-	rng      *rand.Rand
-	res      result
-	late     time.Duration
-	url      strings.Builder
-	req      []byte
-	body     []byte
+	cfg  config
+	host string // host:port to dial
+	path string // the announce path
+	conn net.Conn
+	rd   *bufio.Reader
+	rng  *rand.Rand
+	res  result
+	late time.Duration
+	url  strings.Builder
+	req  []byte
+	body []byte
 }
 
 func newWorker(cfg config) *worker {
@@ -245,14 +243,20 @@ func newWorker(cfg config) *worker {
 		body: make([]byte, 0, 4096),
 	}
 	w.host, w.path = u.Host, u.EscapedPath()
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.Is4() && ip.IsLoopback() {
-		w.loopback = true
-	}
 	return w
 }
 
+// close drops the worker's connection with a reset (SO_LINGER 0), not a
+// FIN. A server that closes after every reply (opentracker) would
+// otherwise leave a socket in TIME_WAIT per request, and from 127.0.0.1
+// the client's ports come round again within the minute TIME_WAIT lasts:
+// a connect to a 4-tuple still waiting stalls for a second or more. The
+// reset ends the server's half-closed socket (FIN_WAIT2) outright.
 func (w *worker) close() {
 	if w.conn != nil {
+		if tc, ok := w.conn.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
 		w.conn.Close()
 		w.conn = nil
 	}
@@ -293,15 +297,6 @@ func (w *worker) roundTrip(ctx context.Context) (int, error) {
 func (w *worker) try(ctx context.Context) (status int, started bool, err error) {
 	if w.conn == nil {
 		d := net.Dialer{Timeout: w.cfg.timeout}
-		if w.loopback {
-			// A server that closes after every reply leaves a connection
-			// in TIME_WAIT per request; from 127.0.0.1 alone the client's
-			// ports come round again within the minute it lasts, and
-			// connects to a 4-tuple still waiting stall for a second or
-			// more. Any 127/8 address reaches a loopback server.
-			src := netip.AddrFrom4([4]byte{127, byte(w.rng.Uint32()), byte(w.rng.Uint32()), byte(1 + w.rng.IntN(254))})
-			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
-		}
 		c, err := d.DialContext(ctx, "tcp", w.host)
 		if err != nil {
 			return 0, started, err
