@@ -155,25 +155,28 @@ func (s *runSlot[T]) logger() *slog.Logger {
 		return nil // between runs
 	}
 	job := s.w.run.job
-	base, args := s.q.jobLog, make([]any, 0, 9)
-	if base == nil { // no WithLogger: the default logger, as it is now
+	base, n := s.q.jobLog, 5
+	m := s.w.run.mw
+	if m != nil {
+		n += len(m.info.LogAttrs)
+	}
+	attrs := make([]slog.Attr, 0, n) // attributes, not With's ...any: no boxing
+	if base == nil {                 // no WithLogger: the default logger, as it is now
 		base = slog.Default()
-		args = append(args, slog.String("queue", s.q.cfg.name))
+		attrs = append(attrs, slog.String("queue", s.q.cfg.name))
 	}
-	args = append(args, slog.Int64("job_id", job.ID))
+	attrs = append(attrs, slog.Int64("job_id", job.ID))
 	if job.Key != "" {
-		args = append(args, slog.String("key", job.Key))
+		attrs = append(attrs, slog.String("key", job.Key))
 	}
-	args = append(args, slog.Int("attempt", job.Attempt))
+	attrs = append(attrs, slog.Int("attempt", job.Attempt))
 	if job.Target != "" {
-		args = append(args, slog.String("target", job.Target))
+		attrs = append(attrs, slog.String("target", job.Target))
 	}
-	if m := s.w.run.mw; m != nil {
-		for _, a := range m.info.LogAttrs {
-			args = append(args, a)
-		}
+	if m != nil {
+		attrs = append(attrs, m.info.LogAttrs...)
 	}
-	return base.With(args...)
+	return slog.New(base.Handler().WithAttrs(attrs))
 }
 
 // newRunBase returns w's long-lived run context: the queue's run context
