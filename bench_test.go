@@ -112,13 +112,37 @@ func BenchmarkEnqueueRun(b *testing.B) {
 	})
 }
 
+// BenchmarkEnqueueRunMiddleware is BenchmarkEnqueueRun's queue/no-key
+// with what issue #36 adds around a job: none (the baseline), a no-op
+// enqueue hook and middleware, and the same middleware with a handler
+// that calls Logger (which allocates the logger it returns).
+func BenchmarkEnqueueRunMiddleware(b *testing.B) {
+	noopMW := func(ctx context.Context, _ *queue.JobInfo, next func(context.Context)) { next(ctx) }
+	noopHook := func(context.Context, *queue.JobInfo) error { return nil }
+	b.Run("none", func(b *testing.B) { benchQueue(b, nil) })
+	b.Run("hook", func(b *testing.B) { benchQueue(b, nil, queue.WithEnqueueHook(noopHook)) })
+	b.Run("middleware", func(b *testing.B) { benchQueue(b, nil, queue.WithMiddleware(noopMW)) })
+	b.Run("middleware-logger", func(b *testing.B) {
+		benchQueueWith(b, nil, func(ctx context.Context) { _ = queue.Logger(ctx) }, queue.WithMiddleware(noopMW))
+	})
+}
+
 // benchQueue enqueues b.N no-op jobs (with keys[i] as key, if keys is not
 // nil) from one producer and waits until all have run.
-func benchQueue(b *testing.B, keys []string) {
+func benchQueue(b *testing.B, keys []string, opts ...queue.Option) {
+	benchQueueWith(b, keys, nil, opts...)
+}
+
+// benchQueueWith is benchQueue with work, when not nil, called by each
+// run's handler.
+func benchQueueWith(b *testing.B, keys []string, work func(context.Context), opts ...queue.Option) {
 	b.ReportAllocs()
 	cd := newCountdown(b.N)
-	q := started[int](b)(queue.New(func(context.Context, queue.Job[int]) error { cd.tick(); return nil },
-		queue.WithWorkers(benchWorkers, benchWorkers)))
+	h := func(context.Context, queue.Job[int]) error { cd.tick(); return nil }
+	if work != nil {
+		h = func(ctx context.Context, _ queue.Job[int]) error { work(ctx); cd.tick(); return nil }
+	}
+	q := started[int](b)(queue.New(h, append([]queue.Option{queue.WithWorkers(benchWorkers, benchWorkers)}, opts...)...))
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := range b.N {

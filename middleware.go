@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -95,7 +96,8 @@ func WithMiddleware(mw ...Middleware) Option {
 // (and so by the periodic loop) with the caller's ctx before the job is
 // validated and stored. The hook may change job.Meta (to inject a trace
 // context, say): the job is stored with it; changes to the other fields
-// are ignored. An error refuses the Enqueue with that error wrapped, and
+// are ignored; the hook must not keep job after it returns (the queue
+// reuses it). An error refuses the Enqueue with that error wrapped, and
 // nothing is stored; a panic in the hook is recovered and refuses it as
 // an error. Several hooks run in the order given, each seeing the Meta
 // the one before left. A nil hook is refused.
@@ -153,25 +155,28 @@ func (s *runSlot[T]) logger() *slog.Logger {
 		return nil // between runs
 	}
 	job := s.w.run.job
-	base, args := s.q.jobLog, make([]any, 0, 9)
-	if base == nil { // no WithLogger: the default logger, as it is now
+	base, n := s.q.jobLog, 5
+	m := s.w.run.mw
+	if m != nil {
+		n += len(m.info.LogAttrs)
+	}
+	attrs := make([]slog.Attr, 0, n) // attributes, not With's ...any: no boxing
+	if base == nil {                 // no WithLogger: the default logger, as it is now
 		base = slog.Default()
-		args = append(args, slog.String("queue", s.q.cfg.name))
+		attrs = append(attrs, slog.String("queue", s.q.cfg.name))
 	}
-	args = append(args, slog.Int64("job_id", job.ID))
+	attrs = append(attrs, slog.Int64("job_id", job.ID))
 	if job.Key != "" {
-		args = append(args, slog.String("key", job.Key))
+		attrs = append(attrs, slog.String("key", job.Key))
 	}
-	args = append(args, slog.Int("attempt", job.Attempt))
+	attrs = append(attrs, slog.Int("attempt", job.Attempt))
 	if job.Target != "" {
-		args = append(args, slog.String("target", job.Target))
+		attrs = append(attrs, slog.String("target", job.Target))
 	}
-	if m := s.w.run.mw; m != nil {
-		for _, a := range m.info.LogAttrs {
-			args = append(args, a)
-		}
+	if m != nil {
+		attrs = append(attrs, m.info.LogAttrs...)
 	}
-	return base.With(args...)
+	return slog.New(base.Handler().WithAttrs(attrs))
 }
 
 // newRunBase returns w's long-lived run context: the queue's run context
@@ -351,6 +356,11 @@ func middlewareNames(mws []Middleware) []string {
 	return names
 }
 
+// hookInfos recycles the JobInfo an enqueue hook is given: a hook's
+// JobInfo escapes (the hook is a func value), and would otherwise cost an
+// allocation per Enqueue.
+var hookInfos = sync.Pool{New: func() any { return new(JobInfo) }}
+
 // enqueueHooks runs the WithEnqueueHook hooks for job, and stores the
 // Meta they leave in job.
 func (q *Queue[T]) enqueueHooks(ctx context.Context, job *Job[T]) (err error) {
@@ -358,12 +368,15 @@ func (q *Queue[T]) enqueueHooks(ctx context.Context, job *Job[T]) (err error) {
 	if prio == "" {
 		prio = q.cfg.defaultPriority
 	}
-	info := &JobInfo{Queue: q.cfg.name, Key: job.Key, Group: job.Group, Target: job.Target, Priority: prio,
+	info := hookInfos.Get().(*JobInfo)
+	*info = JobInfo{Queue: q.cfg.name, Key: job.Key, Group: job.Group, Target: job.Target, Priority: prio,
 		RunAt: job.RunAt, MaxAttempts: maxAttempts(job, q.cfg.maxAttempts), Meta: job.Meta}
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("queue: Enqueue: enqueue hook panicked: %v", v)
 		}
+		*info = JobInfo{}
+		hookInfos.Put(info)
 	}()
 	for i, h := range q.cfg.enqueueHooks {
 		if err := h(ctx, info); err != nil {
