@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -34,9 +35,12 @@ type DurableConfig struct {
 	SpawnRedis  bool
 	RedisServer string
 
-	InsertN     int   // jobs per single-insert / enqueue case
-	Producers   []int // goroutines inserting one job at a time
-	BatchN      int   // jobs in the batch-insert case
+	InsertN   int   // jobs per single-insert / enqueue case
+	Producers []int // goroutines inserting one job at a time
+	BatchN    int   // jobs in the batch-insert case
+	// BatchSize, when above 0 and below BatchN, adds a batch-insert case
+	// of BatchN jobs inserted in calls of BatchSize jobs each.
+	BatchSize   int
 	BurnN       int   // jobs in a burn-down
 	BurnWorkers []int // PostgreSQL burn-down workers
 	// RedisConcurrency is the worker count of the Redis burn-down.
@@ -44,6 +48,39 @@ type DurableConfig struct {
 	// BurnLimit caps one burn-down's time; a capped run reports the rate
 	// it reached and how many jobs it finished.
 	BurnLimit time.Duration
+	// Cases, when not empty, are the only cases run: "insert", "batch",
+	// "burn", and "burn-defaults" (river's burn-downs at its default
+	// fetch settings, the slowest cases of the comparison).
+	Cases []string
+}
+
+// Runs reports whether the case named kase (see Cases) is to be run.
+func (c DurableConfig) Runs(kase string) bool {
+	return len(c.Cases) == 0 || slices.Contains(c.Cases, kase)
+}
+
+// chunked calls insert for n jobs in calls of size jobs (all at once when
+// size is 0) and times it.
+func chunked(n, size int, insert func(n int) error) (time.Duration, error) {
+	if size <= 0 {
+		size = n
+	}
+	start := time.Now()
+	for left := n; left > 0; left -= size {
+		if err := insert(min(size, left)); err != nil {
+			return time.Since(start), err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// batchSetting is the batch-insert setting name with its batch size, if
+// any.
+func batchSetting(name string, size int) string {
+	if size <= 0 {
+		return name
+	}
+	return fmt.Sprintf("%s, batches of %s", name, count(size))
 }
 
 // DurableResult is one durable measurement.

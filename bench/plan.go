@@ -61,7 +61,7 @@ func DefaultDurable() DurableConfig {
 		RedisAddr:   "127.0.0.1:6379", RedisDB: 11,
 		RedisServer: "redis-server",
 		InsertN:     10_000, Producers: []int{1, 10},
-		BatchN: 100_000, BurnN: 100_000, BurnWorkers: []int{100, 1000},
+		BatchN: 100_000, BatchSize: 1000, BurnN: 100_000, BurnWorkers: []int{100, 1000},
 		RedisConcurrency: 100,
 		BurnLimit:        30 * time.Second,
 	}

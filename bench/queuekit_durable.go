@@ -49,6 +49,9 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 		insertWord = "goroutines=%d"
 	}
 	for _, g := range cfg.Producers {
+		if !cfg.Runs("insert") {
+			break
+		}
 		el, err := withStoreQueue(ctx, open, env, 1, cfg.InsertN, nil, func(q *queue.Queue[int], _ storekit.Store[int]) (time.Duration, error) {
 			return enqueueConcurrently(ctx, q, cfg.InsertN, g)
 		})
@@ -60,7 +63,15 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 
 	// Both stores have EnqueueMany: pgstore's one INSERT per batch,
 	// redisstore's one pipeline of add scripts.
-	if engine == "postgres" || engine == "redis" {
+	// With cfg.BatchSize, also in calls of that many jobs each.
+	sizes := []int{0}
+	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
+		sizes = append(sizes, cfg.BatchSize)
+	}
+	for _, size := range sizes {
+		if !cfg.Runs("batch") {
+			break
+		}
 		setting := "EnqueueMany"
 		el, err := withStoreQueue(ctx, open, env, 1, cfg.BatchN, nil, func(q *queue.Queue[int], st storekit.Store[int]) (time.Duration, error) {
 			ba, ok := st.(BatchAdder)
@@ -72,14 +83,20 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 			for i := range jobs {
 				jobs[i].Payload = i
 			}
-			start := time.Now()
-			_, err := ba.EnqueueMany(ctx, jobs)
-			return time.Since(start), err
+			done := 0
+			return chunked(cfg.BatchN, size, func(n int) error {
+				_, err := ba.EnqueueMany(ctx, jobs[done:done+n])
+				done += n
+				return err
+			})
 		})
 		if err != nil {
 			return out, fmt.Errorf("batch insert: %w", err)
 		}
-		out = append(out, durableResult(name, "batch insert", setting, cfg.BatchN, el))
+		out = append(out, durableResult(name, "batch insert", batchSetting(setting, size), cfg.BatchN, el))
+		if setting != "EnqueueMany" {
+			break
+		}
 	}
 
 	burnWorkers := cfg.BurnWorkers
@@ -87,6 +104,9 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 		burnWorkers = []int{cfg.RedisConcurrency}
 	}
 	for _, w := range burnWorkers {
+		if !cfg.Runs("burn") {
+			break
+		}
 		counter := newBurnCounter(cfg.BurnN)
 		var (
 			jobs int

@@ -37,13 +37,14 @@ func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
 // riverFetch is one of river's fetch settings.
 type riverFetch struct {
 	name     string
+	kase     string // its name in DurableConfig.Cases
 	cooldown time.Duration
 	poll     time.Duration
 }
 
 var riverFetches = []riverFetch{
-	{"cooldown 2ms / poll 20ms (river's benchmark settings)", 2 * time.Millisecond, 20 * time.Millisecond},
-	{"defaults (cooldown 100ms / poll 1s)", river.FetchCooldownDefault, river.FetchPollIntervalDefault},
+	{"cooldown 2ms / poll 20ms (river's benchmark settings)", "burn", 2 * time.Millisecond, 20 * time.Millisecond},
+	{"defaults (cooldown 100ms / poll 1s)", "burn-defaults", river.FetchCooldownDefault, river.FetchPollIntervalDefault},
 }
 
 // openPG opens a pool on url and gives schema a fresh, empty start.
@@ -93,6 +94,9 @@ func runRiver(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]Durable
 
 	var out []DurableResult
 	for _, g := range cfg.Producers {
+		if !cfg.Runs("insert") {
+			break
+		}
 		if err := truncate(); err != nil {
 			return out, err
 		}
@@ -110,21 +114,30 @@ func runRiver(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]Durable
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{}}
 	}
-	for _, batch := range []struct {
+	batches := []struct {
 		name   string
-		insert func() error
+		size   int
+		insert func(n int) error
 	}{
-		{"InsertMany (multi-row INSERT)", func() error { _, err := inserter.InsertMany(ctx, params); return err }},
-		{"InsertManyFast (COPY)", func() error { _, err := inserter.InsertManyFast(ctx, params); return err }},
-	} {
+		{"InsertMany (multi-row INSERT)", 0, func(n int) error { _, err := inserter.InsertMany(ctx, params[:n]); return err }},
+		{"InsertManyFast (COPY)", 0, func(n int) error { _, err := inserter.InsertManyFast(ctx, params[:n]); return err }},
+	}
+	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
+		batches = append(batches, batches[1])
+		batches[2].size = cfg.BatchSize
+	}
+	for _, batch := range batches {
+		if !cfg.Runs("batch") {
+			break
+		}
 		if err := truncate(); err != nil {
 			return out, err
 		}
-		start := time.Now()
-		if err := batch.insert(); err != nil {
+		el, err := chunked(cfg.BatchN, batch.size, batch.insert)
+		if err != nil {
 			return out, fmt.Errorf("batch insert: %w", err)
 		}
-		out = append(out, durableResult("river", "batch insert", batch.name, cfg.BatchN, time.Since(start)))
+		out = append(out, durableResult("river", "batch insert", batchSetting(batch.name, batch.size), cfg.BatchN, el))
 	}
 
 	burnParams := params
@@ -135,6 +148,9 @@ func runRiver(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]Durable
 		}
 	}
 	for _, f := range riverFetches {
+		if !cfg.Runs(f.kase) {
+			continue
+		}
 		for _, w := range cfg.BurnWorkers {
 			if err := truncate(); err != nil {
 				return out, err

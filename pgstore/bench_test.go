@@ -20,7 +20,8 @@ import (
 // Benchmarks against the test server (QUEUE_PG_URL). Burn-down size:
 // PGSTORE_BENCH_N (default 10000); workers: PGSTORE_BENCH_WORKERS
 // (default 20); claim batch size: PGSTORE_BENCH_CLAIM_BATCH (default
-// pgstore's). For example:
+// pgstore's); PGSTORE_BENCH_STRICT set: the burn-down's queue dispatches
+// by strict priority instead of the default weighted shares. For example:
 //
 //	PGSTORE_BENCH_N=100000 go test -run '^$' -bench . -benchtime 1x ./pgstore
 
@@ -174,12 +175,16 @@ func BenchmarkBurnDown(b *testing.B) {
 		s2 := newStore[int](b, e, opts...)
 		var done atomic.Int64
 		finished := make(chan struct{})
+		qopts := []queue.Option{queue.WithName("bench"), queue.WithWorkers(workers, workers), queue.WithCapacity(1<<30, 0), queue.WithLogger(quietLogger())}
+		if os.Getenv("PGSTORE_BENCH_STRICT") != "" {
+			qopts = append(qopts, queue.WithPriorities("normal", strictPriorities()...))
+		}
 		q, err := queue.NewWithStore(s2, func(context.Context, queue.Job[int]) error {
 			if done.Add(1) == int64(n) {
 				close(finished)
 			}
 			return nil
-		}, queue.WithName("bench"), queue.WithWorkers(workers, workers), queue.WithCapacity(1<<30, 0), queue.WithLogger(quietLogger()))
+		}, qopts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,6 +207,16 @@ func BenchmarkBurnDown(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// strictPriorities are queue.DefaultPriorities without shares: strict
+// dispatch, for PGSTORE_BENCH_STRICT.
+func strictPriorities() []queue.Priority {
+	ps := queue.DefaultPriorities()
+	for i := range ps {
+		ps[i].Share = 0
+	}
+	return ps
 }
 
 // BenchmarkFanout compares Fanout over 100 targets on the in-memory

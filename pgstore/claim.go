@@ -341,15 +341,18 @@ func backoff(n int, limit time.Duration) time.Duration {
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
 	gen := s.dry.mark()
 	now := s.cfg.Clock.Now()
-	// Its own transaction, which only claims: async (see asyncCommit).
+	// Its own transaction, which only claims: async (see asyncCommit),
+	// with its plan cached (see sqlGenericPlans).
 	sql, args := s.claimSQL(now, n, true)
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		s.unreserve(n)
-		s.noteErr(err)
-		return 0, fmt.Errorf("pgstore: claim: %w", err)
-	}
-	got, err := s.scanClaimed(rows)
+	var got []claimed[T]
+	b := &pgx.Batch{}
+	b.Queue(sqlGenericPlans)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		got, err = s.scanClaimed(rows)
+		return err
+	})
+	err := s.pool.SendBatch(ctx, b).Close()
 	s.noteErr(err)
 	if err != nil {
 		// The claim may have committed: those jobs are leased to this

@@ -22,6 +22,10 @@ func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
 // WeightedClaimSQL returns the claim statement under weighted dispatch.
 func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }
 
+// GenericPlansSQL is sqlGenericPlans, which the fetcher's claim batch
+// and every write batch send first.
+const GenericPlansSQL = sqlGenericPlans
+
 // FetchClaimSQL returns the fetcher's claim statements, strict and
 // weighted: HotSQL's claim and WeightedClaimSQL committing without
 // waiting for the WAL flush.

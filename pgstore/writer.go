@@ -432,6 +432,7 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		}
 	}
 	b := &pgx.Batch{}
+	b.Queue(sqlGenericPlans)
 	done := map[int64]bool{}
 	sup := map[int64]bool{}
 	kept := map[int64]bool{}

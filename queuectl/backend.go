@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -17,12 +18,13 @@ import (
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/redisstore"
+	"github.com/queuekit/queue/sqlitestore"
 	"github.com/queuekit/queue/storekit"
 )
 
 // backend is an opened durable store: its admin API and its Stats.
 type backend struct {
-	kind  string // "postgres" or "redis"
+	kind  string // "postgres", "redis" or "sqlite"
 	where string // the schema or prefix, as said in messages
 	store storekit.Store[json.RawMessage]
 	adm   *admin.Admin
@@ -33,10 +35,12 @@ type backend struct {
 func (c *cli) checkTarget() error {
 	g := c.g
 	switch {
-	case g.pg == "" && g.redis == "":
-		return usagef("no store: give --pg URL or --redis ADDR")
-	case g.pg != "" && g.redis != "":
-		return usagef("--pg and --redis both given: queuectl works on one store")
+	case g.pg == "" && g.redis == "" && g.sqlite == "":
+		return usagef("no store: give --pg URL, --redis ADDR or --sqlite FILE")
+	case countSet(g.pg, g.redis, g.sqlite) > 1:
+		return usagef("more than one of --pg, --redis and --sqlite given: queuectl works on one store")
+	case g.sqlite != "" && (c.set["prefix"] || g.schema != ""):
+		return usagef("--prefix and --schema are not for --sqlite: a file holds its queues by name")
 	case g.pg != "" && c.set["prefix"]:
 		return usagef("--prefix is for --redis; PostgreSQL takes --schema")
 	case g.redis != "" && g.schema != "":
@@ -83,8 +87,11 @@ func (c *cli) open() (*backend, error) {
 	if err := c.checkTarget(); err != nil {
 		return nil, err
 	}
-	if c.g.pg != "" {
+	switch {
+	case c.g.pg != "":
 		return c.openPG()
+	case c.g.sqlite != "":
+		return c.openSQLite()
 	}
 	return c.openRedis()
 }
@@ -357,4 +364,68 @@ func (c *cli) withAdmin(cmd string, f func(b *backend) error) error {
 		return fmt.Errorf("%s: %w (%s)", cmd, errNoAdmin, b.kind)
 	}
 	return f(b)
+}
+
+// countSet counts the flags given (not empty).
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// openSQLite opens the --sqlite file, checks that it is migrated and
+// holds the queue, and returns its admin API.
+func (c *cli) openSQLite() (*backend, error) {
+	if _, err := os.Stat(c.g.sqlite); err != nil {
+		return nil, fmt.Errorf("--sqlite %s: %v", c.g.sqlite, err)
+	}
+	db, err := sqlitestore.Open(c.g.sqlite)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.sqliteBackend(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (c *cli) sqliteBackend(db *sqlitestore.DB) (*backend, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.g.timeout)
+	defer cancel()
+	var migrated int
+	if err := db.SQL().QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queuekit_jobs'").Scan(&migrated); err != nil {
+		return nil, fmt.Errorf("--sqlite %s: %v", c.g.sqlite, err)
+	}
+	if migrated == 0 {
+		return nil, fmt.Errorf("--sqlite %s holds no queuekit tables: not a sqlitestore database, or not migrated (sqlitestore.Migrate)", c.g.sqlite)
+	}
+	store, err := sqlitestore.New[json.RawMessage](db)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _ := c.priorityConfig()
+	if err := store.Init(cfg); err != nil { // checks the queue's name
+		return nil, err
+	}
+	where := fmt.Sprintf("file %s", c.g.sqlite)
+	var n int
+	if err := db.SQL().QueryRowContext(ctx, `SELECT (SELECT count(*) FROM (SELECT 1 FROM queuekit_jobs WHERE queue = ? LIMIT 1))
+		+ (SELECT count(*) FROM queuekit_queues WHERE queue = ?)`, c.g.queue, c.g.queue).Scan(&n); err != nil {
+		return nil, fmt.Errorf("looking for queue %q: %v", c.g.queue, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("queue %q not found in %s: it holds no job of that queue (check --queue)", c.g.queue, where)
+	}
+	b := &backend{kind: "sqlite", where: where, store: store, close: func() {
+		_ = store.Close(context.WithoutCancel(c.ctx))
+		_ = db.Close()
+	}}
+	b.adm = admin.New(store.Admin())
+	return b, nil
 }

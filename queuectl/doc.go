@@ -1,5 +1,6 @@
 // Queuectl inspects and acts on the jobs of a queue kept in PostgreSQL
-// (pgstore) or Redis (redisstore), from the command line, with no queue
+// (pgstore), Redis (redisstore) or a SQLite file (sqlitestore), from the
+// command line, with no queue
 // running in it: it opens the store and uses the admin API (package
 // admin) over it, as the queue's own Admin does.
 //
@@ -9,12 +10,13 @@
 //
 // Usage:
 //
-//	queuectl (--pg URL | --redis ADDR) [--queue NAME] [--schema S | --prefix P] <command> [flags]
+//	queuectl (--pg URL | --redis ADDR | --sqlite FILE) [--queue NAME] [--schema S | --prefix P] <command> [flags]
 //
 // The global flags come before the command:
 //
 //	--pg URL          a pgstore database, e.g. postgres://app@db:5432/app
 //	--redis ADDR      a redisstore server: host:port, or redis://[user:pass@]host:port/db
+//	--sqlite FILE     a sqlitestore database file (migrated by the program that uses it)
 //	--queue NAME      the queue's name, as given to queue.WithName (default "default")
 //	--schema S        pgstore.WithSchema's schema (default: the search_path's)
 //	--prefix P        redisstore.WithPrefix's prefix (default "queue")

@@ -50,6 +50,7 @@ func usagef(format string, args ...any) error {
 // globals are the flags before the command.
 type globals struct {
 	pg, redis  string
+	sqlite     string
 	queue      string
 	schema     string
 	prefix     string
@@ -120,6 +121,7 @@ func (c *cli) main(args []string) error {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.g.pg, "pg", "", "PostgreSQL URL of a pgstore database")
 	fs.StringVar(&c.g.redis, "redis", "", "Redis address of a redisstore (host:port or redis://...)")
+	fs.StringVar(&c.g.sqlite, "sqlite", "", "path of a sqlitestore database file")
 	fs.StringVar(&c.g.queue, "queue", "default", "the queue's name (queue.WithName)")
 	fs.StringVar(&c.g.schema, "schema", "", "pgstore's schema (pgstore.WithSchema); default: the search_path's")
 	fs.StringVar(&c.g.prefix, "prefix", "queue", "redisstore's key prefix (redisstore.WithPrefix)")
@@ -162,7 +164,7 @@ func commandNames() string {
 
 func (c *cli) usage(fs *flag.FlagSet) {
 	w := c.stderr
-	fmt.Fprintln(w, "usage: queuectl (--pg URL | --redis ADDR) [--queue NAME] [--schema S | --prefix P] <command> [flags]")
+	fmt.Fprintln(w, "usage: queuectl (--pg URL | --redis ADDR | --sqlite FILE) [--queue NAME] [--schema S | --prefix P] <command> [flags]")
 	fmt.Fprintln(w, "\nGlobal flags (before the command):")
 	fs.SetOutput(w)
 	fs.PrintDefaults()

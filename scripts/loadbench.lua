@@ -8,14 +8,16 @@
 -- random; compact=1, numwant 50 (the default of both trackers).
 --
 -- done() prints one line that loadbench.sh reads:
---   LOADBENCH requests=N p50_us=N p99_us=N max_us=N failures=N non200=N
+--   LOADBENCH requests=N p50_us=N p99_us=N max_us=N failures=N busy=N non200=N sockerr=N duration_us=N
 -- where failures counts bencoded failure replies ("failure reason", e.g.
--- "tracker busy" or "not authorized") and non200 the other wrk errors.
+-- "tracker busy" or "not authorized"), busy those that say "busy", non200
+-- the replies with another HTTP status and sockerr the socket errors.
 
 local torrents = tonumber(os.getenv("LOADBENCH_TORRENTS") or "10000")
 local prefix = os.getenv("LOADBENCH_PREFIX") or "6c6f616462656e63682d746f7272656e"
 local hashes = {}
-failures = 0 -- global: done() reads it from each thread
+failures = 0 -- globals: done() reads them from each thread
+busy = 0
 local threads = {}
 
 local function pct(hex)
@@ -61,16 +63,20 @@ end
 function response(status, headers, body)
   if status == 200 and body:find("failure reason", 1, true) then
     failures = failures + 1
+    if body:find("busy", 1, true) then
+      busy = busy + 1
+    end
   end
 end
 
 function done(summary, latency, requests)
-  local f = 0
+  local f, b = 0, 0
   for _, t in ipairs(threads) do
     f = f + (tonumber(t:get("failures")) or 0)
+    b = b + (tonumber(t:get("busy")) or 0)
   end
   local e = summary.errors
-  io.write(string.format("LOADBENCH requests=%d p50_us=%d p99_us=%d max_us=%d failures=%d non200=%d sockerr=%d duration_us=%d\n",
-    summary.requests, latency:percentile(50), latency:percentile(99), latency.max, f,
+  io.write(string.format("LOADBENCH requests=%d p50_us=%d p99_us=%d max_us=%d failures=%d busy=%d non200=%d sockerr=%d duration_us=%d\n",
+    summary.requests, latency:percentile(50), latency:percentile(99), latency.max, f, b,
     e.status, e.connect + e.read + e.write + e.timeout, summary.duration))
 end

@@ -2,32 +2,64 @@
 # Load benchmark of the tracker forwarder beside opentracker (a measurement,
 # not a test: scripts/test.sh does not run it).
 #
-#   one opentracker on 127.0.0.1 (Debian's build, whitelist mode, the
-#   benchmark's torrents listed) and the forwarder (examples/forwarder, its
-#   default queue settings) in front of it as its one upstream. wrk runs the
-#   same load (scripts/loadbench.lua: announces over LOADBENCH_TORRENTS
-#   torrents, each from a new random peer) first against opentracker
-#   directly, then against the forwarder, and the script prints both p50 and
-#   p99 latencies and the forwarder's p99 over opentracker's.
+#   One opentracker on 127.0.0.1 (Debian's build, whitelist mode, the
+#   benchmark's torrents listed); for each forwarder run a fresh forwarder
+#   (examples/forwarder, its default queue settings) in front of it as its
+#   one upstream. The load is announces over LOADBENCH_TORRENTS torrents,
+#   each from a new random peer (examples/announceload, the same announces
+#   as scripts/loadbench.lua), so that every announce the forwarder
+#   answers is a peer to forward.
+#
+#   1. capacity: announceload unpaced (-c connections, closed loop) against
+#      opentracker: its answers per second are its capacity C on this
+#      machine now.
+#   2. paced: for each percentage in LOADBENCH_PACED (default "50 90"),
+#      announceload at that share of C, on a fixed schedule with latency
+#      counted from each request's due time (wrk2-style), against
+#      opentracker and then each forwarder variant, interleaved.
+#   3. unpaced: wrk (-t1 -c50, scripts/loadbench.lua; announceload -rate 0
+#      without wrk) against opentracker and each variant.
+#
+#   Each forwarder run prints the announces refused as busy, the forwards
+#   done (announces sent upstream) per 1 000 client announces answered,
+#   forwards shed by admission, and the CPU the forwarder spent: while
+#   loaded, per client announce; and, after the load stops, while it
+#   drains its queue, per forward (the cost of one forwarded announce, with
+#   no client traffic beside it). Lines starting RESULT compare each
+#   variant's p99 with opentracker's in the same round.
 #
 # Settings (environment):
-#   LOADBENCH_DURATION     each wrk run, default 30s
-#   LOADBENCH_THREADS      wrk -t, default 1
-#   LOADBENCH_CONNECTIONS  wrk -c, default 50
+#   LOADBENCH_DURATION     each run, default 20s
+#   LOADBENCH_CONNECTIONS  connections, default 50
 #   LOADBENCH_TORRENTS     default 10000
-#   LOADBENCH_FORWARDER_FLAGS  extra flags for the forwarder
+#   LOADBENCH_PACED        percentages of capacity, default "50 90"
+#   LOADBENCH_ROUNDS       rounds of paced and unpaced runs, default 1
+#   LOADBENCH_UNPACED      0 skips the unpaced runs
+#   LOADBENCH_FORWARDER_FLAGS  extra flags for every forwarder variant
 #   LOADBENCH_FORWARDER_BIN    a forwarder binary to run instead of building
-#                              this checkout's (to compare two versions)
+#                              this checkout's (variant "forwarder")
+#   LOADBENCH_BASELINE_BIN     a second forwarder binary (variant "baseline"),
+#                              run after "forwarder" in every step: before
+#                              and after a change, interleaved in one run
+#   LOADBENCH_TORRENT_MODE     1 adds the variant "fwd-torrent": this
+#                              checkout's forwarder with -forward torrent
+#   LOADBENCH_UDP              1 adds the variant "fwd-udp": this checkout's
+#                              forwarder announcing to opentracker over UDP
+#                              (BEP 15) instead of HTTP
+#   LOADBENCH_EXTRA            NAME=FLAGS adds the variant NAME: this
+#                              checkout's forwarder with FLAGS (e.g.
+#                              "w2=-w 2 -W 2")
 #
-# Missing tools (wrk, opentracker, curl) are installed with apt-get. Every
-# process the script starts is stopped by its pid when it exits.
+# Missing tools (wrk, opentracker, curl, jq) are installed with apt-get.
+# Every process the script starts is stopped by its pid.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DURATION=${LOADBENCH_DURATION:-30s}
-THREADS=${LOADBENCH_THREADS:-1}
+DURATION=${LOADBENCH_DURATION:-20s}
 CONNS=${LOADBENCH_CONNECTIONS:-50}
 TORRENTS=${LOADBENCH_TORRENTS:-10000}
+PACED=${LOADBENCH_PACED:-50 90}
+ROUNDS=${LOADBENCH_ROUNDS:-1}
 PREFIX=6c6f616462656e63682d746f7272656e # "loadbench-torren"
 NAME=loadbench
 # shellcheck source=lib/procs.sh
@@ -35,7 +67,7 @@ NAME=loadbench
 
 # ---- tools
 missing=()
-for t in wrk opentracker curl; do
+for t in wrk opentracker curl jq; do
 	command -v "$t" >/dev/null 2>&1 || missing+=("$t")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -57,11 +89,32 @@ picked=
 OT_PORT=$(pick_port)
 FWD_PORT=$(pick_port)
 
+say "building announceload${LOADBENCH_FORWARDER_BIN:+ (the forwarder is $LOADBENCH_FORWARDER_BIN)}"
+(cd "$ROOT/examples" && go build -o "$WORK/announceload" ./announceload) || fail "build failed"
 if [ -n "${LOADBENCH_FORWARDER_BIN:-}" ]; then
 	cp "$LOADBENCH_FORWARDER_BIN" "$WORK/forwarder"
 else
-	say "building the forwarder"
 	(cd "$ROOT/examples" && go build -o "$WORK/forwarder" ./forwarder) || fail "build failed"
+fi
+VARIANTS=(forwarder)
+declare -A VBIN=([forwarder]="$WORK/forwarder") VFLAGS=([forwarder]="") VUDP=()
+if [ -n "${LOADBENCH_BASELINE_BIN:-}" ]; then
+	cp "$LOADBENCH_BASELINE_BIN" "$WORK/baseline"
+	VARIANTS+=(baseline)
+	VBIN[baseline]="$WORK/baseline" VFLAGS[baseline]=""
+fi
+if [ "${LOADBENCH_TORRENT_MODE:-0}" = 1 ]; then
+	VARIANTS+=(fwd-torrent)
+	VBIN[fwd-torrent]="$WORK/forwarder" VFLAGS[fwd-torrent]="-forward torrent"
+fi
+if [ "${LOADBENCH_UDP:-0}" = 1 ]; then
+	VARIANTS+=(fwd-udp)
+	VBIN[fwd-udp]="$WORK/forwarder" VFLAGS[fwd-udp]="" VUDP[fwd-udp]=1
+fi
+if [ -n "${LOADBENCH_EXTRA:-}" ]; then
+	x=${LOADBENCH_EXTRA%%=*}
+	VARIANTS+=("$x")
+	VBIN[$x]="$WORK/forwarder" VFLAGS[$x]="${LOADBENCH_EXTRA#*=}"
 fi
 
 # ---- opentracker. Debian builds it in whitelist mode: list every torrent
@@ -78,7 +131,8 @@ chmod 644 "$OTDIR/wl.txt" "$OTDIR/ot.conf"
 OT_ARGS=(-i 127.0.0.1 -p "$OT_PORT" -P "$OT_PORT" -f "$OTDIR/ot.conf" -d "$OTDIR")
 [ "$(id -u)" -eq 0 ] && OT_ARGS+=(-u nobody)
 opentracker "${OT_ARGS[@]}" >"$WORK/opentracker.log" 2>&1 &
-PIDS+=($!)
+OT_PID=$!
+PIDS+=("$OT_PID")
 
 # opentracker loads its whitelist after it starts answering; until then it
 # refuses every torrent. Wait until it accepts the last one listed.
@@ -89,44 +143,112 @@ accepts_last() {
 }
 wait_for "opentracker to load its whitelist" 20 accepts_last
 
-# ---- the forwarder, its default queue settings
-# shellcheck disable=SC2086 # LOADBENCH_FORWARDER_FLAGS is a list of flags
-"$WORK/forwarder" -listen "127.0.0.1:$FWD_PORT" -upstream "ot=http://127.0.0.1:$OT_PORT/announce" \
-	${LOADBENCH_FORWARDER_FLAGS:-} >"$WORK/forwarder.log" 2>&1 &
-PIDS+=($!)
-wait_for "the forwarder" 20 curl -sf "http://127.0.0.1:$FWD_PORT/stats"
-
-metric() { # metric NAME: the forwarder's /metrics value of NAME (no labels)
-	curl -sf "http://127.0.0.1:$FWD_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
+# cpu_ms PID: the process's user + system CPU time so far, in ms.
+cpu_ms() {
+	awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"
 }
 
-# run NAME PORT: one wrk run; sets p50, p99 (µs) and prints the details.
-run() {
-	local name=$1 port=$2 out
-	out=$(LOADBENCH_TORRENTS=$TORRENTS LOADBENCH_PREFIX=$PREFIX \
-		wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$ROOT/scripts/loadbench.lua" \
-		"http://127.0.0.1:$port/announce" 2>&1) || fail "wrk against $name: $out"
-	local line
-	line=$(grep '^LOADBENCH ' <<<"$out") || fail "no summary from wrk against $name: $out"
-	local requests p50_us p99_us max_us failures non200 sockerr duration_us
+FWD_PID=
+start_forwarder() { # start_forwarder VARIANT
+	local up="ot=http://127.0.0.1:$OT_PORT/announce"
+	[ -n "${VUDP[$1]:-}" ] && up="ot=udp://127.0.0.1:$OT_PORT"
+	# shellcheck disable=SC2086 # the flags are lists of flags
+	"${VBIN[$1]}" -listen "127.0.0.1:$FWD_PORT" -upstream "$up" \
+		${VFLAGS[$1]} ${LOADBENCH_FORWARDER_FLAGS:-} >>"$WORK/forwarder.log" 2>&1 &
+	FWD_PID=$!
+	PIDS+=("$FWD_PID")
+	wait_for "the forwarder" 20 curl -sf "http://127.0.0.1:$FWD_PORT/stats"
+}
+stop_forwarder() {
+	kill "$FWD_PID" 2>/dev/null || true
+	wait "$FWD_PID" 2>/dev/null || true
+	FWD_PID=
+}
+fstats() { curl -sf "http://127.0.0.1:$FWD_PORT/stats?format=json"; }
+
+# load NAME PORT RATE: one run (RATE 0: unpaced); sets REQ P50 P99 BUSY
+# FAIL and prints a line.
+load() {
+	local name=$1 port=$2 rate=$3 tool=announceload out line
+	if [ "$rate" = 0 ] && [ "${USE_WRK:-0}" = 1 ]; then
+		tool=wrk
+		out=$(LOADBENCH_TORRENTS=$TORRENTS LOADBENCH_PREFIX=$PREFIX \
+			wrk -t1 -c"$CONNS" -d"$DURATION" --latency -s "$ROOT/scripts/loadbench.lua" \
+			"http://127.0.0.1:$port/announce" 2>&1) || fail "wrk against $name: $out"
+	else
+		out=$("$WORK/announceload" -url "http://127.0.0.1:$port/announce" -rate "$rate" -c "$CONNS" \
+			-d "$DURATION" -torrents "$TORRENTS" -prefix "$PREFIX" 2>&1) || fail "announceload against $name: $out"
+	fi
+	line=$(grep '^LOADBENCH ' <<<"$out") || fail "no summary from $tool against $name: $out"
+	local requests=0 p50_us=0 p99_us=0 max_us=0 failures=0 busy=0 non200=0 sockerr=0 duration_us=1 late_us=0
 	eval "$(sed 's/^LOADBENCH //; s/ /;/g' <<<"$line")"
 	[ "$requests" -gt 0 ] || fail "no requests completed against $name"
-	awk -v n="$name" -v r="$requests" -v d="$duration_us" -v a="$p50_us" -v b="$p99_us" -v m="$max_us" -v f="$failures" -v e="$non200" -v k="$sockerr" \
-		'BEGIN { printf "%-12s %8d req (%6.0f/s)  p50 %6.2f ms  p99 %6.2f ms  max %7.2f ms  failure replies %d  non-200 %d  socket errors %d\n", n, r, r * 1e6 / d, a / 1e3, b / 1e3, m / 1e3, f, e, k }' 
-	RES_P50=$p50_us RES_P99=$p99_us
+	REQ=$requests P50=$p50_us P99=$p99_us FAIL=$failures BUSY=$busy DUR=$duration_us
+	awk -v n="$name" -v r="$requests" -v d="$duration_us" -v a="$p50_us" -v b="$p99_us" -v m="$max_us" \
+		-v f="$failures" -v e="$non200" -v k="$sockerr" -v l="$late_us" -v t="$tool" \
+		'BEGIN { printf "  %-12s %-12s %7d answered (%6.0f/s)  p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  failures %d  non-200 %d  socket errors %d%s\n",
+			n, t, r, r * 1e6 / d, a / 1e3, b / 1e3, m / 1e3, f, e, k, (l > 20000 ? sprintf("  (generator %.0f ms behind schedule)", l / 1e3) : "") }'
 }
 
-say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; wrk -t$THREADS -c$CONNS -d$DURATION, $TORRENTS torrents, a new random peer per announce"
-run opentracker "$OT_PORT"
-OT_P50=$RES_P50 OT_P99=$RES_P99
-gc0=$(metric go_gc_duration_seconds_count)
-run forwarder "$FWD_PORT"
-FWD_P50=$RES_P50 FWD_P99=$RES_P99
-gc1=$(metric go_gc_duration_seconds_count)
-heap=$(metric go_memstats_heap_inuse_bytes)
-peers=$(metric forwarder_peers)
-limited=$(curl -sf "http://127.0.0.1:$FWD_PORT/metrics" | awk '$1 == "forwarder_announces_total{result=\"rate_limited\"}" {print $2}')
-say "forwarder: $(awk -v a="${gc0:-0}" -v b="${gc1:-0}" 'BEGIN { printf "%.0f", b - a }') GCs during its run, heap in use $(awk -v h="${heap:-0}" 'BEGIN { printf "%.0f", h / 1048576 }') MiB, ${peers:-?} peers held, ${limited:-0} announces refused (tracker busy)"
+# run_forwarder VARIANT RATE: a fresh forwarder, one load run, its costs,
+# then its drain.
+run_forwarder() {
+	local v=$1 rate=$2 s0 s1 c0 c1 c2 d1 d2 dn cpu shed done_n
+	start_forwarder "$v"
+	c0=$(cpu_ms "$FWD_PID")
+	load "$v" "$FWD_PORT" "$rate"
+	c1=$(cpu_ms "$FWD_PID")
+	s1=$(fstats)
+	d1=$(jq '.done + .dead + .retried' <<<"$s1")
+	shed=$(jq '.rate_limited' <<<"$s1")
+	# Drain: no more client announces; the workers forward the backlog.
+	local end=$((SECONDS + 15))
+	while [ "$SECONDS" -lt "$end" ] && [ "$(fstats | jq '.depth + .running')" -gt 0 ]; do
+		sleep 0.2
+	done
+	c2=$(cpu_ms "$FWD_PID")
+	s0=$(fstats)
+	d2=$(jq '.done + .dead + .retried' <<<"$s0")
+	dn=$((d2 - d1))
+	done_n=$d1
+	awk -v v="$v" -v r="$REQ" -v c="$((c1 - c0))" -v d="$done_n" -v s="$shed" -v b="$BUSY" -v dc="$((c2 - c1))" -v dn="$dn" -v q="$(jq '.enqueued' <<<"$s0")" \
+		'BEGIN { printf "  %-12s refused as busy %d (%.1f %%); forwards enqueued %d, done %d during the run (%.0f per 1000 answered), shed by admission %d; CPU %.0f µs per announce answered (forwarding included)%s\n",
+			v, b, 100 * b / r, q, d, 1000 * d / r, s, 1000 * c / r,
+			(dn >= 500 ? sprintf("; draining: %d forwards, %.0f µs CPU each", dn, 1000 * dc / dn) : "") }'
+	stop_forwarder
+}
+
+result() { # result LABEL VARIANT P99 OT_P99
+	awk -v l="$1" -v v="$2" -v a="$3" -v b="$4" 'BEGIN { printf "RESULT %-14s %-12s p99 %7.2f ms vs opentracker %7.2f ms: ratio %.2f\n", l, v, a / 1e3, b / 1e3, a / b }'
+}
+
+say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $CONNS connections, $DURATION per run, $TORRENTS torrents, a new random peer per announce; variants: ${VARIANTS[*]}"
+say "capacity: opentracker, unpaced"
+load opentracker "$OT_PORT" 0
+CAP=$(awk -v r="$REQ" -v d="$DUR" 'BEGIN { printf "%.0f", r * 1e6 / d }')
+say "opentracker's capacity: $CAP announces/s"
+
+for ((round = 1; round <= ROUNDS; round++)); do
+	for pct in $PACED; do
+		rate=$((CAP * pct / 100))
+		say "round $round: paced at $pct % of capacity, $rate announces/s"
+		load opentracker "$OT_PORT" "$rate"
+		OT_P99=$P99
+		for v in "${VARIANTS[@]}"; do
+			run_forwarder "$v" "$rate"
+			result "paced-$pct%" "$v" "$P99" "$OT_P99"
+		done
+	done
+	if [ "${LOADBENCH_UNPACED:-1}" != 0 ]; then
+		USE_WRK=1
+		say "round $round: unpaced (wrk -t1 -c$CONNS)"
+		load opentracker "$OT_PORT" 0
+		OT_P99=$P99
+		for v in "${VARIANTS[@]}"; do
+			run_forwarder "$v" 0
+			result "unpaced" "$v" "$P99" "$OT_P99"
+		done
+		USE_WRK=0
+	fi
+done
 say "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-awk -v a="$OT_P50" -v b="$FWD_P50" -v c="$OT_P99" -v d="$FWD_P99" \
-	'BEGIN { printf "RESULT p50 opentracker %.2f ms, forwarder %.2f ms; p99 opentracker %.2f ms, forwarder %.2f ms; p99 ratio %.2f\n", a / 1e3, b / 1e3, c / 1e3, d / 1e3, d / c }'

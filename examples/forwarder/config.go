@@ -61,14 +61,19 @@ type QueueConfig struct {
 	FanoutMax int `json:"fanout_max" toml:"fanout_max"`
 	// RateLimitThresholdPct is the fill (%) at or above which Admit
 	// consults its token bucket (queue.WithRateLimit). Default 80; 0
-	// disables rate limiting.
+	// disables rate limiting. The forwarder asks Admit before it forwards
+	// a new peer's announce; a refusal sheds the forward (counted in
+	// forwarder_forwards_shed_total), never the announce, which is
+	// answered from the peer table either way.
 	RateLimitThresholdPct int `json:"rate_limit_threshold_pct" toml:"rate_limit_threshold_pct"`
 	// RateLimitPerSec is the token bucket's refill rate. Default 100.
 	RateLimitPerSec float64 `json:"rate_limit_per_sec" toml:"rate_limit_per_sec"`
 	// RateLimitBurst is the token bucket's size. Default 200.
 	RateLimitBurst int `json:"rate_limit_burst" toml:"rate_limit_burst"`
-	// RateLimitRetrySeconds is the retry hint a refused client gets, after
-	// "tracker busy" (queue.RateLimit's RetryAfter). Default 10.
+	// RateLimitRetrySeconds is the retry hint of the queue's refusals
+	// (queue.RateLimit's RetryAfter). Default 10. The forwarder refuses
+	// no client, so none reads it; it is kept for configurations that set
+	// it.
 	RateLimitRetrySeconds int `json:"rate_limit_retry_seconds" toml:"rate_limit_retry_seconds"`
 	// SuspendSeconds is how long an overloaded target (HTTP 429) is
 	// suspended (queue.WithSuspend). Default 300.
@@ -130,13 +135,13 @@ var configVars = []configVar{
 		func(c *QueueConfig) flag.Value { return (*intValue)(&c.ThrottleTopN) }},
 	{"max-forwarders-per-announce", "MAX_FORWARDERS_PER_ANNOUNCE", "fan out to at most `N` targets (forwarders), throttled or not",
 		func(c *QueueConfig) flag.Value { return (*intValue)(&c.FanoutMax) }},
-	{"queue-rate-limit-threshold", "QUEUE_RATE_LIMIT_THRESHOLD", "at `PCT`% full, rate-limit new requests; 0 disables rate limiting",
+	{"queue-rate-limit-threshold", "QUEUE_RATE_LIMIT_THRESHOLD", "at `PCT`% full, rate-limit the forwarding of new peers (their announces are answered either way); 0 disables rate limiting",
 		func(c *QueueConfig) flag.Value { return (*intValue)(&c.RateLimitThresholdPct) }},
 	{"rate-limit-initial-ps", "RATE_LIMIT_INITIAL_PER_SEC", "rate limiter refills `TOKENS` per second",
 		func(c *QueueConfig) flag.Value { return (*floatValue)(&c.RateLimitPerSec) }},
 	{"rate-limit-initial-burst", "RATE_LIMIT_INITIAL_BURST", "rate limiter holds at most `TOKENS` (its burst)",
 		func(c *QueueConfig) flag.Value { return (*intValue)(&c.RateLimitBurst) }},
-	{"rate-limit-retry", "RATE_LIMIT_RETRY_SECONDS", "tell a rate-limited client to retry in `SECONDS` (or a duration such as 10s)",
+	{"rate-limit-retry", "RATE_LIMIT_RETRY_SECONDS", "the retry hint of a rate-limit refusal, `SECONDS` (or a duration such as 10s); the forwarder sheds the forward and shows it to no client",
 		func(c *QueueConfig) flag.Value { return (*secondsValue)(&c.RateLimitRetrySeconds) }},
 	{"forwarder-suspend", "FORWARDER_SUSPEND_SECONDS", "suspend an overloaded (HTTP 429) target for `SECONDS` (or a duration such as 5m)",
 		func(c *QueueConfig) flag.Value { return (*secondsValue)(&c.SuspendSeconds) }},
@@ -252,7 +257,8 @@ func duration(field string, n int, unit time.Duration) (time.Duration, error) {
 
 // Options turns the configuration into options for queue.New, with the
 // rate-limit refusal worded as trackers word it ("tracker busy, retry in
-// 10 seconds"). It fails only when a count of seconds or milliseconds is
+// 10 seconds"; the forwarder itself sheds forwards on a refusal and shows
+// it to no client). It fails only when a count of seconds or milliseconds is
 // too large for a time.Duration (the error names the field); the other
 // values are checked by queue.New, which names the option at fault.
 func (c QueueConfig) Options() ([]queue.Option, error) {

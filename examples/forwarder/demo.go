@@ -199,7 +199,7 @@ func statusLine(elapsed time.Duration, st queue.Stats, donePerSec uint64) string
 			susp = append(susp, t.Name)
 		}
 	}
-	return fmt.Sprintf("[%3.0fs] fill %3.0f%% (%4d/%d)  workers %2d/%d  done/s %4d  rate-limited %5d  throttled %6d  scheduled %4d  suspended [%s]  disabled [%s]",
+	return fmt.Sprintf("[%3.0fs] fill %3.0f%% (%4d/%d)  workers %2d/%d  done/s %4d  shed %5d  throttled %6d  scheduled %4d  suspended [%s]  disabled [%s]",
 		elapsed.Seconds(), st.FillPct, st.Depth, st.Capacity, st.Workers, st.MaxWorkers, donePerSec,
 		st.RateLimited, st.Throttled, st.Store.Scheduled, strings.Join(susp, " "), strings.Join(dis, " "))
 }
@@ -301,11 +301,15 @@ func explainSummary(out io.Writer, atEnd, final queue.Stats, c clientCounts) {
 		p("    the machine was probably too busy. The rest were answered at once.")
 	}
 	if c.limited > 0 {
-		p("  - %d of %d announces (%.0f %%) were asked to come back later: in the surge, announces arrived faster", c.limited, c.sent, pct(c.limited, c.sent))
-		p("    than the upstreams could take their forwards, the queue filled past the rate-limit threshold, and")
-		p("    admission control turned new peers away politely instead of queueing work it could not do. That is")
-		p("    the design working (a real tracker under load answers the same); a bigger queue or faster")
-		p("    upstreams make it smaller.")
+		p("  - %d of %d announces (%.0f %%) were asked to come back later (\"tracker busy\"): not expected, the", c.limited, c.sent, pct(c.limited, c.sent))
+		p("    forwarder refuses forwarding work under load, never an announce.")
+	}
+	if final.RateLimited > 0 {
+		p("  - %d new peers' forwards were shed: in the surge, announces arrived faster than the upstreams could", final.RateLimited)
+		p("    take their forwards, the queue filled past the rate-limit threshold, and admission control turned")
+		p("    the forwarding work away instead of queueing work it could not do. Their announces were answered")
+		p("    anyway, from the peers the forwarder knows, and each such peer's next announce is forwarded. That")
+		p("    is the design working; a bigger queue or faster upstreams make it smaller.")
 	}
 	if final.DroppedFull > 0 {
 		p("  - %d forwards were refused with the queue full: their clients were answered anyway, and each client's", final.DroppedFull)

@@ -130,7 +130,9 @@ type Forwarder struct {
 
 	announces *prometheus.CounterVec
 	// the announces counter's children, looked up once
-	cOK, cBad, cLimited, cStopped prometheus.Counter
+	cOK, cBad, cStopped prometheus.Counter
+	// cShed counts new peers' forwards refused by admission
+	cShed prometheus.Counter
 
 	// holdUntil is the latest end, in Unix nanoseconds, of an upstream's
 	// refusal of a torrent: until then ForwardPeer checks each target
@@ -139,8 +141,9 @@ type Forwarder struct {
 	scrapes   scrapeCounters
 }
 
-// refusalReason is what a client refused by the queue's admission limiter
-// reads before the retry hint, in the words trackers use.
+// refusalReason words the queue's admission refusals, in the words
+// trackers use. No client reads it: a refused admission sheds a new
+// peer's forward, and the announce is answered anyway.
 const refusalReason = "tracker busy"
 
 // NewForwarder builds a forwarder and its queue; qopts are passed to
@@ -185,13 +188,19 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	}
 	f.announces = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "forwarder_announces_total",
-		Help: "Client announces by result: ok, bad_request, rate_limited, stopped.",
+		Help: "Client announces by result: ok, bad_request, stopped. Every well-formed announce is answered; none is refused for load.",
 	}, []string{"result"})
-	if err := f.reg.Register(f.announces); err != nil {
-		return nil, err
+	f.cShed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "forwarder_forwards_shed_total",
+		Help: "Announces of new peers answered but not forwarded: the queue's admission refused the work (it is past its rate-limit fill and out of tokens).",
+	})
+	for _, c := range []prometheus.Collector{f.announces, f.cShed} {
+		if err := f.reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	f.cOK, f.cBad = f.announces.WithLabelValues("ok"), f.announces.WithLabelValues("bad_request")
-	f.cLimited, f.cStopped = f.announces.WithLabelValues("rate_limited"), f.announces.WithLabelValues("stopped")
+	f.cStopped = f.announces.WithLabelValues("stopped")
 	if err := f.registerPeerMetrics(); err != nil {
 		return nil, err
 	}
@@ -202,8 +211,8 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
 		queue.WithMetrics(f.reg, 0),
-		// A refused client reads "tracker busy, retry in 10 seconds";
-		// qopts may change the hint (and the wording).
+		// Admission refusals shed forwards, not announces (see forward);
+		// qopts may change the limiter.
 		queue.WithRateLimit(queue.RateLimit{RetryAfter: 10 * time.Second, Reason: refusalReason}),
 	}, qopts...)
 	q, err := newQueue(o.Store, f.runJob, opts)
@@ -354,25 +363,14 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 		w.Write(sc.buf)
 		return
 	}
-	if !f.swarms.known(a, now) {
-		if err := f.q.Admit(); err != nil {
-			// The refusal's text is ready to show ("tracker busy, retry
-			// in 10 seconds"); RetryDelay gives its hint for the retry key.
-			retry, ok := queue.RetryDelay(err)
-			if !ok {
-				retry = 10 * time.Second
-			}
-			f.cLimited.Inc()
-			sc.buf = appendFailure(sc.buf[:0], err.Error(), retry)
-			w.Write(sc.buf)
-			return
-		}
-	}
+	// A peer not known yet is new work for the upstreams: admission
+	// decides whether it is forwarded, never whether it is answered.
+	fresh := !f.swarms.known(a, now)
 	isNew, firstCompleted := f.swarms.update(a, now)
 	if isNew {
 		f.forget(f.swarms.evict(a))
 	}
-	f.forward(r.Context(), a, firstCompleted, now)
+	f.forward(r.Context(), a, firstCompleted, fresh, now)
 
 	peers, complete, incomplete := f.swarms.appendPeers(sc.peers, &sc.seen, a, a.NumWant, now)
 	sc.peers = peers[:0]
@@ -399,12 +397,19 @@ func (f *Forwarder) dueKey(a *Announce) string {
 
 // forward enqueues a's announce to every eligible upstream, and its first
 // completed event also to the upstreams that know the peer but are not due.
-func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted bool, now time.Time) {
+// A fresh peer's (one the table did not know) goes through the queue's
+// admission first: refused, it is shed, counted, and not marked forwarded,
+// so the peer's next announce is forwarded if the queue has room then.
+func (f *Forwarder) forward(ctx context.Context, a *Announce, firstCompleted, fresh bool, now time.Time) {
 	ev := a.Event
 	if ev == EventCompleted && !firstCompleted {
 		ev = EventNone
 	}
 	targets := f.q.Fanout(f.dueKey(a), f.names)
+	if fresh && len(targets) > 0 && f.q.Admit() != nil {
+		f.cShed.Inc()
+		return
+	}
 	if f.opts.Forward == ForwardPeer && len(targets) > 0 && now.UnixNano() < f.holdUntil.Load() {
 		// Fanout checked the peer; an upstream may refuse its torrent.
 		hash := a.HashHex()

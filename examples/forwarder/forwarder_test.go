@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/anacrolix/torrent/bencode"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/queuekit/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -427,20 +428,40 @@ func TestCompletedReplacesAQueuedAnnounce(t *testing.T) {
 	assert.Equal(t, []string{"completed"}, h.sims[simFast].Events(hash, peer))
 }
 
-func TestRateLimitedAnnounce(t *testing.T) {
+// Admission refuses forwarding work, not announces: past the rate-limit
+// fill, a new peer out of tokens is answered with the swarm's peers like
+// any other, its forward is shed and counted, and its next announce is
+// forwarded once the queue admits it.
+func TestRateLimitShedsForwardsNotAnnounces(t *testing.T) {
 	h := newHarness(t, []string{simFast}, false,
 		queue.WithCapacity(10, 0), queue.WithRateLimit(queue.RateLimit{FillPct: 50, PerSecond: 0.001, Burst: 1}))
 	for i := 1; i <= 6; i++ { // 5 fill the queue to 50 %, the 6th takes the only token
-		r := h.announce(t, clientQuery(i, 1, 7001, nil))
+		r := h.announce(t, clientQuery(1, i, 7000+i, nil))
 		require.Empty(t, r.Failure, "announce %d", i)
 	}
-	r := h.announce(t, clientQuery(7, 1, 7001, nil))
-	assert.Equal(t, "tracker busy, retry in 10 seconds", r.Failure)
-	assert.Equal(t, int64(10), r.Interval, "a short interval")
+	require.Equal(t, uint64(6), h.f.Queue().Stats().Enqueued)
+	r := h.announce(t, clientQuery(1, 7, 7007, nil))
+	assert.Empty(t, r.Failure, "a new peer is answered past the limit")
+	assert.Equal(t, int64(1800), r.Interval, "with the usual interval")
+	assert.Len(t, r.compact(t), 6, "and the swarm's peers")
+	assert.Equal(t, uint64(6), h.f.Queue().Stats().Enqueued, "its forward is shed")
 	assert.Equal(t, uint64(1), h.f.Queue().Stats().RateLimited)
+	assert.Equal(t, 1.0, testutil.ToFloat64(h.f.cShed))
+	assert.Equal(t, 7.0, testutil.ToFloat64(h.f.cOK))
 
-	r = h.announce(t, clientQuery(1, 1, 7001, nil))
-	assert.Empty(t, r.Failure, "a known peer's re-announce is not rate limited")
+	r = h.announce(t, clientQuery(1, 2, 7002, nil))
+	assert.Empty(t, r.Failure, "a known peer's re-announce")
+	r = h.announce(t, clientQuery(2, 8, 7008, map[string]string{"event": "stopped"}))
+	assert.Empty(t, r.Failure, "a stop")
+	assert.Equal(t, uint64(1), h.f.Queue().Stats().RateLimited, "neither asks admission")
+
+	// Once the queue has room, the shed peer's next announce is forwarded.
+	require.NoError(t, h.f.Start(h.ctx))
+	h.ev.wait(t, queue.EventDone, simFast, 6)
+	hash, peer := hexOf(1, 7)
+	h.announce(t, clientQuery(1, 7, 7007, nil))
+	h.ev.wait(t, queue.EventDone, simFast, 7)
+	assert.Len(t, h.sims[simFast].Events(hash, peer), 1, "forwarded once")
 }
 
 func TestBadAnnouncesNeverReachUpstreams(t *testing.T) {

@@ -38,7 +38,7 @@ type settings struct {
 	timeout   time.Duration
 	demo      time.Duration
 	verbose   bool
-	store     string // -store: memory, postgres://… or redis://…
+	store     string // -store: memory, postgres://…, redis://… or sqlite:///path
 	forward   ForwardMode
 	maxPeers  int
 	trustIP   prefixList

@@ -110,16 +110,17 @@ func TestDemoRunsAndExits(t *testing.T) {
 func TestDemoSummaryExplainsTheFigures(t *testing.T) {
 	atEnd := queue.Stats{Running: 3}
 	final := queue.Stats{Depth: 10, Store: storekit.Stats{Scheduled: 4, Waiting: 1},
-		Counts: queue.Counts{Enqueued: 100, Done: 70, Dead: 2, Cancelled: 13, DroppedFull: 5}}
+		Counts: queue.Counts{Enqueued: 100, Done: 70, Dead: 2, Cancelled: 13, DroppedFull: 5, RateLimited: 7}}
 	explain := func(atEnd, final queue.Stats, c clientCounts) string {
 		var out bytes.Buffer
 		explainSummary(&out, atEnd, final, c)
 		return out.String()
 	}
 
-	good := explain(atEnd, final, clientCounts{sent: 40, ok: 30, limited: 10})
+	good := explain(atEnd, final, clientCounts{sent: 40, ok: 40})
 	assert.Contains(t, good, "every announce got an answer at once, and none an error")
-	assert.Contains(t, good, "10 of 40 announces (25 %) were asked to come back later")
+	assert.Contains(t, good, "7 new peers' forwards were shed")
+	assert.NotContains(t, good, "asked to come back later")
 	assert.Contains(t, good, "5 forwards were refused with the queue full")
 	assert.Contains(t, good, "70 done + 2 dead + 13 cancelled + 15 left = 100")
 	assert.Contains(t, good, "The 15 forwards left at the end (10 ready, 4 scheduled for later, 1 waiting), 3 of them interrupted")

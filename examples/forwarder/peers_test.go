@@ -193,7 +193,8 @@ func (h *harness) get(t *testing.T, path string) string {
 	return string(body)
 }
 
-// inShard is an announce of peer i of a torrent in shard sh.
+// inShard is an announce of peer i of a torrent whose hash starts with
+// sh and ends with i (the shard is mixed from all 20 bytes).
 func inShard(sh byte, i int) *Announce {
 	a := peerAnnounce(i, 1, EventNone)
 	a.InfoHash[0] = sh
@@ -232,6 +233,19 @@ func TestSwarmEvictsTheLeastRecentlySeen(t *testing.T) {
 	assert.True(t, one.known(a2, t0))
 	assert.False(t, one.known(a1, t0))
 
+	// The same, whichever of the two shards the table looks at first.
+	b1, b2 := inShard(1, 1), inShard(1, 2)
+	for i := 3; shardIndex(one, b2) >= shardIndex(one, b1) && i < 10000; i++ { // keep's shard first
+		b2 = inShard(1, i)
+	}
+	require.Less(t, shardIndex(one, b2), shardIndex(one, b1))
+	other := newSwarms(time.Hour, 1)
+	other.update(b1, t0)
+	other.update(b2, t0)
+	assert.Len(t, other.evict(b2), 1)
+	assert.True(t, other.known(b2, t0))
+	assert.False(t, other.known(b1, t0))
+
 	// Expiry and eviction share the list: a sweep empties the table.
 	assert.Equal(t, 0, s.sweep(t0.Add(2*time.Hour)))
 	n, _ = s.size()
@@ -269,4 +283,13 @@ func TestSwarmStopStrikesUpstreamCopies(t *testing.T) {
 	s.update(a3, t0)
 	peers, _, _ = s.peers(a2, 50, t0)
 	assert.ElementsMatch(t, []netip.AddrPort{other, a1.Addr}, addrs(peers))
+}
+
+func shardIndex(s *swarms, a *Announce) int {
+	for i := range s.shards {
+		if &s.shards[i] == s.shard(a.InfoHash) {
+			return i
+		}
+	}
+	return -1
 }

@@ -25,6 +25,8 @@ func storeKind(url string) string {
 		return "postgres"
 	case strings.HasPrefix(url, "redis"):
 		return "redis"
+	case strings.HasPrefix(url, "sqlite"):
+		return "sqlite"
 	}
 	return "memory"
 }

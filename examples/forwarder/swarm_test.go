@@ -146,3 +146,20 @@ func TestSwarmKeepsOnlyTheUpstreamPeersItUses(t *testing.T) {
 	s.recordReply(a, "A", &Reply{Peers: many[:1:len(many)]}, t0, time.Minute)
 	assert.Less(t, cap(s.shard(a.InfoHash).m[a.InfoHash].upstream["A"].peers), 8)
 }
+
+// Torrents whose hashes share all but their last bytes (a benchmark's)
+// spread over the shards as random ones do.
+func TestShardSpreadsSharedPrefixes(t *testing.T) {
+	s := newSwarms(time.Minute, 10)
+	used := map[*swarmShard]int{}
+	var h [20]byte
+	copy(h[:], "loadbench-torren")
+	for i := range 6400 {
+		h[16], h[17], h[18], h[19] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+		used[s.shard(h)]++
+	}
+	require.Len(t, used, len(s.shards), "every shard is used")
+	for _, n := range used {
+		assert.InDelta(t, 100, n, 50, "each shard holds about its share")
+	}
+}

@@ -65,6 +65,8 @@ func run() int {
 		burnN     = flag.Int("burn-n", dur.BurnN, "jobs per durable burn-down and batch insert")
 		insertN   = flag.Int("insert-n", dur.InsertN, "jobs per durable single-insert case")
 		burnLimit = flag.Duration("burn-limit", dur.BurnLimit, "cap on one durable burn-down")
+		batchSize = flag.Int("batch-size", dur.BatchSize, "jobs per call in the durable batch insert's second case (0: none; the first inserts -burn-n in one call)")
+		cases     = flag.String("cases", "", "comma-separated durable cases to run: insert, batch, burn, burn-defaults (default all)")
 	)
 	flag.Parse()
 
@@ -90,6 +92,10 @@ func run() int {
 	if *durable {
 		dur.PostgresURL, dur.RedisAddr, dur.RedisDB = *pgURL, *redisAddr, *redisDB
 		dur.BurnN, dur.BatchN, dur.InsertN, dur.BurnLimit = *burnN, *burnN, *insertN, *burnLimit
+		dur.BatchSize = *batchSize
+		if *cases != "" {
+			dur.Cases = strings.Split(*cases, ",")
+		}
 		if *spawn {
 			if path, err := exec.LookPath(dur.RedisServer); err == nil {
 				dur.SpawnRedis, dur.RedisServer = true, path
@@ -99,6 +105,7 @@ func run() int {
 		}
 		if *smoke {
 			dur.InsertN, dur.BatchN, dur.BurnN, dur.BurnLimit = 50, 200, 200, 5*time.Second
+			dur.BatchSize = min(dur.BatchSize, 50)
 		}
 		cfg.Durable = &dur
 	}
