@@ -238,6 +238,21 @@ func (a *adminStore[T]) ListBounded(ctx context.Context, f admin.Filter, oldest 
 	return l, nil
 }
 
+// indexBatch bounds the jobs one scriptIndexReady call indexes.
+var indexBatch = 1000
+
+// indexReady brings sh's ready index up to date with its ready lists (the
+// jobs pushed to their tails since it was last read), indexBatch jobs per
+// script call.
+func indexReady(ctx context.Context, sh *shard) error {
+	for {
+		more, err := sh.run(ctx, sh.client, scriptIndexReady, nil, indexBatch).Int()
+		if err != nil || more == 0 {
+			return err
+		}
+	}
+}
+
 // walked is what List read on one shard: the matches, the members it
 // examined and, when it stopped at its share of admin.MaxExamined before
 // finding enough matches, the position of the last member it read.
@@ -267,6 +282,11 @@ func member(id int64, padded bool) string {
 // filter, it reads at most budget members.
 func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filter, oldest bool, after *admin.Cursor, limit, budget int) (walked, error) {
 	key := z.key(sh.ks)
+	if f.State == admin.Ready {
+		if err := indexReady(ctx, sh); err != nil {
+			return walked{}, err
+		}
+	}
 	rev := boolArg(!oldest)
 	has, at, mem := "0", int64(0), ""
 	if after != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -275,4 +276,95 @@ func TestAdminPagingSameMillisecond(t *testing.T) {
 	n, err := a.Counts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, len(jobs), n[admin.Ready])
+}
+
+// TestReadyIndexCatchUp: jobs pushed to a ready list's tail (each add
+// path, a retry's promotion) are left out of the ready index until the
+// admin API lists ready jobs, which indexes them first, a batch per
+// script call: every ready job is listed once, in enqueue order, and a
+// tombstone or a claimed job is not.
+func TestReadyIndexCatchUp(t *testing.T) {
+	c := needRedis(t)
+	s := openStore(t, c, nil, WithPrefix(testPrefix(t, c)))
+	ctx := context.Background()
+	defer func(n int) { indexBatch = n }(indexBatch)
+	indexBatch = 3
+	ridx := s.shards[0].ks.fixed[kReadyIdx]
+	add := func(j queue.Job[int]) {
+		t.Helper()
+		_, err := s.Add(ctx, j)
+		require.NoError(t, err)
+	}
+	// list checks that the admin API lists exactly the queued jobs of the
+	// ready lists, in enqueue order, and that the index holds no other job.
+	list := func() {
+		t.Helper()
+		want := map[int64]bool{}
+		for _, id := range readyIDs(t, s) {
+			want[id] = true
+		}
+		jobs, err := s.Admin().List(ctx, admin.Filter{State: admin.Ready}, true, nil, 100, false)
+		require.NoError(t, err)
+		got := map[int64]bool{}
+		for i, j := range jobs {
+			got[j.ID] = true
+			if i > 0 {
+				p := jobs[i-1]
+				require.True(t, p.Created.Before(j.Created) || p.Created.Equal(j.Created) && p.ID < j.ID,
+					"listed out of enqueue order: %d (%v) before %d (%v)", p.ID, p.Created, j.ID, j.Created)
+			}
+		}
+		require.Equal(t, want, got)
+		// The index holds the queued jobs and tombstones (no record).
+		indexed := map[int64]bool{}
+		for _, mem := range c.ZRange(ctx, ridx, 0, -1).Val() {
+			id, err := strconv.ParseInt(mem, 10, 64)
+			require.NoError(t, err)
+			if c.HExists(ctx, s.shards[0].ks.fixed[kMeta], strconv.FormatInt(id, 10)).Val() {
+				indexed[id] = true
+			}
+		}
+		require.Equal(t, want, indexed, "the ready index's jobs")
+	}
+	for i := range 5 {
+		add(queue.Job[int]{Payload: i}) // add-one
+	}
+	add(queue.Job[int]{Key: "k", Payload: 5}) // add
+	add(queue.Job[int]{Key: "gone", Payload: 6})
+	_, err := s.EnqueueMany(ctx, []queue.Job[int]{{Payload: 7}, {Payload: 8}, {Payload: 9}, {Payload: 10, Priority: "high"}})
+	require.NoError(t, err)
+	require.Zero(t, c.ZCard(ctx, ridx).Val(), "jobs indexed on add")
+	// A tombstone: a cancelled job's ID stays in its list.
+	n, err := s.Cancel(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	list()
+	j := claimWithin(t, s, 5*time.Second)
+	list()
+	// Retried: back at its list's tail through promotion, after a newer job.
+	require.NoError(t, s.Retry(ctx, j, time.Now().Add(-time.Second), nil))
+	add(queue.Job[int]{Payload: 11})
+	require.NoError(t, s.Complete(ctx, claimWithin(t, s, 5*time.Second))) // promotes j
+	list()
+	list() // nothing new: nothing changes
+	require.Len(t, readyIDs(t, s), 10)
+}
+
+// readyIDs returns the IDs of the queued jobs in s's ready lists.
+func readyIDs(t *testing.T, s *Store[int]) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	sh := s.shards[0]
+	var ids []int64
+	for i := range sh.labels {
+		for _, f := range sh.client.LRange(ctx, sh.ks.fixed[nFixedKeys+i], 0, -1).Val() {
+			raw := sh.client.HGet(ctx, sh.ks.fixed[kMeta], f).Val()
+			if m, ok := parseMeta(raw); ok && m.State == "q" {
+				id, err := strconv.ParseInt(f, 10, 64)
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }

@@ -255,12 +255,12 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
 	li := sh.labelIndex(it.label)
 	bucket := it.seq / seenBits
-	argv := make([]any, 0, 3+7+9+len(sh.fields))
-	argv = append(argv, "evalsha", scriptAddOne.hash, 7)
-	argv = append(argv, sh.readyKeys...)
+	argv := make([]any, 0, 3+6+8+len(sh.fields))
+	argv = append(argv, "evalsha", scriptAddOne.hash, 6)
+	argv = append(argv, sh.readyKeys[:4]...) // not the ready index
 	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(bucket))
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
-	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN, it.created)
+	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN)
 	argv = append(argv, sh.fields...)
 	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
 }

@@ -45,13 +45,20 @@ import (
 // without metadata costs nothing, and records written before Meta read as
 // none). cjson rewrites md as the string it is, byte for byte.
 //
-// The ready index (readyidx) is a sorted set of every job in a ready
-// list, scored by its enqueue time (c) with its ID zero-padded to 20
+// The ready index (readyidx) is a sorted set of the jobs in the ready
+// lists, scored by its enqueue time (c) with its ID zero-padded to 20
 // digits as the member (pad), so that jobs enqueued in one millisecond
 // sort by ID: the admin API pages ready jobs by keyset through it
-// (scriptZPage) while claims pop the lists. Every script that pushes a job
-// to a ready list adds it, and every one that takes a job out removes it,
-// O(log n) each; a cancelled job's tombstone in its list is not indexed.
+// (scriptZPage) while claims pop the lists. It is brought up to date when
+// it is read, not when a job is added: a job pushed to the tail of a list
+// (every add, a promotion, a retry) is not indexed then, so that the
+// enqueue path pays nothing for it; scriptIndexReady, which the admin API
+// runs before it pages ready jobs, indexes each list's unindexed tail.
+// Only a job put back at a list's head (a rescue) is indexed at once, so
+// the unindexed jobs of a list are always its last ones (tombstones
+// aside). Every script that takes a job out removes it, O(log n) (a no-op
+// for a job not indexed yet); a cancelled job's tombstone in its list is
+// not indexed.
 const luaBase = `
 local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS, HELD =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
@@ -134,7 +141,8 @@ local function push_ready(id, m, front)
   -- A Claim waits only after finding nothing ready, so a wake-up token is
   -- needed only while the list is short.
   if redis.call(push, LIST[m.p], id) <= 64 then wake() end
-  redis.call('ZADD', RIDX, m.c or 0, pad(id))
+  -- The tail's jobs are indexed when the index is read (index_ready).
+  if front then redis.call('ZADD', RIDX, m.c or 0, pad(id)) end
   redis.call('HINCRBY', COUNT, 'r:' .. m.p, 1)
   if RC then RC = RC + 1 end
 end
@@ -289,4 +297,5 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 // jobScripts lists the job scripts (all but reserve, add-ready and add-one use the
 // shared key layout), for loading and for TestScriptsDeclareKeys.
 var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
-	scriptReleaseHeld, scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage}
+	scriptReleaseHeld, scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage,
+	scriptIndexReady}

@@ -7,8 +7,9 @@ package redisstore
 // the fallback), index of its seen bitmap among the keys after the ready
 // lists, seen offset, meta prefix, payload, index of its block
 // registration hash among the keys after the seen bitmaps, its block, its
-// unique window (ms, 0 for none), its enqueue time (ms: its score in the
-// ready index, and c in the meta prefix). The meta
+// unique window (ms, 0 for none), its enqueue time (ms, c in the meta
+// prefix; unused by the script). A job it makes ready is not put in the
+// ready index (see scriptIndexReady). The meta
 // prefix is the job's meta record as the client encodes it (metaPrefix),
 // up to the value of s, which the script appends with the closing quote
 // and brace: Add needs no cjson.encode. Jobs are added in order. Returns
@@ -47,7 +48,7 @@ local function unow()
   if not UNOW then UNOW = lease_now(SHIFT) end
   return UNOW
 end
-local NEW, METAS, DATAS, PUSH, BLK, IDX = {}, {}, {}, {}, {}, {}
+local NEW, METAS, DATAS, PUSH, BLK = {}, {}, {}, {}, {}
 -- owned reports whether block blk is registered to the caller.
 local function owned(bkey, blk)
   local ok = BLK[blk]
@@ -130,8 +131,6 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bk
         PUSH[label] = ids
       end
       ids[#ids + 1] = id
-      IDX[#IDX + 1] = created
-      IDX[#IDX + 1] = pad(id)
       RC = RC + 1
     end
   end
@@ -157,7 +156,6 @@ if #METAS > 0 then
   redis.call('HSET', META, unpack(METAS))
   redis.call('HSET', DATA, unpack(DATAS))
 end
-if #IDX > 0 then redis.call('ZADD', RIDX, unpack(IDX)) end
 for label, ids in pairs(PUSH) do
   local n = #ids
   local len = redis.call('RPUSH', LIST[label], unpack(ids))
@@ -172,26 +170,27 @@ return out
 
 // AddReady adds plain jobs: no key, no group, due now, not written back
 // (Store.runAdd decides). It declares only the keys it touches: KEYS are
-// meta, data, count, wake, the ready index, the ready lists the jobs go to, then their seen
+// meta, data, count, wake, the ready index (declared, unused: see
+// scriptIndexReady), the ready lists the jobs go to, then their seen
 // bitmaps, then their block registration hashes. ARGV: capacity, number of
 // those lists m, number of the shard's ready counters nf, number of seen
 // bitmaps ns, the caller's block token, the counters' fields, the counter
 // field of each of the m lists, then per job: id, index of its list among
 // the m, index of its seen bitmap, seen offset, meta record (complete:
 // state q), payload, index of its block registration hash, its block, its
-// enqueue time (ms, its score in the ready index).
+// enqueue time (ms; unused).
 // Returns {ready, then per job 'ready', 'full', 'seen' or 'stale'}, like
 // Add, whose rules for these jobs it applies with about n + 6 commands and
 // no cjson.
 var scriptAddReady = newRawScript("add-ready", `
-local META, DATA, COUNT, WAKE, RIDX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local A = ARGV
 local cap, m, nf, ns, tok = tonumber(A[1]), tonumber(A[2]), tonumber(A[3]), tonumber(A[4]), A[5]
 local fields = {}
 for i = 1, nf do fields[i] = A[5 + i] end
 local rc = 0
 for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do rc = rc + (tonumber(v) or 0) end
-local out, metas, datas, push, blks, idx = {0}, {}, {}, {}, {}, {}
+local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
 local i = 6 + nf + m
 while A[i] do
   local id, seen, off = A[i], KEYS[5 + m + tonumber(A[i + 2])], A[i + 3]
@@ -221,8 +220,6 @@ while A[i] do
       push[li] = ids
     end
     ids[#ids + 1] = id
-    idx[#idx + 1] = A[i + 8]
-    idx[#idx + 1] = string.rep('0', 20 - #id) .. id
     out[#out + 1] = 'ready'
   end
   i = i + 9
@@ -230,7 +227,6 @@ end
 if #metas > 0 then
   redis.call('HSET', META, unpack(metas))
   redis.call('HSET', DATA, unpack(datas))
-  redis.call('ZADD', RIDX, unpack(idx))
 end
 for li, ids in pairs(push) do
   local n = #ids
@@ -253,11 +249,12 @@ return out
 
 // AddOne is add-ready for one job, the lone producer's case, with the
 // fewest arguments and commands: KEYS are meta, data, count, wake, the
-// ready index, the job's ready list and its seen bitmap; ARGV: capacity,
-// the list's counter field, id, seen offset, meta record (complete: state
-// q), payload, the bit offset of its block's registration in the seen
-// bitmap (regOffset), the caller's token as registered there (tokenN),
-// its enqueue time (ms), then the shard's ready counters' fields. Returns
+// job's ready list and its seen bitmap; ARGV: capacity, the list's
+// counter field, id, seen offset, meta record (complete: state q),
+// payload, the bit offset of its block's registration in the seen bitmap
+// (regOffset), the caller's token as registered there (tokenN), then the
+// shard's ready counters' fields. Like every push to a ready list's tail,
+// it leaves the job out of the ready index (see scriptIndexReady). Returns
 // {ready, 'ready', 'full', 'seen' or 'stale'}, as add-ready does. One
 // BITFIELD reads the block's registration and sets the seen bit; a stale
 // call clears the bit again only if it set it (a bit already set belongs
@@ -265,10 +262,10 @@ return out
 // first 64 of its list pushes a wake-up token, and the wake list is
 // trimmed back to 64.
 var scriptAddOne = newRawScript("add-one", `
-local META, DATA, COUNT, WAKE, RIDX, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local META, DATA, COUNT, WAKE, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, off = ARGV[3], ARGV[4]
 local rc = 0
-for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 10))) do rc = rc + (tonumber(v) or 0) end
+for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 9))) do rc = rc + (tonumber(v) or 0) end
 local b = redis.call('BITFIELD', SEEN, 'GET', '`+regType+`', ARGV[7], 'SET', 'u1', off, 1)
 if b[1] ~= tonumber(ARGV[8]) then
   if b[2] == 0 then redis.call('SETBIT', SEEN, off, 0) end
@@ -281,7 +278,6 @@ if rc >= tonumber(ARGV[1]) then
 end
 redis.call('HSET', META, id, ARGV[5])
 redis.call('HSET', DATA, id, ARGV[6])
-redis.call('ZADD', RIDX, ARGV[9], string.rep('0', 20 - #id) .. id)
 if redis.call('RPUSH', LIST, id) <= 64 and redis.call('RPUSH', WAKE, '1') > 64 then
   redis.call('LTRIM', WAKE, 0, 63)
 end

@@ -110,3 +110,51 @@ for i = 1, #got, 2 do
 end
 return out
 `)
+
+// IndexReady: budget. Brings the ready index up to date with the ready
+// lists (see luaBase): for each list whose last entry is not indexed, it
+// finds a position after which no entry is (a binary search over LINDEX
+// for an indexed entry: the unindexed entries are the list's last ones,
+// but for the tombstone of a job cancelled after it was indexed, which
+// only makes the search stop earlier and re-index some entries for
+// nothing), then indexes every entry from there, oldest first, at most
+// budget in all, so that a call cut short leaves an indexed head and an
+// unindexed tail as before. A queued job is indexed by its enqueue time;
+// a tombstone too (score 0, so that each call indexes at least one entry
+// that was not: the one the search stopped at), which List skips as it
+// has no record and the claim or purge that pops it removes. Returns 1
+// when entries are left to index (call again), else 0.
+var scriptIndexReady = newScript("index-ready", `
+local budget = tonumber(arg(1))
+local more = 0
+local function indexed(id) return id and redis.call('ZSCORE', RIDX, pad(id)) end
+for i = 1, NL do
+  local list = LIST[LABELS[i]]
+  local n = redis.call('LLEN', list)
+  if n > 0 and not indexed(redis.call('LINDEX', list, -1)) then
+    if budget <= 0 then return 1 end
+    local lo, hi = -1, n - 1
+    while hi - lo > 1 do
+      local mid = math.floor((lo + hi) / 2)
+      if indexed(redis.call('LINDEX', list, mid)) then lo = mid else hi = mid end
+    end
+    local last = math.min(n - 1, lo + budget)
+    local ids = redis.call('LRANGE', list, lo + 1, last)
+    budget = budget - #ids
+    if last < n - 1 then more = 1 end
+    local recs = redis.call('HMGET', META, unpack(ids))
+    local z = {}
+    for k, id in ipairs(ids) do
+      local c = 0
+      if recs[k] then
+        local ok, m = pcall(cjson.decode, recs[k])
+        if ok and type(m) == 'table' and m.s == 'q' then c = m.c or 0 end
+      end
+      z[#z + 1] = c
+      z[#z + 1] = pad(id)
+    end
+    if #z > 0 then redis.call('ZADD', RIDX, unpack(z)) end
+  end
+end
+return more
+`)

@@ -46,6 +46,9 @@ local function take(i)
       got = got + 1
       return true
     end
+    -- A tombstone leaves the ready index too (scriptIndexReady indexes
+    -- the ones it finds among a list's unindexed jobs).
+    UNIDX[#UNIDX + 1] = pad(id)
     skipped = skipped + 1
   end
   return false

@@ -48,6 +48,8 @@ for i = 1, NL do
     if m and m.s == 'q' then
       remove_pending(id, m)
       n = n + 1
+    else
+      redis.call('ZREM', RIDX, pad(id)) -- a tombstone (see scriptIndexReady)
     end
   end
   if redis.call('LLEN', list) > 0 then more = 1 end
