@@ -143,9 +143,16 @@ type workerRun[T any] struct {
 
 	stamp *time.Time // worker only: the coarse clock's stamp at the last timed run
 
+	// base is the worker's long-lived run context (newRunBase), carrying
+	// the runSlot through which Logger finds job: every run's context
+	// derives from it. mw is the worker's middleware chain, nil without
+	// middleware.
+	base context.Context
+	mw   *mwRun[T]
+
 	// The runs this worker timed (admin.RunTimes).
 	runs, nanos, longest atomic.Int64
-	_                    [24]byte // 128 bytes in all: one size class, no line shared with another worker's
+	// 128 bytes in all: one size class, no line shared with another worker's
 }
 
 // runSampleEvery: a tracking worker times the runs of one job ID in
@@ -168,15 +175,15 @@ func (q *Queue[T]) stampNow() {
 // loads from the worker's own cache lines: no lock, no clock, and no
 // store but when the coarse clock moves.
 func (q *Queue[T]) beginRun(w *worker[T], job *Job[T], start time.Time) (context.Context, bool) {
-	if !q.adm.used.Load() {
-		return q.runCtx, false
-	}
 	r := w.run
+	if !q.adm.used.Load() {
+		return r.base, false
+	}
 	if r.ctx == nil || r.cut {
 		if r.cancel != nil {
 			r.cancel()
 		}
-		r.ctx, r.cancel = context.WithCancel(q.runCtx)
+		r.ctx, r.cancel = context.WithCancel(r.base)
 		r.cut, r.on = false, true
 	}
 	stamp := q.adm.now.Load()

@@ -20,7 +20,10 @@ import (
 // change that needs more names should first ask whether they belong in
 // the root (docs/RELEASING.md, "The root package").
 const (
-	maxRootNames   = 90  // exported top-level names
+	// 95, not 90: issue #36's middleware API (JobInfo, Middleware,
+	// WithMiddleware, WithEnqueueHook, Logger) is the host's, and so the
+	// root's; the five names would not read better in a sub-package.
+	maxRootNames   = 95  // exported top-level names
 	maxRootMembers = 270 // the same, plus exported methods and fields (alias fields counted)
 )
 

@@ -168,6 +168,19 @@
 // passes, with a queue=<name> label. WithObserver receives every
 // lifecycle event, for tracing.
 //
+// # Middleware and job context
+//
+// A job carries string metadata (Job.Meta) that every store keeps with
+// it. WithEnqueueHook runs a hook in Enqueue, with the caller's ctx, that
+// may set the job's Meta (a trace context, a request ID);
+// WithMiddleware wraps every run, outermost first, around the job's
+// timeout context and the handler, and sees the run's outcome when its
+// next returns. Logger(ctx) in a handler returns the queue's logger with
+// the job's ID, key, attempt and target, and the attributes a middleware
+// added (a trace ID). Module otelqueue builds OpenTelemetry tracing on
+// these. With no middleware and no hook, a run and an Enqueue cost
+// nothing more.
+//
 // # Testing
 //
 // Build the queue inside a testing/synctest bubble and time is fake: a

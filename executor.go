@@ -71,17 +71,17 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 	if sampled && !timed {
 		start = q.clock.Now()
 	}
-	var cancel context.CancelFunc
-	if q.cfg.jobTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, q.cfg.jobTimeout)
-	} else if q.leaser != nil {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	if cancel != nil {
-		if q.leaser != nil {
-			c := cancel // only this copy escapes, and only with a leaser
-			w.lost.Store(&c)
+	if w.run.mw != nil {
+		w.cur.Store(job.ID)
+		periodic := q.per.on.Load() && q.per.starting(job)
+		if timed {
+			q.emitAt(EventStarted, job, nil, 0, start)
 		}
+		q.runWrapped(w, ctx, job, start, timed, sampled, periodic)
+		return false
+	}
+	ctx, cancel := q.jobCtx(w, ctx)
+	if cancel != nil {
 		defer cancel()
 	}
 	w.cur.Store(job.ID)                                // publishes the run to the admin API (beginRun)
@@ -109,10 +109,11 @@ func (q *Queue[T]) run(w *worker[T], job *Job[T], held bool) (handed bool) {
 		q.endCut(w, job)
 		return false
 	}
+	v := q.decide(w, job, err)
 	if periodic {
-		q.per.finishRun(w, job, err, took)
+		q.per.finishRun(w, job, &v, took)
 	} else {
-		q.finishRun(w, job, err, took)
+		q.finishRun(w, job, &v, took)
 	}
 	return false
 }
@@ -169,13 +170,23 @@ func (q *Queue[T]) call(ctx context.Context, job *Job[T]) (err error) {
 	return q.handler(ctx, *job)
 }
 
-// finish records the outcome of one run.
-func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Duration) {
-	bg := q.bgCtx
+// verdict is a run's outcome as classified from what its handler
+// returned (decide), before the store hears of it (finish).
+type verdict struct {
+	kind EventKind     // EventDone, EventRetried, EventDead or EventDeferred
+	err  error         // what the handler returned
+	at   time.Time     // EventRetried, EventDeferred: when the job runs again
+	in   time.Duration // EventRetried: at less the time of the decision
+	free bool          // EventRetried: the rerun uses no attempt (Store.Defer)
+}
+
+// decide classifies the result err of job's run: it counts the failure,
+// records the error and tells the target's health, but writes nothing to
+// the store (finish does).
+func (q *Queue[T]) decide(w *worker[T], job *Job[T], err error) verdict {
 	if err == nil {
 		q.targets.success(job.Target)
-		q.complete(w, bg, job, took)
-		return
+		return verdict{kind: EventDone}
 	}
 	w.ctr.failed.Add(1)
 	var pe *PanicError
@@ -184,12 +195,15 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 		q.log.Error("handler panicked", "job", job.ID, "key", job.Key, "target", job.Target, "attempt", job.Attempt, "panic", pe.Value)
 	}
 	q.obs.recordError(job.ID, job.Key, job.Target, job.Attempt, err, q.clock.Now())
+	now := q.clock.Now()
 	if q.runCtx.Err() != nil {
 		// Shutdown interrupted it: put it back as it was.
-		q.deferJob(w, job, q.clock.Now())
-		return
+		return verdict{kind: EventDeferred, err: err, at: now}
 	}
-	now := q.clock.Now()
+	dead := verdict{kind: EventDead, err: err}
+	retry := func(at time.Time, free bool) verdict {
+		return verdict{kind: EventRetried, err: err, at: at, in: at.Sub(now), free: free}
+	}
 	var (
 		ra  *retryAfterError
 		pm  *permanentError
@@ -199,38 +213,50 @@ func (q *Queue[T]) finish(w *worker[T], job *Job[T], err error, took time.Durati
 	switch {
 	case errors.As(err, &dis):
 		q.targets.disable(job.Target, err)
-		q.kill(w, bg, job, err, took)
+		return dead
 	case errors.As(err, &pm):
 		q.targets.failure(job.Target, err)
-		q.kill(w, bg, job, err, took)
+		return dead
 	case errors.As(err, &ov):
 		until := q.targets.suspend(job.Target, now, 0)
 		if job.Attempt >= maxAttempts(job, q.cfg.maxAttempts) {
 			// A target that stays overloaded does not hold a job forever.
-			q.kill(w, bg, job, err, took)
-			return
+			return dead
 		}
-		q.retry(w, bg, job, until, err, false)
+		return retry(until, false)
 	case errors.As(err, &ra):
 		if ra.delay >= q.cfg.retryCeiling {
-			q.complete(w, bg, job, took) // BEP 31: too far out, treat as done
-			return
+			return verdict{kind: EventDone, err: err} // BEP 31: too far out, treat as done
 		}
 		// The downstream asked us to come back later: not a failure of
 		// the job's, so the rerun does not use up an attempt. Never
 		// sooner than the floor: a handler that keeps answering
 		// RetryAfter(0) must not turn a worker into a busy loop.
-		q.retry(w, bg, job, now.Add(max(ra.delay, q.cfg.retryFloor)), err, true)
+		return retry(now.Add(max(ra.delay, q.cfg.retryFloor)), true)
 	default:
 		if q.targets.failure(job.Target, err) {
-			q.kill(w, bg, job, err, took) // the target was disabled by this failure
-			return
+			return dead // the target was disabled by this failure
 		}
 		if job.Attempt >= maxAttempts(job, q.cfg.maxAttempts) {
-			q.kill(w, bg, job, err, took)
-			return
+			return dead
 		}
-		q.retry(w, bg, job, now.Add(q.backoff(job.Attempt)), err, false)
+		return retry(now.Add(q.backoff(job.Attempt)), false)
+	}
+}
+
+// finish records the outcome v of one run in the store, counts it and
+// reports it.
+func (q *Queue[T]) finish(w *worker[T], job *Job[T], v *verdict, took time.Duration) {
+	bg := q.bgCtx
+	switch v.kind {
+	case EventDone:
+		q.complete(w, bg, job, took)
+	case EventDead:
+		q.kill(w, bg, job, v.err, took)
+	case EventRetried:
+		q.retry(w, bg, job, v.at, v.err, v.free)
+	case EventDeferred:
+		q.deferJob(w, job, v.at)
 	}
 }
 

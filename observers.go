@@ -230,14 +230,14 @@ func (q *Queue[T]) startRun(job *Job[T]) (start time.Time, timed bool) {
 // (took > 0), its duration in the run histogram under that outcome. The
 // outcome is read from the worker's own counters, which only this
 // goroutine writes.
-func (q *Queue[T]) finishRun(w *worker[T], job *Job[T], err error, took time.Duration) {
+func (q *Queue[T]) finishRun(w *worker[T], job *Job[T], v *verdict, took time.Duration) {
 	c := q.obs.prom
 	if c == nil || took <= 0 {
-		q.finish(w, job, err, took)
+		q.finish(w, job, v, took)
 		return
 	}
 	done, retried, dead := w.ctr.done.Load(), w.ctr.retried.Load(), w.ctr.dead.Load()
-	q.finish(w, job, err, took)
+	q.finish(w, job, v, took)
 	switch {
 	case w.ctr.done.Load() != done:
 		c.runDone.Observe(took.Seconds())

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -102,6 +103,8 @@ type config struct {
 	jobTimeout      time.Duration
 	clock           Clock
 	logger          *slog.Logger
+	middleware      []Middleware                            // WithMiddleware, outermost first
+	enqueueHooks    []func(context.Context, *JobInfo) error // WithEnqueueHook, in order
 
 	admission admissionConfig
 	targets   targetConfig

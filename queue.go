@@ -32,6 +32,8 @@ type Queue[T any] struct {
 	obs     *observers
 	per     *periodic[T]  // the periodic jobs (Periodic)
 	adm     adminState[T] // Admin's state (admin.go)
+	jobLog  *slog.Logger  // Logger's base: the host's logger with the queue's name; nil for slog.Default
+	mwNames []string      // the middleware's function names (middlewareNames)
 
 	// Written by every Enqueue: kept off the cache lines of the fields
 	// above, which every worker reads for every job.
@@ -110,8 +112,11 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}
 	}
+	var jobLog *slog.Logger
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler) // quiet, at no cost
+	} else {
+		jobLog = cfg.logger.With("queue", cfg.name)
 	}
 	q := &Queue[T]{
 		cfg:      cfg,
@@ -121,6 +126,8 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 		admit:    newAdmission(cfg.admission),
 		done:     make(chan struct{}),
 		stopping: make(chan struct{}),
+		jobLog:   jobLog,
+		mwNames:  middlewareNames(cfg.middleware),
 	}
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.targets.onFreed = q.releaseHeld
@@ -282,6 +289,11 @@ func (q *Queue[T]) Enqueue(ctx context.Context, job Job[T]) error {
 func (q *Queue[T]) enqueue(ctx context.Context, job *Job[T], future bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("queue: Enqueue: %w", err)
+	}
+	if len(q.cfg.enqueueHooks) > 0 {
+		if err := q.enqueueHooks(ctx, job); err != nil {
+			return err
+		}
 	}
 	if q.mem == nil {
 		// The in-memory store needs no guard: its Drain closes the ready

@@ -186,10 +186,11 @@ func (p *periodic[T]) starting(job *Job[T]) bool {
 
 // finishRun is Queue.finishRun for a periodic job's run: it records the
 // outcome, read from the worker's own counters as finishRun does.
-func (p *periodic[T]) finishRun(w *worker[T], job *Job[T], err error, took time.Duration) {
+func (p *periodic[T]) finishRun(w *worker[T], job *Job[T], v *verdict, took time.Duration) {
 	c := &w.ctr
 	done, retried, dead, cancelled := c.done.Load(), c.retried.Load(), c.dead.Load(), c.cancelled.Load()
-	p.q.finishRun(w, job, err, took)
+	p.q.finishRun(w, job, v, took)
+	err := v.err
 	i, outcome := -1, "enqueued" // put back without an attempt (shutdown): it waits again
 	switch {
 	case c.done.Load() != done:

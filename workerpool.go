@@ -53,6 +53,10 @@ func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
 	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID), run: &workerRun[T]{}}
+	w.run.base = p.q.newRunBase(w)
+	if len(p.q.cfg.middleware) > 0 {
+		w.run.mw = p.q.newMW(w)
+	}
 	p.workers = append(p.workers, w)
 	p.q.targets.workers.Store(int64(len(p.workers))) // the fair share's pool
 	p.wg.Add(1)
@@ -106,6 +110,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 		handed    bool
 		err       error
 	)
+	w.run.job = &job // for Logger and the admin API
 	for {
 		if handed {
 			handed = q.run(w, &job, true)

@@ -5,8 +5,8 @@ package bench
 import (
 	"context"
 
-	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/redisstore"
+	"github.com/queuekit/queue/storekit"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -395,6 +395,7 @@ func (s *Store[T]) jobInfo(id int64, m *meta) admin.JobInfo {
 	j := admin.JobInfo{ID: id, Key: m.Key, Group: m.Group, Target: m.Target, Priority: m.Priority,
 		State: adminState(m.State), Attempt: m.Attempt, MaxAttempts: m.Max, LastError: m.Err,
 		RunAt: msTime(m.RunAt), Created: msTime(m.Created)}
+	j.Meta, _ = jobMeta(m.Meta) // a record whose md does not decode lists without it
 	switch m.State {
 	case "x":
 		j.Updated = msTime(m.Claimed)

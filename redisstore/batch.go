@@ -62,6 +62,9 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 		if pi < 0 {
 			return nil, fmt.Errorf("redisstore: job %d: %w", i, s.cfg.UnknownPriority(jobs[i].Priority))
 		}
+		if err := durable.CheckMeta(jobs[i].Meta); err != nil {
+			return nil, fmt.Errorf("redisstore: job %d: %w", i, err)
+		}
 		if err := durable.CheckTarget(jobs[i].Target); err != nil {
 			return nil, fmt.Errorf("redisstore: job %d: %w", i, err)
 		}

@@ -199,7 +199,7 @@ type claimRes struct {
 }
 
 // claimFields is the number of reply fields per claimed job.
-const claimFields = 10
+const claimFields = 11
 
 // runClaim claims up to n jobs in one script call.
 func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
@@ -253,7 +253,9 @@ func (s *Store[T]) runClaim(sh *shard, now int64, n int) ([]claimRes, error) {
 }
 
 // decodeClaim builds the job from the claim script's reply: id, key,
-// group, target, label, runAt, attempt, max, lease, payload.
+// group, target, label, runAt, attempt, max, lease, payload, metadata. A
+// payload or metadata that does not decode is an error (the job is
+// dead-lettered with it).
 func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 	j := queue.Job[T]{
 		ID: replyInt(r[0]), Key: replyString(r[1]), Group: replyString(r[2]),
@@ -264,6 +266,11 @@ func (s *Store[T]) decodeClaim(r []any) (queue.Job[T], string, error) {
 		j.RunAt = time.UnixMilli(at)
 	}
 	lease := replyString(r[8])
+	md, err := jobMeta(replyString(r[10]))
+	if err != nil {
+		return j, lease, fmt.Errorf("redisstore: job %d: %w", j.ID, err)
+	}
+	j.Meta = md
 	if err := s.o.Decode(j.ID, []byte(replyString(r[9])), &j.Payload); err != nil {
 		return j, lease, err
 	}

@@ -32,10 +32,15 @@
 // sorted set scored by lease expiry, with the lease holders in a hash; the
 // job records as fields of two hashes (meta, a small JSON object, and data,
 // the encoded payload), so that a script reaching a job by ID from a list
-// names only declared keys; the pending keys, coalesced reruns and
+// names only declared keys (a job's queue.Meta is a field of its meta
+// object, its JSON text, left out when the job has none: metadata costs
+// nothing to the jobs without it, and records written before it existed
+// read as none); the pending keys, coalesced reruns and
 // scheduled groups as hashes; the dead jobs in a sorted set; per-priority
 // ready counters; a wake list; the ID sequence, with the registration of
-// each ID block to the process that reserved it; seen bitmaps; the leader
+// each ID block to the process that reserved it (in a hash, and in the
+// seen bitmaps after their bits, where a lone Add reads it with the job's
+// seen bit in one BITFIELD); seen bitmaps; the leader
 // key. For the admin API (Store.Admin): the ready index, a sorted set of
 // the jobs in the ready lists by enqueue time, kept by every script that
 // moves a job in or out of a list so that ready jobs page by keyset in

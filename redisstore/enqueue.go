@@ -31,6 +31,9 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	if err := durable.CheckTarget(job.Target); err != nil {
 		return storekit.Added{}, err
 	}
+	if err := durable.CheckMeta(job.Meta); err != nil {
+		return storekit.Added{}, err
+	}
 	if err := durable.CheckUniqueFor(job.UniqueFor, job.Key); err != nil {
 		return storekit.Added{}, err
 	}
@@ -113,6 +116,7 @@ type addItem struct {
 	id, seq, blk, due, attempt int64
 	key, group, target         string
 	label, lastErr             string
+	md                         string // the job's Meta as JSON (MarshalJSON), "" when it has none
 	max                        int
 	window                     int64 // unique window, ms; 0: none
 	created                    int64 // enqueue time, ms (the queue's clock)
@@ -124,7 +128,22 @@ func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
 	j := &fj.job
 	return addItem{id: j.ID, seq: fj.seq, blk: fj.blk, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
 		group: j.Group, target: j.Target, label: s.cfg.Priorities[fj.prio].Name, lastErr: fj.lastErr,
-		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore, created: fj.created}
+		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore, created: fj.created,
+		md: metaJSON(j.Meta)}
+}
+
+// metaJSON returns m as the meta record's md field holds it: its JSON
+// object text, or "" for no metadata, which leaves the field out (a job
+// without metadata costs nothing more).
+func metaJSON(m queue.Meta) string {
+	if m.IsZero() {
+		return ""
+	}
+	b, err := m.MarshalJSON()
+	if err != nil { // not for a Meta that passed Check
+		return ""
+	}
+	return string(b)
 }
 
 // windowMs is a unique window in whole milliseconds, rounded up: a window
@@ -235,12 +254,13 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 // runAddOne adds one plain job with scriptAddOne.
 func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
 	li := sh.labelIndex(it.label)
-	argv := make([]any, 0, 3+8+9+len(sh.fields))
-	argv = append(argv, "evalsha", scriptAddOne.hash, 8)
+	bucket := it.seq / seenBits
+	argv := make([]any, 0, 3+7+9+len(sh.fields))
+	argv = append(argv, "evalsha", scriptAddOne.hash, 7)
 	argv = append(argv, sh.readyKeys...)
-	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(it.seq/seenBits), sh.blocksKeyArg(it.blk))
+	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(bucket))
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
-	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, it.blk, sh.token, it.created)
+	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN, it.created)
 	argv = append(argv, sh.fields...)
 	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
 }
@@ -350,12 +370,20 @@ func appendMetaPrefix(b []byte, it *addItem) []byte {
 	b = appendJSONString(b, it.lastErr)
 	b = append(b, `,"c":`...)
 	b = strconv.AppendInt(b, it.created, 10)
+	if it.md != "" {
+		b = append(b, `,"md":`...)
+		b = appendJSONString(b, it.md)
+	}
 	return append(b, `,"s":"`...)
 }
 
 // metaPrefixLen estimates appendMetaPrefix's length.
 func metaPrefixLen(it *addItem) int {
-	return 132 + len(it.key) + len(it.group) + len(it.target) + len(it.label) + len(it.lastErr)
+	n := 132 + len(it.key) + len(it.group) + len(it.target) + len(it.label) + len(it.lastErr)
+	if it.md != "" {
+		n += 8 + len(it.md) + len(it.md)/4 // the quotes of its JSON, escaped
+	}
+	return n
 }
 
 const hexDigits = "0123456789abcdef"

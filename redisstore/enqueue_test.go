@@ -175,7 +175,10 @@ func TestAddOne(t *testing.T) {
 	item := func(label string) addItem { return newAddItem(t, sh, label, ms(clk.Now())) }
 	wake := sh.ks.fixed[kWake]
 	a, b := item("low"), item("high")
-	b.seq += seenBits // another seen bitmap
+	// b in another seen bitmap, under a block registered there.
+	b.seq, b.blk = b.seq+seenBits, b.blk+seenBits
+	bkey, _ := sh.ks.seen(b.seq)
+	must(t, c.BitField(ctx, bkey, "SET", regType, regOffset(b.seq/seenBits, b.blk), sh.tokenN).Err())
 	for i, tc := range []struct {
 		it     addItem
 		status string
@@ -212,6 +215,42 @@ func TestAddOne(t *testing.T) {
 		if n, want := c.LLen(ctx, wake).Val(), min(before+1, 64); n != want {
 			t.Fatalf("%d wake-up tokens before the add, %d after; want %d", before, n, want)
 		}
+	}
+}
+
+// TestAddOneStale: add-one refuses, with 'stale', a job whose block is
+// not registered to the caller in its seen bitmap (Redis lost it, or
+// another process reserved the numbers since), and leaves the job's seen
+// bit as it found it: set, when it is another process's job's.
+func TestAddOneStale(t *testing.T) {
+	c := needRedis(t)
+	clk := queuetest.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := openStoreCfg(t, c, clk, nil, WithPrefix(testPrefix(t, c)))
+	ctx := context.Background()
+	sh := s.shards[0]
+	it := newAddItem(t, sh, "normal", ms(clk.Now()))
+	key, off := sh.ks.seen(it.seq)
+	reg := regOffset(it.seq/seenBits, it.blk)
+	for _, tc := range []struct {
+		token int64 // the block's registration
+		bit   int64 // the job's seen bit before
+	}{{0, 0}, {0, 1}, {sh.tokenN ^ 2, 0}, {sh.tokenN ^ 2, 1}} {
+		must(t, c.BitField(ctx, key, "SET", regType, reg, tc.token, "SET", "u1", off, tc.bit).Err())
+		got, err := s.runAdd(ctx, sh, []addItem{it})
+		if err != nil || len(got) != 1 || got[0] != "stale" {
+			t.Fatalf("registration %d, bit %d: add = %q, %v; want stale", tc.token, tc.bit, got, err)
+		}
+		if bit := c.GetBit(ctx, key, off).Val(); bit != tc.bit {
+			t.Fatalf("registration %d: seen bit %d after a stale add, want %d as before", tc.token, bit, tc.bit)
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Ready != 0 {
+		t.Fatalf("Stats = %+v, %v; want nothing ready", st, err)
+	}
+	// Registered again: added.
+	must(t, c.BitField(ctx, key, "SET", regType, reg, sh.tokenN, "SET", "u1", off, 0).Err())
+	if got, err := s.runAdd(ctx, sh, []addItem{it}); err != nil || got[0] != "ready" {
+		t.Fatalf("add = %q, %v; want ready", got, err)
 	}
 }
 

@@ -3,10 +3,13 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/queuekit/queue"
 )
 
 // promoteBatch bounds the due jobs one script call promotes.
@@ -23,10 +26,25 @@ type meta struct {
 	Max      int     `json:"m"`
 	State    string  `json:"s"`
 	Err      string  `json:"e"`
-	Created  float64 `json:"c"` // enqueued at, ms
-	Claimed  float64 `json:"u"` // claimed at, ms (running)
-	DeadAt   float64 `json:"d"` // dead at, ms
-	Cancel   int     `json:"x"` // 1: an operator asked to cancel it while it runs
+	Created  float64 `json:"c"`  // enqueued at, ms
+	Claimed  float64 `json:"u"`  // claimed at, ms (running)
+	DeadAt   float64 `json:"d"`  // dead at, ms
+	Cancel   int     `json:"x"`  // 1: an operator asked to cancel it while it runs
+	Meta     string  `json:"md"` // the job's queue.Meta as JSON (MarshalJSON); absent when it has none
+}
+
+// jobMeta returns the job's metadata from its record's md field: empty
+// when the field is absent (a job without metadata, or one written by a
+// version before Meta).
+func jobMeta(md string) (queue.Meta, error) {
+	var m queue.Meta
+	if md == "" {
+		return m, nil
+	}
+	if err := m.UnmarshalJSON([]byte(md)); err != nil {
+		return queue.Meta{}, fmt.Errorf("its metadata %.100q does not decode: %w", md, err)
+	}
+	return m, nil
 }
 
 func parseMeta(raw any) (meta, bool) {
@@ -44,7 +62,7 @@ func parseMeta(raw any) (meta, bool) {
 	if json.Unmarshal([]byte(shieldBytes(s)), &m) != nil {
 		return m, false
 	}
-	for _, f := range []*string{&m.Key, &m.Group, &m.Target, &m.Priority, &m.Err} {
+	for _, f := range []*string{&m.Key, &m.Group, &m.Target, &m.Priority, &m.Err, &m.Meta} {
 		*f = unshieldBytes(*f)
 	}
 	return m, true

@@ -74,6 +74,27 @@ func (k keyspace) seenKey(bucket int64) string {
 	return k.tag + ":seen:" + strconv.FormatInt(bucket, 10)
 }
 
+// regBits is the width of a block's registration in a seen bitmap (see
+// regOffset): the low 52 bits of the registering process's token, which a
+// Lua number holds exactly.
+const regBits = 52
+
+// regType is regBits as a BITFIELD type.
+const regType = "u52"
+
+// regOffset returns the bit offset, in the seen bitmap with index bucket,
+// of the registration of the ID block whose last sequence number is blk.
+// The registrations follow the bitmap's seenBits seen bits, 64 bits each,
+// one slot per block that has a number in the bitmap's range: blocks are
+// 256 consecutive numbers, so blk/idBlock differs between any two, and
+// the blocks reaching into the range have blk/idBlock in
+// [bucket·seenBits/idBlock, (bucket+1)·seenBits/idBlock]: 4097 slots. The
+// add-one script reads the registration and sets the job's seen bit with
+// one BITFIELD (see shard.reserve).
+func regOffset(bucket, blk int64) int64 {
+	return seenBits + (blk/idBlock-bucket*(seenBits/idBlock))*64
+}
+
 // blocksPerKey is how many ID blocks one registration hash holds: few
 // enough for Redis's compact hash encoding.
 const blocksPerKey = 128

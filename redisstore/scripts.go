@@ -40,7 +40,10 @@ import (
 // attempts (0 = queue default), s state (q ready, s scheduled, x running,
 // w coalesced rerun, d dead), e last error, d dead-at (ms), c enqueued-at
 // (ms, the queue's clock), u claimed-at (ms, the claim's now), x cancel
-// requested (admin Cancel of a running job).
+// requested (admin Cancel of a running job), md the job's metadata
+// (queue.Meta's JSON text as a string; absent when it has none, so a job
+// without metadata costs nothing, and records written before Meta read as
+// none). cjson rewrites md as the string it is, byte for byte.
 //
 // The ready index (readyidx) is a sorted set of every job in a ready
 // list, scored by its enqueue time (c) with its ID zero-padded to 20

@@ -253,20 +253,28 @@ return out
 
 // AddOne is add-ready for one job, the lone producer's case, with the
 // fewest arguments and commands: KEYS are meta, data, count, wake, the
-// ready index, the job's ready list, its seen bitmap and its block
-// registration hash; ARGV: capacity, the list's counter field, id, seen
-// offset, meta record (complete: state q), payload, its block, the
-// caller's block token, its enqueue time (ms), then the shard's ready
-// counters' fields. Returns {ready, 'ready', 'full',
-// 'seen' or 'stale'}, as add-ready does. A job among the first 64 of its list pushes
-// a wake-up token, and the wake list is trimmed back to 64.
+// ready index, the job's ready list and its seen bitmap; ARGV: capacity,
+// the list's counter field, id, seen offset, meta record (complete: state
+// q), payload, the bit offset of its block's registration in the seen
+// bitmap (regOffset), the caller's token as registered there (tokenN),
+// its enqueue time (ms), then the shard's ready counters' fields. Returns
+// {ready, 'ready', 'full', 'seen' or 'stale'}, as add-ready does. One
+// BITFIELD reads the block's registration and sets the seen bit; a stale
+// call clears the bit again only if it set it (a bit already set belongs
+// to the job another process added under that number). A job among the
+// first 64 of its list pushes a wake-up token, and the wake list is
+// trimmed back to 64.
 var scriptAddOne = newRawScript("add-one", `
-local META, DATA, COUNT, WAKE, RIDX, LIST, SEEN, BLOCKS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local META, DATA, COUNT, WAKE, RIDX, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, off = ARGV[3], ARGV[4]
 local rc = 0
 for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 10))) do rc = rc + (tonumber(v) or 0) end
-if redis.call('HGET', BLOCKS, ARGV[7]) ~= ARGV[8] then return {rc, 'stale'} end
-if redis.call('SETBIT', SEEN, off, 1) == 1 then return {rc, 'seen'} end
+local b = redis.call('BITFIELD', SEEN, 'GET', '`+regType+`', ARGV[7], 'SET', 'u1', off, 1)
+if b[1] ~= tonumber(ARGV[8]) then
+  if b[2] == 0 then redis.call('SETBIT', SEEN, off, 0) end
+  return {rc, 'stale'}
+end
+if b[2] == 1 then return {rc, 'seen'} end
 if rc >= tonumber(ARGV[1]) then
   redis.call('SETBIT', SEEN, off, 0)
   return {rc, 'full'}

@@ -5,7 +5,8 @@ package redisstore
 // highest priority first; under weighted dispatch byte i of prefs is the
 // (1-based) ready list claim i tries first, "" for strict priorities.
 // Returns {ready, requeued, next due (-1 for none), then per job: id, key,
-// group, target, label, runAt, attempt, max, lease, payload}; or, while
+// group, target, label, runAt, attempt, max, lease, payload, metadata
+// (the record's md, empty for none)}; or, while
 // the queue is paused (the admin API's flag), {ready, requeued, -1,
 // 'paused'}.
 var scriptClaim = newScript("claim", `
@@ -39,7 +40,7 @@ local function take(i)
       redis.call('HSET', LEASE, id, tok)
       redis.call('ZADD', RUN, untl, id)
       save(id, m)
-      for _, v in ipairs({id, m.k, m.g, m.t, m.p, m.r, m.a, m.m, tok, redis.call('HGET', DATA, id) or ''}) do
+      for _, v in ipairs({id, m.k, m.g, m.t, m.p, m.r, m.a, m.m, tok, redis.call('HGET', DATA, id) or '', m.md or ''}) do
         table.insert(out, v)
       end
       got = got + 1
