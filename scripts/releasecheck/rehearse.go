@@ -44,6 +44,7 @@ func cmdRehearse(ws *workspace, args []string) error {
 		{"redisstore", func(s *sandbox) (string, error) {
 			return consume(s, "redisstore", corePath+"/redisstore", fmt.Sprintf("releasecheck-%d", time.Now().UnixNano()))
 		}},
+		{"otelqueue", func(s *sandbox) (string, error) { return consume(s, "otelqueue", corePath+"/otelqueue", "") }},
 		{"queuectl", func(s *sandbox) (string, error) { return installQueuectl(s, pgQueue) }},
 		{"upgrade", upgradeCore},
 	}
