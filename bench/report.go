@@ -565,9 +565,13 @@ func (r *Results) durableTargets() []target {
 	}
 	for _, wk := range r.durableWorkers() {
 		s := fmt.Sprintf("workers=%d", wk)
-		cmp(fmt.Sprintf("pgstore burn-down ≥ 1.2× river, %d workers (river at 2 ms cooldown)", wk), "pgstore", "river", "burn-down", s, s+", cooldown 2ms / poll 20ms", 1.2)
+		cmp(fmt.Sprintf("pgstore burn-down ≥ 2× river, %d workers (river at 2 ms cooldown; issue #35)", wk), "pgstore", "river", "burn-down", s, s+", cooldown 2ms / poll 20ms", 2)
 	}
 	cmp("pgstore batch insert ≥ river's COPY (InsertManyFast)", "pgstore", "river", "batch insert", "", "InsertManyFast", 1.0)
+	if d := r.Config.Durable; d != nil && d.BatchSize > 0 && d.BatchSize < d.BatchN {
+		cmp(fmt.Sprintf("pgstore EnqueueMany ≥ 1.5× river's COPY (InsertManyFast), batches of %s (issue #35)", count(d.BatchSize)), "pgstore", "river", "batch insert",
+			batchSetting("EnqueueMany", d.BatchSize), batchSetting("InsertManyFast (COPY)", d.BatchSize), 1.5)
+	}
 	for _, mode := range []string{"off", "aof-everysec", "as found"} {
 		suffix := "persistence " + mode
 		if !slices.ContainsFunc(rows, func(x DurableResult) bool { return strings.HasSuffix(x.Setting, suffix) }) {

@@ -294,12 +294,14 @@ func (s *Store[T]) scanInfosWith(rows pgx.Rows, extra []any, each func(admin.Job
 		payload   []byte
 		keyRaw    []byte
 		groupRaw  []byte
+		meta      []byte
 	)
 	dest := append([]any{&j.ID, &j.Key, &j.Group, &j.Target, &weight, &state, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &keyRaw, &groupRaw, &payload}, extra...)
+		&j.RunAt, &j.Created, &j.Updated, &j.LastError, &cancelReq, &keyRaw, &groupRaw, &meta, &payload}, extra...)
 	_, err := pgx.ForEachRow(rows, dest, func() error {
 		j.Priority = s.label(weight)
 		j.Key, j.Group = loadKey(j.Key, keyRaw), loadKey(j.Group, groupRaw)
+		j.Meta = s.loadMeta(j.ID, meta)
 		j.State = adminState(state)
 		if j.State == admin.Running && cancelReq && j.LastError == "" {
 			j.LastError = "cancel requested"

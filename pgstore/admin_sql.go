@@ -11,7 +11,7 @@ const adminCols = `id, key, group_key, target, priority, state, attempt, max_att
     CASE state WHEN 'available' THEN run_at WHEN 'running' THEN attempted_at
         WHEN 'completed' THEN finalized_at WHEN 'dead' THEN finalized_at WHEN 'cancelled' THEN finalized_at
         ELSE coalesce(attempted_at, created_at) END,
-    coalesce(last_error, ''), cancel_requested_at IS NOT NULL, key_bytes, group_bytes`
+    coalesce(last_error, ''), cancel_requested_at IS NOT NULL, key_bytes, group_bytes, meta`
 
 // sqlAdminGet reads job $1 of queue $2, its payload when $3.
 const sqlAdminGet = `SELECT ` + adminCols + `, CASE WHEN $3::boolean THEN payload END

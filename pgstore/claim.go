@@ -396,18 +396,19 @@ type claimed[T any] struct {
 // scanClaimed reads the rows of the claim statement.
 func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
 	var (
-		got              []claimed[T]
-		c                claimed[T]
-		sched            *time.Time
-		keyRaw, groupRaw []byte
+		got                    []claimed[T]
+		c                      claimed[T]
+		sched                  *time.Time
+		keyRaw, groupRaw, meta []byte
 	)
 	_, err := pgx.ForEachRow(rows, []any{&c.job.ID, &c.weight, &c.runAt, &sched, &c.job.Attempt, &c.job.MaxAttempts,
-		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload, &keyRaw, &groupRaw}, func() error {
+		&c.job.Key, &c.job.Group, &c.job.Target, &c.payload, &keyRaw, &groupRaw, &meta}, func() error {
 		c.job.RunAt = time.Time{}
 		if sched != nil {
 			c.job.RunAt = *sched
 		}
 		c.job.Key, c.job.Group = loadKey(c.job.Key, keyRaw), loadKey(c.job.Group, groupRaw)
+		c.job.Meta = s.loadMeta(c.job.ID, meta)
 		got = append(got, c)
 		c = claimed[T]{}
 		return nil

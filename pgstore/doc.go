@@ -85,6 +85,12 @@
 // the store reports for such a job on its own (a lease rescue, a
 // promotion, an admin action) carry the stored form.
 //
+// A job's metadata (Job.Meta) is kept in the meta column (migration 010)
+// as the JSON object of its MarshalJSON, jsonb, and read back at every
+// claim and by the admin API; a job without metadata leaves it NULL (an
+// EnqueueMany batch with none does not even send the column), and rows
+// from before the migration read back as empty Meta.
+//
 // An Add for a key whose job is running share-locks that row; the
 // completion, which must wait for the lock, releases the rerun in a later
 // statement of its transaction and so always sees it. A rerun is never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ type row struct {
 	scheduled bool       // runAt is the job's RunAt, in the future
 	schedAt   *time.Time // the job's RunAt (nil: zero), which Claim hands back
 	payload   []byte
+	meta      *string // the job's Meta as JSON; nil (NULL) when it has none
 }
 
 // prepare validates and encodes job for insertion at now.
@@ -42,11 +44,22 @@ func (s *Store[T]) prepare(job *queue.Job[T], now time.Time) (row, error) {
 	if err := durable.CheckTarget(job.Target); err != nil {
 		return row{}, err
 	}
+	if err := durable.CheckMeta(job.Meta); err != nil {
+		return row{}, err
+	}
 	payload, err := s.o.Encode(job.Payload)
 	if err != nil {
 		return row{}, err
 	}
 	r := row{state: stAvailable, priority: s.cfg.Priorities[p].Weight, runAt: now, payload: payload}
+	if !job.Meta.IsZero() {
+		b, err := job.Meta.MarshalJSON()
+		if err != nil {
+			return row{}, err
+		}
+		m := string(b)
+		r.meta = &m
+	}
 	if !job.RunAt.IsZero() {
 		// A RunAt not in the future is kept too (scheduled_at), for the
 		// handler to see; the job is ready, in FIFO order (run_at now).
@@ -158,7 +171,7 @@ func (s *Store[T]) add(ctx context.Context, db querier, job *queue.Job[T], capac
 	insert := func(db querier) error {
 		return db.QueryRow(ctx, s.q.add, s.cfg.Name, r.state, r.priority, r.runAt, sched, job.MaxAttempts,
 			key, group, job.Target, r.payload, now, s.cfg.Coalesce, capacity, channel,
-			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(), keyRaw, groupRaw,
+			job.UniqueFor.Microseconds(), s.leaseShift().Microseconds(), keyRaw, groupRaw, r.meta,
 		).Scan(&ok, &id, &state, &dup, &notes, &held)
 	}
 	if job.UniqueFor > 0 {
@@ -363,9 +376,10 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 	n := len(jobs)
 	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
 	maxes, keys, groups, targets, payloads := make([]int32, n), make([]string, n), make([]string, n), make([]string, n), make([][]byte, n)
-	keyRaws, groupRaws := make([][]byte, n), make([][]byte, n)
+	keyRaws, groupRaws, metas := make([][]byte, n), make([][]byte, n), make([]*string, n)
 	for i := range jobs {
 		r := &rows[i]
+		metas[i] = r.meta
 		states[i], prios[i], runAts[i], scheds[i], payloads[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload
 		maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
 		keys[i], keyRaws[i] = storeKey(jobs[i].Key)
@@ -375,7 +389,7 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 		winners = []int64{}
 	}
 	res, err := db.Query(ctx, s.q.insertMany, s.cfg.Name, ids, states, prios, runAts, scheds, maxes,
-		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds(), keyRaws, groupRaws)
+		keys, groups, targets, payloads, now, winners, s.leaseShift().Microseconds(), keyRaws, groupRaws, metas)
 	if err != nil {
 		return err
 	}
@@ -389,6 +403,12 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 
 func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
 	cols := []string{"id", "queue", "state", "priority", "run_at", "scheduled_at", "max_attempts", "target", "payload", "created_at"}
+	// The meta column only when a job of the batch has metadata: a batch
+	// without any sends and stores nothing for it.
+	withMeta := slices.ContainsFunc(rows, func(r row) bool { return r.meta != nil })
+	if withMeta {
+		cols = append(cols, "meta")
+	}
 	i := 0
 	src := pgx.CopyFromFunc(func() ([]any, error) {
 		if i == len(jobs) {
@@ -400,6 +420,13 @@ func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []r
 			sched = *r.schedAt
 		}
 		vals := []any{ids[i], s.cfg.Name, r.state, int32(r.priority), r.runAt, sched, int32(jobs[i].MaxAttempts), jobs[i].Target, r.payload, now}
+		if withMeta {
+			var meta any
+			if r.meta != nil {
+				meta = *r.meta
+			}
+			vals = append(vals, meta)
+		}
 		i++
 		return vals, nil
 	})

@@ -33,7 +33,7 @@ WHERE j.id = ANY (ARRAY(
     ORDER BY p.pass + c.k * p.stride, p.prio
     LIMIT $3::bigint))
 RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload,
-    j.key_bytes, j.group_bytes`
+    j.key_bytes, j.group_bytes, j.meta`
 
 // passes is this process's stride-scheduling state for weighted dispatch:
 // per priority, the virtual time its next claim starts from. Each process

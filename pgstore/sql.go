@@ -153,7 +153,7 @@ func room(param string) string { return strings.ReplaceAll(roomSQL, "$CAP", para
 // $15 the window in microseconds (0: none), $16 the database-time shift in
 // microseconds (see lease.go), $17 and $18 the key's and the group's
 // bytes when they are stored as digests (keys.go; $7 and $8 are then the
-// digests).
+// digests), $19 the job's metadata as JSON (NULL: none).
 //
 // The explicit non-empty key test lets the planner use the partial key indexes
 // (their predicate must be implied by the query's, and key = $7 proves
@@ -183,10 +183,10 @@ room AS (
 ),
 ins AS (
     INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at,
-        key_bytes, group_bytes)
+        key_bytes, group_bytes, meta)
     SELECT $1::text, CASE WHEN EXISTS (SELECT 1 FROM run) THEN 'pending' ELSE $2::text END,
         $3::integer, $4::timestamptz, $5::timestamptz, $6::integer, $7::text, $8::text, $9::text, $10::bytea, $11::timestamptz,
-        $17::bytea, $18::bytea
+        $17::bytea, $18::bytea, $19::jsonb
     WHERE (SELECT ok FROM room) AND (NOT EXISTS (SELECT 1 FROM run) OR $12::boolean) AND NOT (SELECT held FROM held)
     ON CONFLICT DO NOTHING
     RETURNING id, state
@@ -218,7 +218,7 @@ WHERE j.id = ANY (ARRAY(
     LIMIT $3::bigint
     FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload,
-    j.key_bytes, j.group_bytes`
+    j.key_bytes, j.group_bytes, j.meta`
 
 // sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
 // to available while the queue has room ($4, 0: no check); the rest wait
@@ -502,16 +502,17 @@ const sqlResign = `DELETE FROM {leaders} WHERE queue = $1::text AND leader_id = 
 // payloads, $12 now, $13 the IDs of the jobs that took their key's mark,
 // $14 the database-time shift in microseconds (see lease.go), $15 and $16
 // the keys' and groups' bytes where they are stored as digests (keys.go;
-// $8 and $9 then hold the digests).
+// $8 and $9 then hold the digests), $17 the jobs' metadata as JSON (NULL:
+// none).
 var sqlInsertMany = `
 WITH ins AS (
     INSERT INTO {jobs} (id, queue, state, priority, run_at, scheduled_at, max_attempts, key, group_key, target, payload, created_at,
-        key_bytes, group_bytes)
+        key_bytes, group_bytes, meta)
     SELECT u.id, $1::text, u.state, u.priority, u.run_at, u.sched,
-        u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz, u.key_bytes, u.group_bytes
+        u.max_attempts, u.key, u.grp, u.target, u.payload, $12::timestamptz, u.key_bytes, u.group_bytes, u.meta
     FROM unnest($2::bigint[], $3::text[], $4::integer[], $5::timestamptz[], $6::timestamptz[], $7::integer[],
-        $8::text[], $9::text[], $10::text[], $11::bytea[], $15::bytea[], $16::bytea[])
-        AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload, key_bytes, group_bytes)
+        $8::text[], $9::text[], $10::text[], $11::bytea[], $15::bytea[], $16::bytea[], $17::jsonb[])
+        AS u(id, state, priority, run_at, sched, max_attempts, key, grp, target, payload, key_bytes, group_bytes, meta)
     WHERE u.key = '' OR u.id = ANY ($13::bigint[]) OR NOT EXISTS (SELECT 1 FROM {marks} m
         WHERE m.queue = $1::text AND m.key = u.key AND m.until > ` + dbTime("$14") + `)
     ORDER BY u.id

@@ -1,0 +1,14 @@
+-- queuekit pgstore migration 010: a job's metadata (queue.Job's Meta).
+--
+-- meta holds the job's metadata as a JSON object of strings (Meta's
+-- MarshalJSON), or NULL when the job has none: a job without metadata
+-- stores nothing more than before, and older rows read back as empty
+-- Meta. jsonb rather than text: the database checks what it is given, and
+-- an operator can look into it in SQL (meta->>'tenant') or index it
+-- later; the cost, parsing it on insert, is paid only by jobs that have
+-- metadata, and at most MaxMetaSize (4 096) bytes of pairs.
+--
+-- As 001, tables are unqualified: set search_path to the store's schema
+-- first when applying this file with another migration tool. Adding a
+-- column without a default rewrites nothing.
+ALTER TABLE queuekit_jobs ADD COLUMN meta jsonb;
