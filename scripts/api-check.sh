@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compares the exported API of the core, pgstore and redisstore with the
+# Compares the exported API of the core, pgstore, redisstore and otelqueue with the
 # baselines in api/ and fails on an incompatible change that
 # api/incompatible.txt does not record (docs/RELEASING.md).
 #

@@ -44,7 +44,7 @@ if [ "${CI:-}" = "true" ]; then
   fi
 fi
 
-modules=(. examples pgstore redisstore sqlitestore queuectl bench browsertest)
+modules=(. examples pgstore redisstore sqlitestore otelqueue queuectl bench browsertest)
 
 # The dashboard's browser tests (browsertest) drive Debian's chromium.
 # Under CI it is installed when missing; elsewhere those tests skip and

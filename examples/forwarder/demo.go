@@ -117,9 +117,14 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 	if err != nil {
 		return err
 	}
+	tr, err := newTracing(s.otel, out)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(context.Background())
 	rec := new(dashboard.Recorder)
 	f, err := NewForwarder(Options{Upstreams: ups, Interval: 30 * time.Second, Logger: logger},
-		append(qopts, queue.WithJobTimeout(2*time.Second), queue.WithObserver(rec.Observe))...)
+		append(append(qopts, queue.WithJobTimeout(2*time.Second), queue.WithObserver(rec.Observe)), tr.opts...)...)
 	if err != nil {
 		return err
 	}
@@ -130,7 +135,7 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", f.Handler())
+	mux.Handle("/", tr.wrap(f.Handler()))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

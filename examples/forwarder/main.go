@@ -42,6 +42,8 @@ type settings struct {
 	forward   ForwardMode
 	maxPeers  int
 	trustIP   prefixList
+	otel      string    // -otel: "" or stdout
+	traceOut  io.Writer // where -otel stdout writes (run's stdout)
 }
 
 func main() {
@@ -57,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "forwarder:", err)
 		return 2
 	}
+	s.traceOut = stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if s.demo > 0 {
@@ -104,6 +107,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.Var(&s.forward, "forward", "what an upstream's interval spaces out, `MODE` peer (the default: every local peer reaches every upstream, one announce per peer per interval) or torrent (one announce per torrent per interval; upstreams learn few local peers) (env FORWARDER_FORWARD)")
 	fs.IntVar(&s.maxPeers, "max-peers", s.maxPeers, "hold at most `N` local peers; past it the least recently seen is evicted (env FORWARDER_MAX_PEERS)")
 	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
+	fs.StringVar(&s.otel, "otel", s.otel, "trace every announce with OpenTelemetry: `EXPORTER` stdout writes each span as a JSON line on stdout, one trace per announce (its request, its jobs' create and run spans) (env FORWARDER_OTEL)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -135,6 +139,9 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	if err := qc.Validate(); err != nil {
 		return qc, s, err
 	}
+	if s.otel != "" && s.otel != "stdout" {
+		return qc, s, fmt.Errorf("-otel %q: the one exporter is stdout", s.otel)
+	}
 	if s.maxPeers < 1 {
 		return qc, s, fmt.Errorf("-max-peers %d: must be at least 1", s.maxPeers)
 	}
@@ -157,6 +164,7 @@ func (s *settings) fromEnv() error {
 			return fmt.Errorf("environment variable FORWARDER_TRUST_IP_FROM=%q: %w", v, err)
 		}
 	}
+	s.otel = os.Getenv("FORWARDER_OTEL")
 	if v := os.Getenv("FORWARDER_STORE"); v != "" {
 		s.store = v
 	}
@@ -216,7 +224,13 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	f, closeStore, err := newServer(ctx, qc, s, logger)
+	tr, err := newTracing(s.otel, s.traceOut)
+	if err != nil {
+		closeAll(lns)
+		return err
+	}
+	defer tr.shutdown(context.Background())
+	f, closeStore, err := newServer(ctx, qc, s, logger, tr.opts...)
 	if err != nil {
 		closeAll(lns)
 		return err
@@ -226,7 +240,7 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		closeAll(lns)
 		return err
 	}
-	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: tr.wrap(f.Handler()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store))
@@ -248,7 +262,7 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 
 // newServer builds the server mode's forwarder from the settings, with
 // its store; closeStore releases the store once the queue has stopped.
-func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Logger) (f *Forwarder, closeStore func(), err error) {
+func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Logger, extra ...queue.Option) (f *Forwarder, closeStore func(), err error) {
 	client := newHTTPClient(s.timeout)
 	var ups []*Upstream
 	for _, spec := range s.upstreams {
@@ -262,7 +276,7 @@ func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	opts = append(opts, queue.WithJobTimeout(s.timeout))
+	opts = append(append(opts, queue.WithJobTimeout(s.timeout)), extra...)
 	store, closeStore, err := storeflag.Open[fwdJob](ctx, s.store)
 	if err != nil {
 		return nil, nil, err

@@ -45,6 +45,7 @@ func cmdRehearse(ws *workspace, args []string) error {
 			return consume(s, "redisstore", corePath+"/redisstore", fmt.Sprintf("releasecheck-%d", time.Now().UnixNano()))
 		}},
 		{"sqlitestore", func(s *sandbox) (string, error) { return consume(s, "sqlitestore", corePath+"/sqlitestore", "") }},
+		{"otelqueue", func(s *sandbox) (string, error) { return consume(s, "otelqueue", corePath+"/otelqueue", "") }},
 		{"queuectl", func(s *sandbox) (string, error) { return installQueuectl(s, pgQueue) }},
 		{"upgrade", upgradeCore},
 	}
