@@ -303,12 +303,11 @@ func (s *Store[T]) forgetCancel(id int64) {
 func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 	now := s.now()
 	type rescued struct {
-		id         int64
-		state      string
-		key        []byte
-		target     string
-		prio, att  int
-		leaseOwner string
+		id        int64
+		state     string
+		key       []byte
+		target    string
+		prio, att int
 	}
 	var got []rescued
 	err := s.db.write(ctx, func(tx *wtx) error {
