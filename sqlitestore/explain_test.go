@@ -16,8 +16,8 @@ func TestQueryPlans(t *testing.T) {
 			AND state IN ('scheduled', 'available', 'running', 'retryable')
 			UNION ALL SELECT state FROM queuekit_jobs WHERE queue = 'q' AND key = x'6b' AND key <> x'' AND state = 'pending'`,
 		"put back: the key's rerun": `SELECT 1 FROM queuekit_jobs r WHERE r.queue = 'q' AND r.key = x'6b' AND r.key <> x'' AND r.state = 'pending'`,
-		"claim": `SELECT id FROM queuekit_jobs WHERE queue = 'q' AND state = 'available' AND run_at <= 5 ORDER BY priority, run_at, id LIMIT 10`,
-		"promote": `SELECT id FROM queuekit_jobs WHERE queue = 'q' AND state IN ('scheduled', 'retryable') AND run_at <= 5 ORDER BY run_at, id LIMIT 1000`,
+		"claim":                     `SELECT id FROM queuekit_jobs WHERE queue = 'q' AND state = 'available' AND run_at <= 5 ORDER BY priority, run_at, id LIMIT 10`,
+		"promote":                   `SELECT id FROM queuekit_jobs WHERE queue = 'q' AND state IN ('scheduled', 'retryable') AND run_at <= 5 ORDER BY run_at, id LIMIT 1000`,
 		"rescue": `SELECT id FROM queuekit_jobs WHERE queue = 'q' AND lease_expires_at IS NOT NULL AND lease_expires_at < 5
 				AND state = 'running' ORDER BY lease_expires_at, id LIMIT 1000`,
 	} {
