@@ -72,8 +72,12 @@ func (s *Store[T]) add(ctx context.Context, tx dbtx, job *queuetype.Job[T], r *r
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return storekit.Added{}, err
 		}
+		// Two branches, each with its partial index's exact predicate, so
+		// that SQLite uses the index (one probe each, not a scan).
 		rows, err := tx.QueryContext(ctx, `SELECT state FROM queuekit_jobs WHERE queue = ? AND key = ? AND key <> x''
-			AND state IN ('scheduled', 'available', 'running', 'retryable', 'pending')`, s.cfg.Name, key)
+			AND state IN `+liveStates+`
+			UNION ALL SELECT state FROM queuekit_jobs WHERE queue = ? AND key = ? AND key <> x'' AND state = 'pending'`,
+			s.cfg.Name, key, s.cfg.Name, key)
 		if err != nil {
 			return storekit.Added{}, err
 		}

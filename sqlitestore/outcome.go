@@ -174,7 +174,7 @@ func (s *Store[T]) putBack(ctx context.Context, job queuetype.Job[T], at time.Ti
 		sup, made = false, false
 		var cancelReq int
 		err := tx.QueryRowContext(ctx, `SELECT cancel_requested OR (key <> x'' AND EXISTS (SELECT 1 FROM queuekit_jobs r
-				WHERE r.queue = j.queue AND r.key = j.key AND r.state = 'pending'))
+				WHERE r.queue = j.queue AND r.key = j.key AND r.key <> x'' AND r.state = 'pending'))
 			FROM queuekit_jobs j WHERE id = ? AND attempt = ? AND state = 'running' AND lease_owner = ?`,
 			job.ID, job.Attempt, s.owner).Scan(&cancelReq)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -303,12 +303,11 @@ func (s *Store[T]) forgetCancel(id int64) {
 func (s *Store[T]) RescueExpired(ctx context.Context) (int, error) {
 	now := s.now()
 	type rescued struct {
-		id         int64
-		state      string
-		key        []byte
-		target     string
-		prio, att  int
-		leaseOwner string
+		id        int64
+		state     string
+		key       []byte
+		target    string
+		prio, att int
 	}
 	var got []rescued
 	err := s.db.write(ctx, func(tx *wtx) error {
