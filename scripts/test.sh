@@ -158,6 +158,12 @@ echo "== staticcheck (at ${SECONDS}s)"
 echo "== go test -race (at ${SECONDS}s)"
 go test -race -count=1 "${patterns[@]}" 2>&1 | tee "$log" || fail=1
 echo "== go test done (at ${SECONDS}s)"
+# sqlitestore's slowest conformance section, which -race leaves out (its
+# main_test.go says why), runs here without the race detector.
+if ! $short && [ -f sqlitestore/go.mod ]; then
+  echo "== go test without -race: sqlitestore's ${sqlite_norace:=TestAdminConformance/BoundedFilter} (at ${SECONDS}s)"
+  go test -count=1 -run "$sqlite_norace" ./sqlitestore/ 2>&1 | tee -a "$log" || fail=1
+fi
 # One result line per package: "ok<TAB>path<TAB>time" or
 # "FAIL<TAB>path<TAB>time" (or "FAIL<TAB>path [build failed]"). The bare
 # "FAIL" that ends the run and "--- FAIL: TestX" lines are not packages.
