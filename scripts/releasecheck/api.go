@@ -24,7 +24,7 @@ import (
 // apiModules are the modules whose API users depend on. queuectl,
 // examples, bench and browsertest have no package a user imports (they
 // hold commands, or the repository's own benchmarks and tests).
-var apiModules = []string{corePath, corePath + "/pgstore", corePath + "/redisstore", corePath + "/otelqueue"}
+var apiModules = []string{corePath, corePath + "/pgstore", corePath + "/redisstore", corePath + "/sqlitestore", corePath + "/otelqueue"}
 
 // incompatibleFile records the incompatible changes made on purpose.
 const incompatibleFile = "api/incompatible.txt"
