@@ -35,8 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{pg, "frob"}, `unknown command "frob"`},
 		{"unknown global flag", []string{"--frob", "stats"}, "flag provided but not defined: -frob"},
 		{"unknown command flag", []string{pg, "ls", "--state", "dead", "--frob"}, "ls: flag provided but not defined: -frob"},
-		{"no store", []string{"stats"}, "no store: give --pg URL or --redis ADDR"},
-		{"two stores", []string{pg, "--redis", "127.0.0.1:1", "stats"}, "--pg and --redis both given"},
+		{"no store", []string{"stats"}, "no store: give --pg URL, --redis ADDR or --sqlite FILE"},
+		{"two stores", []string{pg, "--redis", "127.0.0.1:1", "stats"}, "more than one of --pg, --redis and --sqlite given"},
 		{"schema with redis", []string{"--redis", "127.0.0.1:1", "--schema", "s", "stats"}, "--schema is for --pg"},
 		{"prefix with pg", []string{pg, "--prefix", "p", "stats"}, "--prefix is for --redis"},
 		{"bad schema", []string{pg, "--schema", "a-b", "stats"}, `--schema "a-b"`},
@@ -92,7 +92,7 @@ func TestUsageErrorEscaped(t *testing.T) {
 func TestHelp(t *testing.T) {
 	r := ctl(t, "", "-h")
 	require.Equal(t, exitOK, r.code)
-	require.Contains(t, r.stderr, "usage: queuectl (--pg URL | --redis ADDR)")
+	require.Contains(t, r.stderr, "usage: queuectl (--pg URL | --redis ADDR | --sqlite FILE)")
 	for _, cmd := range commands {
 		require.Contains(t, r.stderr, "  "+cmd.name+" ")
 	}
