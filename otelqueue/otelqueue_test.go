@@ -28,18 +28,36 @@ import (
 )
 
 // recorder is an SDK tracer provider whose ended spans land, at once,
-// in an in-memory exporter.
+// in an in-memory exporter; ended is signalled after each one lands.
 type recorder struct {
-	tp  *sdktrace.TracerProvider
-	exp *tracetest.InMemoryExporter
+	tp    *sdktrace.TracerProvider
+	exp   *tracetest.InMemoryExporter
+	ended chan struct{}
 }
 
 func newRecorder(t *testing.T) *recorder {
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return &recorder{tp: tp, exp: exp}
+	r := &recorder{exp: exp, ended: make(chan struct{}, 1)}
+	// The syncer exports a span before the next processor hears of its
+	// end, so a signal always follows the span's landing.
+	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanProcessor(endSignal{r.ended}))
+	t.Cleanup(func() { _ = r.tp.Shutdown(context.Background()) })
+	return r
 }
+
+// endSignal is a span processor that signals ended, without blocking,
+// whenever a span ends.
+type endSignal struct{ ended chan struct{} }
+
+func (e endSignal) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (e endSignal) OnEnd(sdktrace.ReadOnlySpan) {
+	select {
+	case e.ended <- struct{}{}:
+	default:
+	}
+}
+func (e endSignal) Shutdown(context.Context) error   { return nil }
+func (e endSignal) ForceFlush(context.Context) error { return nil }
 
 // named returns the ended spans called name, in the order they ended.
 func (r *recorder) named(name string) []tracetest.SpanStub {
@@ -55,15 +73,16 @@ func (r *recorder) named(name string) []tracetest.SpanStub {
 // await waits until the recorder holds n spans called name.
 func (r *recorder) await(t *testing.T, name string, n int) []tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(10 * time.Second)
 	for {
 		if s := r.named(name); len(s) >= n {
 			return s
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-r.ended: // the spans end on other goroutines
+		case <-timeout:
 			t.Fatalf("%d spans %q after 10s, want %d; have %v", len(r.named(name)), name, n, spanNames(r.exp.GetSpans()))
 		}
-		time.Sleep(time.Millisecond) // polls the exporter; the spans end on other goroutines
 	}
 }
 
