@@ -38,9 +38,9 @@ func TestStatsRunningIsThisEngines(t *testing.T) {
 		require.NoError(t, a.Enqueue(context.Background(), queue.Job[int]{Payload: i}))
 	}
 	require.NoError(t, a.Start(context.Background()))
-	require.Eventually(t, func() bool { return a.Stats().Store.Running == 2 }, 10*time.Second, pollTick, "a to run 2")
+	require.Eventually(t, func() bool { st := a.Stats(); return st.Store.Running == 2 && st.Running == 2 }, 10*time.Second, pollTick, "a to run 2")
 	require.NoError(t, b.Start(context.Background()))
-	require.Eventually(t, func() bool { return b.Stats().Store.Running == 5 }, 10*time.Second, pollTick, "b to run 3")
+	require.Eventually(t, func() bool { st := b.Stats(); return st.Store.Running == 5 && st.Running == 3 }, 10*time.Second, pollTick, "b to run 3")
 	sa, sb := a.Stats(), b.Stats()
 	require.Equal(t, 2, sa.Running, "a's Stats.Running: this engine's runs")
 	require.Equal(t, 3, sb.Running, "b's Stats.Running: this engine's runs")
