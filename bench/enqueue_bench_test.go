@@ -85,6 +85,13 @@ func procCPU(pid string) time.Duration {
 // redisstore-batch contenders enqueue 100 and 1000 jobs per op with
 // redisstore's EnqueueMany (one round trip per batch); their µs/job and
 // batchN-x-asynq (jobs per second over asynq's) compare them per job.
+// The inbox-* contenders are not enqueues: they are the floor of an
+// enqueue that is one plain command (issue 35's "inbox" design, not
+// built): inbox-rpushx is an RPUSHX of a job-sized value to an existing
+// list, inbox-pipe that RPUSHX with a bounded wake-up token (LPUSH and
+// LTRIM of a second list) in one pipeline; x-inbox-rpushx and
+// x-inbox-pipe are their rates over asynq's. No enqueue that keeps its
+// checks in a script can be faster than inbox-pipe's neighbour, ping.
 //
 //	go test -tags redisstore -run '^$' -bench EnqueueOneProducer -count 6 ./bench
 func BenchmarkEnqueueOneProducer(b *testing.B) {
@@ -112,6 +119,8 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 			b.Cleanup(func() { c.Close() })
 			return func() error { return c.Ping(context.Background()).Err() }
 		}},
+		{"inbox-rpushx", 1, func(b *testing.B) func() error { return inboxFloor(b, addr, false) }},
+		{"inbox-pipe", 1, func(b *testing.B) func() error { return inboxFloor(b, addr, true) }},
 		{"redisstore-batch100", 100, func(b *testing.B) func() error {
 			return redisstoreEnqueuer(b, addr, rdb, "qbench1pb100", 100)
 		}},
@@ -154,9 +163,48 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 		}
 		b.ReportMetric(float64(took[0])/float64(took[1]), "x-asynq")
 		b.ReportMetric(float64(took[3])/float64(took[1]), "x-ping")
-		b.ReportMetric(float64(took[0])*100/float64(took[4]), "batch100-x-asynq")
-		b.ReportMetric(float64(took[0])*1000/float64(took[5]), "batch1000-x-asynq")
+		b.ReportMetric(float64(took[0])/float64(took[4]), "x-inbox-rpushx")
+		b.ReportMetric(float64(took[0])/float64(took[5]), "x-inbox-pipe")
+		b.ReportMetric(float64(took[0])*100/float64(took[6]), "batch100-x-asynq")
+		b.ReportMetric(float64(took[0])*1000/float64(took[7]), "batch1000-x-asynq")
 	})
+}
+
+// inboxFloor returns an op that appends a job-sized value (an encoded
+// job's meta record and payload, about 150 bytes) to an inbox list
+// created beforehand with a sentinel, with RPUSHX, which stores nothing
+// once the list is gone; with wake, in one pipeline with a wake-up token
+// pushed to a second list and that list trimmed to 64. The lists are
+// trimmed back every 10 000 ops.
+func inboxFloor(b *testing.B, addr string, wake bool) func() error {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	inbox, wakeKey := "{qbench1pinbox}:inbox", "{qbench1pinbox}:wake"
+	if err := c.RPush(ctx, inbox, "sentinel").Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		c.Del(ctx, inbox, wakeKey)
+		c.Close()
+	})
+	val := strings.Repeat("j", 150)
+	n := 0
+	return func() error {
+		if n++; n%10000 == 0 {
+			if err := c.LTrim(ctx, inbox, 0, 0).Err(); err != nil {
+				return err
+			}
+		}
+		if !wake {
+			return c.RPushX(ctx, inbox, val).Err()
+		}
+		p := c.Pipeline()
+		p.RPushX(ctx, inbox, val)
+		p.LPush(ctx, wakeKey, "1")
+		p.LTrim(ctx, wakeKey, 0, 63)
+		_, err := p.Exec(ctx)
+		return err
+	}
 }
 
 // asynqEnqueuer returns an op enqueuing a no-op task with asynq's Client,
