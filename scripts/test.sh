@@ -78,45 +78,56 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; fail=1
 fi
 
+# The checks that read the modules rather than run them (go mod tidy
+# -diff, the API check, the module graph, scripts/releasecheck's own
+# tests) run in the background beside go vet, staticcheck and the race
+# tests: they spend most of their time in the go command waiting on files
+# and the local proxy. Their output is shown, and their status counted,
+# when the tests are done.
+checks_pid=""
+checks_log=$(mktemp)
 if ! $short; then
-  # go.work ties the modules together for development; each must still
-  # be tidy on its own, as a user's go get sees it. Their go.mod files
-  # require v1.0.0 of their siblings, which the public proxy does not
-  # serve before the tag, so the check runs against the rehearsal's
-  # local proxy (GOWORK=off); go.sum is compared without our own
-  # modules' lines, whose hashes change with every commit
-  # (scripts/releasecheck/tidy.go).
-  echo "== go mod tidy -diff (every module, against the rehearsal proxy)"
-  scripts/release-check.sh tidy || fail=1
-  echo "== API check (api/, docs/RELEASING.md)"
-  scripts/release-check.sh api || fail=1
-fi
+  (
+    st=0
+    # go.work ties the modules together for development; each must still
+    # be tidy on its own, as a user's go get sees it. Their go.mod files
+    # require v1.0.0 of their siblings, which the public proxy does not
+    # serve before the tag, so the check runs against the rehearsal's
+    # local proxy (GOWORK=off); go.sum is compared without our own
+    # modules' lines, whose hashes change with every commit
+    # (scripts/releasecheck/tidy.go).
+    echo "== go mod tidy -diff (every module, against the rehearsal proxy)"
+    scripts/release-check.sh tidy || st=1
+    echo "== API check (api/, docs/RELEASING.md)"
+    scripts/release-check.sh api || st=1
 
-# The module graph a user gets: no go.mod holds a replace directive or a
-# v0.0.0 requirement of a sibling (go.work ties the modules locally), and
-# no module imports another module's internal/ packages (a store release
-# would then build only beside the core commit it was made with).
-if ! $short; then
-echo "== module graph: no replace, no v0.0.0 sibling, no other module's internal/"
-for m in "${modules[@]}"; do
-  [ -f "$m/go.mod" ] || continue
-  if grep -nE '^[[:space:]]*replace\b|github\.com/queuekit/queue[^[:space:]]* v0\.0\.0' "$m/go.mod"; then
-    echo "$m/go.mod: a replace directive or a v0.0.0 requirement of a sibling"; fail=1
-  fi
-  mod=$(awk '$1 == "module" { print $2; exit }' "$m/go.mod")
-  bad=$(cd "$m" && go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-    awk -v mod="$mod" '{ for (i = 2; i <= NF; i++) if ($i ~ /^github\.com\/queuekit\/queue(\/.*)?\/internal(\/|$)/ && index($i, mod "/") != 1) print $1, "imports", $i }')
-  if [ -n "$bad" ]; then
-    echo "$bad"; echo "$m: imports another module's internal/ packages"; fail=1
-  fi
-done
-fi
+    # The module graph a user gets: no go.mod holds a replace directive
+    # or a v0.0.0 requirement of a sibling (go.work ties the modules
+    # locally), and no module imports another module's internal/
+    # packages (a store release would then build only beside the core
+    # commit it was made with).
+    echo "== module graph: no replace, no v0.0.0 sibling, no other module's internal/"
+    for m in "${modules[@]}"; do
+      [ -f "$m/go.mod" ] || continue
+      if grep -nE '^[[:space:]]*replace\b|github\.com/queuekit/queue[^[:space:]]* v0\.0\.0' "$m/go.mod"; then
+        echo "$m/go.mod: a replace directive or a v0.0.0 requirement of a sibling"; st=1
+      fi
+      mod=$(awk '$1 == "module" { print $2; exit }' "$m/go.mod")
+      bad=$(cd "$m" && go list -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+        awk -v mod="$mod" '{ for (i = 2; i <= NF; i++) if ($i ~ /^github\.com\/queuekit\/queue(\/.*)?\/internal(\/|$)/ && index($i, mod "/") != 1) print $1, "imports", $i }')
+      if [ -n "$bad" ]; then
+        echo "$bad"; echo "$m: imports another module's internal/ packages"; st=1
+      fi
+    done
 
-# scripts/releasecheck is a module of its own, outside go.work.
-if ! $short; then
-  echo "== scripts/releasecheck: go vet, staticcheck, go test"
-  (cd scripts/releasecheck && GOWORK=off go vet ./... && GOWORK=off "$staticcheck" ./... &&
-    GOWORK=off go test -race -count=1 ./...) || fail=1
+    # scripts/releasecheck is a module of its own, outside go.work.
+    echo "== scripts/releasecheck: go vet, staticcheck, go test"
+    (cd scripts/releasecheck && GOWORK=off go vet ./... && GOWORK=off "$staticcheck" ./... &&
+      GOWORK=off go test -race -count=1 ./...) || st=1
+    exit $st
+  ) >"$checks_log" 2>&1 &
+  checks_pid=$!
+  echo "== go mod tidy, the API check, the module graph and scripts/releasecheck: started beside the tests"
 fi
 
 # The release rehearsal (docs/RELEASING.md): every module as if tagged
@@ -153,11 +164,23 @@ done
 patterns=("${patterns[@]/#.\/.\//./}")
 echo "== go vet (at ${SECONDS}s): ${patterns[*]}"
 go vet "${patterns[@]}" || fail=1
-echo "== staticcheck (at ${SECONDS}s)"
-"$staticcheck" "${patterns[@]}" || fail=1
+# staticcheck runs beside the race tests, which spend much of their time
+# waiting on the servers, on timers and on Chromium; its output is shown
+# when they are done.
+echo "== staticcheck (at ${SECONDS}s): started beside the tests"
+staticcheck_log=$(mktemp)
+"$staticcheck" "${patterns[@]}" >"$staticcheck_log" 2>&1 &
+staticcheck_pid=$!
 echo "== go test -race (at ${SECONDS}s)"
 go test -race -count=1 "${patterns[@]}" 2>&1 | tee "$log" || fail=1
 echo "== go test done (at ${SECONDS}s)"
+echo "== staticcheck"
+if wait "$staticcheck_pid"; then
+  cat "$staticcheck_log"; echo "staticcheck: no problems"
+else
+  cat "$staticcheck_log"; echo "staticcheck: FAIL"; fail=1
+fi
+rm -f "$staticcheck_log"
 # sqlitestore's slowest conformance section, which -race leaves out (its
 # main_test.go says why), runs here without the race detector.
 if ! $short && [ -f sqlitestore/go.mod ]; then
@@ -172,6 +195,15 @@ passed=$((passed + $(grep -E "$pkg_re" "$log" | grep -c '^ok' || true)))
 while read -r pkg; do
   failed=$((failed + 1)); failed_pkgs+=("$pkg")
 done < <(grep -E "$pkg_re" "$log" | grep '^FAIL' | awk '{print $2}' | sort -u)
+
+if [ -n "$checks_pid" ]; then
+  if wait "$checks_pid"; then
+    cat "$checks_log"
+  else
+    cat "$checks_log"; fail=1
+  fi
+fi
+rm -f "$checks_log"
 
 if [ -n "$rehearsal_pid" ]; then
   echo "== release rehearsal"
