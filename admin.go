@@ -105,6 +105,12 @@ func (q *Queue[T]) pausedNow() (bool, <-chan struct{}) {
 	return q.adm.paused, q.adm.resume
 }
 
+// paused reports whether the queue is paused.
+func (q *Queue[T]) paused() bool {
+	p, _ := q.pausedNow()
+	return p
+}
+
 // keepDead records a dead job for the in-memory admin backend.
 func (q *Queue[T]) keepDead(job *Job[T], cause error) {
 	if q.mem == nil {
