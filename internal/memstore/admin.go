@@ -51,7 +51,10 @@ func (s *Store[T]) pop(r *ring[T], it *item[T]) bool {
 		case popEmpty:
 			return false
 		}
-		s.scanMu.RLock() // frozen: the scan holds scanMu until it thaws r
+		// Frozen: the scan holds scanMu until it has thawed r, so
+		// taking the read lock waits for it.
+		s.scanMu.RLock()
+		//lint:ignore SA2001 the lock is taken only to wait for the scan
 		s.scanMu.RUnlock()
 	}
 }
