@@ -33,8 +33,7 @@ import (
 // redisstore), workers track their runs from the start.
 func (q *Queue[T]) Admin() *admin.Admin {
 	q.adm.once.Do(func() {
-		q.stampNow()
-		q.adm.used.Store(true)
+		q.trackRuns()
 		if s, ok := q.store.(admin.Store); ok {
 			q.adm.api = admin.New(durableAdmin[T]{Store: s, q: q})
 		} else if s, ok := q.store.(adminer); ok {
@@ -104,6 +103,12 @@ func (q *Queue[T]) pausedNow() (bool, <-chan struct{}) {
 	q.adm.mu.Lock()
 	defer q.adm.mu.Unlock()
 	return q.adm.paused, q.adm.resume
+}
+
+// paused reports whether the queue is paused.
+func (q *Queue[T]) paused() bool {
+	p, _ := q.pausedNow()
+	return p
 }
 
 // keepDead records a dead job for the in-memory admin backend.
@@ -288,6 +293,30 @@ func (q *Queue[T]) cancelRunning(id int64) bool {
 		w.unpin(got)
 	})
 	return found
+}
+
+// RunTimes returns a sample of how long the queue's handlers ran, summed
+// over the workers on read (see admin.RunTimes for how runs are picked:
+// one job ID in 256, and each worker's first run after each refresh of
+// the queue's coarse clock, which this call refreshes). It is what a
+// dashboard charts as run time, read from the workers' own counters: no
+// observer, and no clock read on a run that is not sampled. Workers
+// sample runs from the first call of RunTimes or Admin on; until then
+// Runs is 0. Longest is the longest run sampled since the previous call
+// of RunTimes or of the admin API's RunTimes.
+func (q *Queue[T]) RunTimes() admin.RunTimes {
+	q.trackRuns()
+	return q.runTimes()
+}
+
+// trackRuns turns on the workers' tracking of their runs, for the admin
+// API and RunTimes; the coarse clock is stamped first, so that a
+// tracked run finds a stamp.
+func (q *Queue[T]) trackRuns() {
+	if !q.adm.used.Load() {
+		q.stampNow()
+		q.adm.used.Store(true)
+	}
 }
 
 // runTimes sums the workers' samples of run times (admin.RunTimer).

@@ -478,6 +478,21 @@ func (q *Queue[T]) Resume(target string) error {
 	return nil
 }
 
+// TargetNames returns the names of the targets the queue has seen (those
+// of jobs it has run or parked, and those named by Suspend or Disable),
+// sorted: Stats lists only the targets that are not healthy,
+// and a dashboard lists the healthy ones from this. It reads the queue's
+// own table of targets, which every targeted run keeps anyway.
+func (q *Queue[T]) TargetNames() []string {
+	var out []string
+	q.targets.m.Range(func(k, _ any) bool {
+		out = append(out, k.(string))
+		return true
+	})
+	sort.Strings(out)
+	return out
+}
+
 // Target returns the health of target, and false if the queue has never
 // seen it.
 func (q *Queue[T]) Target(name string) (TargetStatus, bool) {

@@ -124,7 +124,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			// and put back the same due job over and over.
 			return
 		}
-		if !q.pauseWait(w.ctx) { // the admin API paused the queue
+		if q.adm.pausing.Load() && !q.pauseWait(w.ctx) { // the admin API paused the queue
 			return
 		}
 		if q.mem != nil {
@@ -145,7 +145,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
-		if p, _ := q.pausedNow(); p {
+		if q.adm.pausing.Load() && q.paused() {
 			// Paused while this worker waited for a job: put it back.
 			q.deferJob(w, &job, q.clock.Now())
 			continue

@@ -73,16 +73,19 @@ func WithActions(on bool) Option {
 	return func(c *config) error { c.actions = on; return nil }
 }
 
-// WithRecorder gives the dashboard a Recorder the queue feeds through
-// queue.WithObserver(r.Observe): it times every run for the chart's run
-// time (latency), and lists healthy targets, which Stats leaves out.
-// Default nil: the chart's run time comes from the admin API's sample
+// WithRecorder gives the dashboard the Recorder it reads run times and
+// target names from: it times runs for the chart's run time (latency),
+// and lists healthy targets, which Stats leaves out. Default: when the
+// Source is a RunSource (a *queue.Queue is), NewRecorder(src), which
+// reads the queue's own counters and costs it no observer; otherwise
+// none, and the chart's run time comes from the admin API's sample
 // (WithAdmin, admin.Admin.RunTimes), or is left out without WithAdmin,
 // and only the targets that are suspended, disabled or failing are
-// listed. A Recorder costs the queue an observer: an Event built and
-// delivered for every enqueue, start and end of a job (see
-// docs/benchmarks.md); prefer WithAdmin alone when jobs are short. Give
-// each Handler a Recorder of its own.
+// listed. Give a zero Recorder fed by queue.WithObserver(r.Observe) for
+// the exact mean and longest of every run, at the cost of an observer:
+// an Event built and delivered for every enqueue, start and end of a job
+// (see docs/benchmarks.md). Give each Handler a Recorder of its own: a
+// poll takes the longest run since the previous one.
 func WithRecorder(r *Recorder) Option {
 	return func(c *config) error {
 		if r == nil {
@@ -97,8 +100,9 @@ func WithRecorder(r *Recorder) Option {
 // lists dead jobs, with retry and delete when actions are enabled, shows
 // one job's detail (never its payload) and the jobs per state, and shows
 // whether the queue is paused, with pause and resume when actions are
-// enabled. The chart's run time comes from the admin API's sample of
-// run times (admin.Admin.RunTimes) unless a Recorder is given. Default nil: the page shows that these need the admin API,
+// enabled. The chart's run time comes from the Recorder (WithRecorder),
+// or else from the admin API's sample of run times
+// (admin.Admin.RunTimes). Default nil: the page shows that these need the admin API,
 // and the job endpoints answer 501 Not Implemented.
 func WithAdmin(a *admin.Admin) Option {
 	return func(c *config) error {
@@ -165,7 +169,12 @@ func New(src Source, opts ...Option) (*Handler, error) {
 			return nil, err
 		}
 	}
-	if cfg.jobs != nil {
+	if cfg.recorder == nil {
+		if rs, ok := src.(RunSource); ok {
+			cfg.recorder = NewRecorder(rs) // the queue's counters: no observer
+		}
+	}
+	if cfg.jobs != nil && cfg.recorder == nil {
 		_, cfg.runTimes = cfg.jobs.RunTimes()
 	}
 	var b [32]byte

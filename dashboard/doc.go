@@ -15,11 +15,15 @@
 //	...
 //	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", requireAdmin(dash)))
 //
-// With WithAdmin the chart's run time is the admin API's sample of run
-// times (admin.Admin.RunTimes), which costs the queue no observer. A
-// Recorder (WithRecorder, fed by queue.WithObserver(rec.Observe)) is
-// optional: it times every run instead, and lists healthy targets, which
-// the queue's Stats leaves out, at the cost of an observer on every job.
+// A dashboard of a queue charts run times and lists healthy targets
+// (which the queue's Stats leaves out) from the queue's own counters:
+// its default Recorder (NewRecorder(q)) reads the workers' sample of run
+// times (queue.Queue.RunTimes) and the queue's table of targets
+// (queue.Queue.TargetNames) when a page polls, which costs the queue no
+// observer and a run nothing measurable (docs/benchmarks.md). A zero
+// Recorder fed by queue.WithObserver(rec.Observe) and given with
+// WithRecorder still works: it times every run exactly instead, at the
+// cost of an observer on every job.
 //
 // # Authentication
 //
@@ -65,8 +69,9 @@
 // one ring, so a page opened late shows the minutes others watched, and a
 // stretch nobody watched is drawn as a gap. Throughput is the change of
 // Stats' Done counter between samples; run time is the mean (and the
-// longest) of the runs that ended in between, from the Recorder, or
-// without one of the runs the admin API sampled (WithAdmin). History
+// longest) of the runs that ended in between, from the Recorder (of
+// the runs the queue's workers sampled, by default), or, for a Source
+// that keeps no run times, of the runs the admin API sampled (WithAdmin). History
 // that must survive while nobody watches belongs in the queue's
 // Prometheus metrics.
 //

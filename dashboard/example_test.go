@@ -30,13 +30,13 @@ func requireAdmin(next http.Handler) http.Handler {
 // The dashboard mounted at /dashboard/ behind the host's authentication,
 // with target actions enabled.
 func Example() {
-	rec := new(dashboard.Recorder)
 	q, err := queue.New(func(ctx context.Context, j queue.Job[string]) error { return nil },
-		queue.WithName("mail"), queue.WithObserver(rec.Observe))
+		queue.WithName("mail"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	dash, err := dashboard.New(q, dashboard.WithRecorder(rec), dashboard.WithActions(true))
+	// Run times and healthy targets come from the queue's own counters.
+	dash, err := dashboard.New(q, dashboard.WithActions(true))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/queuetest"
 )
 
@@ -162,3 +165,65 @@ func TestLatencyFromAdminWithoutRecorder(t *testing.T) {
 		assert.InDelta(t, 20, p.Throughput, 1e-9, "2 jobs in 100 ms")
 	})
 }
+
+// A dashboard of a queue reads run times and healthy targets from the
+// queue's own counters: no Recorder given, no observer, no admin API.
+func TestDefaultRecorderReadsTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := queue.New(func(context.Context, queue.Job[int]) error {
+			time.Sleep(30 * time.Millisecond) // the bubble's clock: exactly 30 ms
+			return nil
+		}, queue.WithWorkers(1, 1))
+		require.NoError(t, err)
+		ctx := context.Background()
+		require.NoError(t, q.Start(ctx))
+		defer func() { require.NoError(t, q.Shutdown(ctx)) }()
+		h := newHandler(t, q, WithInterval(time.Second))
+
+		s, _ := getState(t, h) // the first poll turns the workers' sampling on
+		require.True(t, s.Latency)
+		require.NoError(t, q.Enqueue(ctx, queue.Job[int]{Target: "healthy"}))
+		synctest.Wait() // until the worker waits for the next job
+		queuetest.Advance(time.Second)
+		s, _ = getState(t, h)
+		require.Len(t, s.History, 2)
+		p := s.History[1]
+		require.NotNil(t, p.LatencyMs, "the worker's first run after a poll is sampled")
+		assert.InDelta(t, 30, *p.LatencyMs, 1e-9)
+		assert.InDelta(t, 30, *p.LatencyMaxMs, 1e-9)
+		require.Len(t, s.Targets, 1)
+		assert.Equal(t, "healthy", s.Targets[0].Name)
+		assert.Equal(t, "healthy", s.Targets[0].Health)
+	})
+}
+
+// NewRecorder reads its source and ignores Observe; it lists at most
+// maxKnownTargets of the source's names, with those remembered from the
+// page's actions, once each.
+func TestNewRecorderReadsItsSource(t *testing.T) {
+	src := &runSource{rt: admin.RunTimes{Runs: 3, Total: 30 * time.Millisecond, Longest: 20 * time.Millisecond}}
+	for i := range maxKnownTargets + 5 {
+		src.names = append(src.names, fmt.Sprintf("t%04d", i))
+	}
+	rec := NewRecorder(src)
+	rec.Observe(queue.Event{Kind: queue.EventDone, Delay: time.Hour, Target: "observed"})
+	runs, nanos, longest := rec.take()
+	assert.Equal(t, uint64(3), runs)
+	assert.Equal(t, int64(30*time.Millisecond), nanos)
+	assert.Equal(t, int64(20*time.Millisecond), longest)
+	rec.remember("t0000")
+	rec.remember("acted-on")
+	names := rec.targets()
+	assert.Len(t, names, maxKnownTargets+1)
+	assert.Equal(t, "acted-on", names[0])
+	assert.NotContains(t, names, "observed")
+	assert.Panics(t, func() { NewRecorder(nil) })
+}
+
+type runSource struct {
+	rt    admin.RunTimes
+	names []string
+}
+
+func (r *runSource) RunTimes() admin.RunTimes { return r.rt }
+func (r *runSource) TargetNames() []string    { return slices.Clone(r.names) }

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"container/heap"
-	"sync"
 	"time"
 
 	"github.com/queuekit/queue/queuetype"
@@ -14,28 +13,49 @@ import (
 // page: it allocates only the page.
 //
 // Reading a ring's items is safe only while nothing pops them: a pop
-// clears the slot it takes. Every pop holds a read lock of popMu (the
-// stripe of the worker that pops, so that workers do not share a lock
-// word), and a scan of the rings holds every stripe's write lock: workers
+// clears the slot it takes. A scan freezes every ring (ring.freeze, a bit
+// on the head that each pop's compare-and-swap sees), holding scanMu: a
+// pop that finds its ring frozen waits for scanMu (Store.pop). Workers
 // wait for the scan (milliseconds for a million jobs), producers do not,
-// as a push writes only free slots, which a scan does not read.
+// as a push writes only free slots, which a scan does not read; and a
+// claim costs nothing for it, where a read lock would cost two atomic
+// additions per claim.
 
-// rwStripe is a read-write lock on a cache line of its own.
-type rwStripe struct {
-	sync.RWMutex
-	_ [40]byte
-}
-
-// popLock excludes pops; popUnlock ends that.
+// popLock excludes pops from the rings that exist; popUnlock ends that.
+// A ring made meanwhile is not frozen, and eachReady skips it.
 func (s *Store[T]) popLock() {
-	for i := range s.popMu {
-		s.popMu[i].Lock()
+	s.scanMu.Lock()
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil {
+			r.freeze()
+		}
 	}
 }
 
 func (s *Store[T]) popUnlock() {
-	for i := range s.popMu {
-		s.popMu[i].Unlock()
+	for i := range s.rings {
+		if r := s.rings[i].Load(); r != nil {
+			r.thaw()
+		}
+	}
+	s.scanMu.Unlock()
+}
+
+// pop pops the oldest item of r into *it, waiting out a scan that froze
+// r; false when r is empty.
+func (s *Store[T]) pop(r *ring[T], it *item[T]) bool {
+	for {
+		switch r.pop(it) {
+		case popped:
+			return true
+		case popEmpty:
+			return false
+		}
+		// Frozen: the scan holds scanMu until it has thawed r, so
+		// taking the read lock waits for it.
+		s.scanMu.RLock()
+		//lint:ignore SA2001 the lock is taken only to wait for the scan
+		s.scanMu.RUnlock()
 	}
 }
 
@@ -45,10 +65,10 @@ func (s *Store[T]) popUnlock() {
 func (s *Store[T]) eachReady(backward bool, fn func(it *item[T])) {
 	for p := range s.rings {
 		r := s.rings[p].Load()
-		if r == nil {
-			continue
+		if r == nil || !r.frozen() {
+			continue // made after popLock: newer than the scan
 		}
-		h := r.head.Load()
+		h := r.head.Load() &^ frozenBit
 		t := r.tail.Load() &^ closedBit
 		for i := range t - h {
 			pos := h + i
@@ -384,14 +404,6 @@ func (s *schedule[T]) removeAt(i int) {
 		}
 	}
 	s.counted()
-}
-
-// popOne pops one item of r under stripe 0's pop lock, for the callers
-// that are not a queue's workers.
-func (s *Store[T]) popOne(r *ring[T], it *item[T]) bool {
-	s.popMu[0].RLock()
-	defer s.popMu[0].RUnlock()
-	return r.pop(it)
 }
 
 // Instant converts t to the store's time line, in which List's positions

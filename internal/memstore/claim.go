@@ -26,7 +26,7 @@ func (s *Store[T]) ClaimJob(ctx context.Context, job *queuetype.Job[T], mc *Work
 	// the stalls cost a quarter of a job's time (see docs/benchmarks.md).
 	var it item[T]
 	for {
-		if err := s.next(ctx, &it, mc.stripe); err != nil {
+		if err := s.next(ctx, &it); err != nil {
 			return err
 		}
 		if it.id < 0 {
@@ -56,12 +56,12 @@ func (s *Store[T]) ClaimJob(ctx context.Context, job *queuetype.Job[T], mc *Work
 
 // next takes the next item in priority order into *it, parking when
 // there is none.
-func (s *Store[T]) next(ctx context.Context, it *item[T], stripe int) error {
+func (s *Store[T]) next(ctx context.Context, it *item[T]) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err // retired, though maybe woken by a token
 		}
-		if s.poll(it, stripe) {
+		if s.poll(it) {
 			return nil
 		}
 		if s.drained.Load() {
@@ -82,7 +82,7 @@ func (s *Store[T]) next(ctx context.Context, it *item[T], stripe int) error {
 		// Announce, then look again: a push either sees the sleeper and
 		// leaves a token, or published its item before this second look.
 		s.sleepers.Add(1)
-		if s.poll(it, stripe) {
+		if s.poll(it) {
 			s.sleepers.Add(-1)
 			return nil
 		}
@@ -94,7 +94,7 @@ func (s *Store[T]) next(ctx context.Context, it *item[T], stripe int) error {
 			return ctx.Err()
 		}
 		s.sleepers.Add(-1)
-		if s.poll(it, stripe) {
+		if s.poll(it) {
 			if s.Len() > 0 {
 				s.wakeOne() // more where this came from: wake the next sleeper
 			}
@@ -115,20 +115,20 @@ func (s *Store[T]) publishing() bool {
 }
 
 // poll takes the oldest item of the highest non-empty priority into *it,
-// if there is one. Under weighted dispatch it first tries the level the
-// cycle names for this claim.
-func (s *Store[T]) poll(it *item[T], stripe int) bool {
-	mu := &s.popMu[stripe]
-	mu.RLock()
-	defer mu.RUnlock()
-	if c := s.cycle; c != nil {
+// if there is one. Under weighted dispatch, when more than one ring
+// exists, it first tries the level the cycle names for this claim; with
+// one ring the cycle could name no other, and the claim leaves the
+// cycle's shared counter alone, which every worker's claim would
+// otherwise write.
+func (s *Store[T]) poll(it *item[T]) bool {
+	if c := s.cycle; c != nil && s.multi.Load() {
 		p := c[(s.tick.Add(1)-1)%uint64(len(c))]
-		if r := s.rings[p].Load(); r != nil && r.pop(it) {
+		if r := s.rings[p].Load(); r != nil && s.pop(r, it) {
 			return true
 		}
 	}
 	for i := range s.rings {
-		if r := s.rings[i].Load(); r != nil && r.pop(it) {
+		if r := s.rings[i].Load(); r != nil && s.pop(r, it) {
 			return true
 		}
 	}

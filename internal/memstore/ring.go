@@ -9,15 +9,19 @@ import "sync/atomic"
 // mutex as they do on a channel's. Items leave in the order their pushes
 // won the tail.
 //
-// Two additions: the tail word carries a closed bit, so that closing the
+// Three additions: the tail word carries a closed bit, so that closing the
 // ring to new jobs is ordered against every push by the tail's own
 // compare-and-swap (no separate in-flight count), and producers keep a
 // cached copy of the head on the tail's cache line, so that a push reads
 // the head, which every pop writes, only when the cached copy says the
-// ring may be at its limit.
+// ring may be at its limit. And the head word carries a frozen bit, set
+// by an admin scan (Store.popLock) to keep pops off the items it reads:
+// a pop's own compare-and-swap on the head orders it before or after the
+// freeze, so pops pay nothing more for it (a lock would cost every claim
+// two atomic additions).
 type ring[T any] struct {
 	_         [64]byte
-	head      atomic.Uint64 // next position to pop
+	head      atomic.Uint64 // next position to pop, | frozenBit while frozen
 	_         [56]byte
 	tail      atomic.Uint64 // next position to push, | closedBit once closed to new jobs
 	headCache atomic.Uint64 // a head position already passed: head >= headCache
@@ -29,6 +33,10 @@ type ring[T any] struct {
 
 // closedBit marks the tail of a ring closed to pushes of new jobs.
 const closedBit = 1 << 63
+
+// frozenBit marks the head of a ring frozen: no pop takes an item until
+// it is cleared (freeze, thaw).
+const frozenBit = 1 << 63
 
 type slot[T any] struct {
 	seq atomic.Uint64 // == pos: free for the push at pos; == pos+1: holds the item pushed at pos
@@ -72,7 +80,7 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 		pos := t &^ closedBit
 		if h := r.headCache.Load(); pos-h >= limit {
 			// Maybe at the limit: look at the real head.
-			h = r.head.Load()
+			h = r.head.Load() &^ frozenBit
 			if pos >= h && pos-h >= limit {
 				return pushFull
 			}
@@ -104,11 +112,23 @@ func (r *ring[T]) close() {
 	}
 }
 
-// pop removes the oldest item into *dst; false means the ring is empty
-// (or its oldest push has not finished publishing).
-func (r *ring[T]) pop(dst *item[T]) bool {
+// popResult says how a pop went.
+type popResult uint8
+
+const (
+	popEmpty  popResult = iota // empty, or its oldest push has not finished publishing
+	popped                     // *dst holds the oldest item
+	popFrozen                  // an admin scan has frozen the ring: try again after it
+)
+
+// pop removes the oldest item into *dst, unless the ring is empty or
+// frozen.
+func (r *ring[T]) pop(dst *item[T]) popResult {
 	pos := r.head.Load()
 	for {
+		if pos&frozenBit != 0 {
+			return popFrozen
+		}
 		s := &r.slots[pos&r.mask]
 		switch seq := s.seq.Load(); {
 		case seq == pos+1:
@@ -116,20 +136,47 @@ func (r *ring[T]) pop(dst *item[T]) bool {
 				*dst = s.it
 				s.it = item[T]{} // drop references for the GC
 				s.seq.Store(pos + r.mask + 1)
-				return true
+				return popped
 			}
 			pos = r.head.Load()
 		case seq < pos+1:
-			return false
+			return popEmpty
 		default:
 			pos = r.head.Load() // another pop took pos
 		}
 	}
 }
 
+// freeze keeps every pop off the ring's items until thaw, and returns
+// the head: pops that won a position before it may still be copying
+// their items out, but those lie before the head, and no item from the
+// head on leaves the ring. One goroutine at a time freezes a ring
+// (Store.popLock).
+func (r *ring[T]) freeze() uint64 {
+	for {
+		h := r.head.Load()
+		if r.head.CompareAndSwap(h, h|frozenBit) {
+			return h
+		}
+	}
+}
+
+// thaw ends a freeze.
+func (r *ring[T]) thaw() {
+	for {
+		h := r.head.Load()
+		if h&frozenBit == 0 || r.head.CompareAndSwap(h, h&^frozenBit) {
+			return
+		}
+	}
+}
+
+// frozen reports whether the ring is frozen.
+func (r *ring[T]) frozen() bool { return r.head.Load()&frozenBit != 0 }
+
 // len returns the number of items, exact when no push or pop is under way.
 func (r *ring[T]) len() int {
-	h := r.head.Load()
+	h := r.head.Load() &^ frozenBit
 	t := r.tail.Load() &^ closedBit
 	if t < h {
 		return 0

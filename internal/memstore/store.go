@@ -57,11 +57,11 @@ type Store[T any] struct {
 	mu      sync.Mutex // guards cancel, done
 	cancel  context.CancelFunc
 	done    chan struct{}
-	batch   []item[T]            // promotion buffer; s.mu
-	events  []queuetype.Event    // events gathered under s.mu, reported after it
-	running [runStripes]stripe   // claimed jobs, striped so that workers do not share a counter; only the sum means anything
-	popMu   [runStripes]rwStripe // read-locked by pops, on the popping worker's stripe; write-locked by admin scans (admin.go)
-	slotTab slotTable            // storekit.SlotStore's slots (slots.go)
+	batch   []item[T]          // promotion buffer; s.mu
+	events  []queuetype.Event  // events gathered under s.mu, reported after it
+	running [runStripes]stripe // claimed jobs, striped so that workers do not share a counter; only the sum means anything
+	scanMu  sync.RWMutex       // held by an admin scan while it freezes the rings; a pop that finds its ring frozen waits for it (admin.go)
+	slotTab slotTable          // storekit.SlotStore's slots (slots.go)
 }
 
 // runStripes is the number of stripes of the running counter. A queue's

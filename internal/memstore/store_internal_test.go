@@ -592,3 +592,36 @@ func (m *storeModel) check(t *testing.T, s *Store[int], step int) {
 	// The chunks never run far ahead of the most keys held at once.
 	require.LessOrEqual(t, chunks*chunkSize, 2*m.peak+2*keyShards*chunkSize, "step %d: entries made (peak %d keys)", step, m.peak)
 }
+
+// An admin scan freezes the rings: a claim waits for it, and gets the
+// job once the scan ends; a push goes through meanwhile, and the ring's
+// length reads true.
+func TestScanFreezesPops(t *testing.T) {
+	s, _ := newTestStore(t, 100)
+	ctx := context.Background()
+	a, err := s.Add(ctx, queuetype.Job[int]{Payload: 1})
+	require.NoError(t, err)
+
+	s.popLock()
+	r := s.ring(uint8(s.cfg.PriorityIndex("")))
+	var it item[int]
+	assert.Equal(t, popFrozen, r.pop(&it))
+	claimed := make(chan queuetype.Job[int])
+	go func() {
+		j, err := s.Claim(ctx)
+		assert.NoError(t, err)
+		claimed <- j
+	}()
+	_, err = s.Add(ctx, queuetype.Job[int]{Payload: 2})
+	require.NoError(t, err, "a push does not wait for the scan")
+	assert.Equal(t, 2, s.Len())
+	var seen []int
+	s.eachReady(false, func(it *item[int]) { seen = append(seen, it.payload) })
+	assert.Equal(t, []int{1, 2}, seen)
+	s.popUnlock()
+
+	j := <-claimed
+	assert.Equal(t, a.ID, j.ID)
+	assert.Equal(t, 1, s.Len())
+	require.NoError(t, s.Complete(ctx, j))
+}
