@@ -276,28 +276,25 @@ func plain[T any](job *queuetype.Job[T], r *row) bool {
 	return job.Key == "" && (job.Group == "" || r.state != stScheduled)
 }
 
-// plainChunk is how many rows one multi-row INSERT takes: 9 variables a
-// row and 2 shared, well below SQLite's variable limit (32 766; 999
-// before 3.32).
+// plainChunk is how many rows one multi-row INSERT takes: 12 variables a
+// row, well below SQLite's variable limit (32 766; 999 before 3.32).
 const plainChunk = 80
 
 // insertSQL caches the multi-row INSERT text by row count.
 var insertSQL sync.Map // int -> string
 
-// insertText is the INSERT of n plain rows: the queue (?1) and the time
-// (?2) are bound once for all rows, and a plain job has no key.
 func insertText(n int) string {
 	if q, ok := insertSQL.Load(n); ok {
 		return q.(string)
 	}
 	var b strings.Builder
-	b.WriteString(`INSERT INTO queuekit_jobs (queue, created_at, state, priority, run_at, scheduled_at, max_attempts,
-		key, group_key, target, payload, meta) VALUES `)
+	b.WriteString(`INSERT INTO queuekit_jobs (queue, state, priority, run_at, scheduled_at, max_attempts,
+		key, group_key, target, payload, meta, created_at) VALUES `)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?1,?2,?,?,?,?,?,x'',?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	q := b.String()
 	insertSQL.Store(n, q)
@@ -309,14 +306,14 @@ func insertText(n int) string {
 // write lock, gives one statement's rows consecutive IDs in VALUES
 // order: the last is last_insert_rowid.
 func (s *Store[T]) insertPlain(tx *wtx, jobs []queuetype.Job[T], rows []row, out []storekit.Added, now int64) error {
-	args := make([]any, 0, 2+9*min(len(jobs), plainChunk))
+	args := make([]any, 0, 12*min(len(jobs), plainChunk))
 	for len(jobs) > 0 {
 		n := min(len(jobs), plainChunk)
-		args = append(args[:0], s.cfg.Name, now)
+		args = args[:0]
 		for i := range n {
 			j, r := &jobs[i], &rows[i]
-			args = append(args, r.state, r.priority, r.runAt, r.schedAt, j.MaxAttempts,
-				kb(j.Group), j.Target, r.payload, r.meta)
+			args = append(args, s.cfg.Name, r.state, r.priority, r.runAt, r.schedAt, j.MaxAttempts,
+				kb(j.Key), kb(j.Group), j.Target, r.payload, r.meta, now)
 		}
 		res, err := tx.ExecContext(context.Background(), insertText(n), args...)
 		if err != nil {
