@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,7 +38,10 @@ import (
 // enqueued beforehand, with 100 workers (goqite: 100 goroutines
 // receiving and deleting); one producer enqueueing SQLITE_INSERT_N
 // (default 1 000) jobs one call at a time, each durable on return; and
-// sqlitestore's EnqueueMany in batches of 1 000.
+// sqlitestore's EnqueueMany in batches of 1 000. SQLITE_CASES, a
+// comma-separated list of insert, many, burn-sqlitestore, burn-river,
+// burn-goqite and burn-pgstore, runs only those (so that the cases can be
+// measured in separate quiet windows); all when unset.
 func TestSQLiteCompare(t *testing.T) {
 	if os.Getenv("QBENCH_SQLITE") == "" {
 		t.Skip("set QBENCH_SQLITE=1 to run the SQLite comparison")
@@ -55,18 +60,34 @@ func TestSQLiteCompare(t *testing.T) {
 		results = append(results, r)
 		t.Logf("%-12s %-22s %-16s %8d jobs %9.2fs %10.0f jobs/s", r.System, r.Case, r.Setting, r.Jobs, r.Elapsed.Seconds(), r.Rate)
 	}
-	for _, sync := range []sqlitestore.Synchronous{sqlitestore.SyncFull, sqlitestore.SyncNormal} {
-		add(sqliteInsert(ctx, file("sqi"+sync.String()), insertN, sync))
+	runs := func(kase string) bool {
+		cases := os.Getenv("SQLITE_CASES")
+		return cases == "" || slices.Contains(strings.Split(cases, ","), kase)
 	}
-	add(riverSQLiteInsert(ctx, file("rvi"), insertN))
-	add(goqiteInsert(ctx, file("gqi"), insertN))
-	add(sqliteMany(ctx, file("sqm"), burnN))
-	for _, sync := range []sqlitestore.Synchronous{sqlitestore.SyncFull, sqlitestore.SyncNormal} {
-		add(sqliteBurn(ctx, file("sqb"+sync.String()), burnN, workers, sync))
+	if runs("insert") {
+		for _, sync := range []sqlitestore.Synchronous{sqlitestore.SyncFull, sqlitestore.SyncNormal} {
+			add(sqliteInsert(ctx, file("sqi"+sync.String()), insertN, sync))
+		}
+		add(riverSQLiteInsert(ctx, file("rvi"), insertN))
+		add(goqiteInsert(ctx, file("gqi"), insertN))
 	}
-	add(riverSQLiteBurn(ctx, file("rvb"), burnN, workers))
-	add(goqiteBurn(ctx, file("gqb"), burnN, workers))
-	add(pgstoreBurn(ctx, burnN, workers))
+	if runs("many") {
+		add(sqliteMany(ctx, file("sqm"), burnN))
+	}
+	if runs("burn-sqlitestore") {
+		for _, sync := range []sqlitestore.Synchronous{sqlitestore.SyncFull, sqlitestore.SyncNormal} {
+			add(sqliteBurn(ctx, file("sqb"+sync.String()), burnN, workers, sync))
+		}
+	}
+	if runs("burn-river") {
+		add(riverSQLiteBurn(ctx, file("rvb"), burnN, workers))
+	}
+	if runs("burn-goqite") {
+		add(goqiteBurn(ctx, file("gqb"), burnN, workers))
+	}
+	if runs("burn-pgstore") {
+		add(pgstoreBurn(ctx, burnN, workers))
+	}
 	_ = results
 }
 

@@ -89,23 +89,34 @@ func (s *Store[T]) decode(c *claimed) (queuetype.Job[T], bool) {
 	return j, true
 }
 
-// want returns how many jobs the fetcher should claim: the callers
-// waiting beyond the jobs buffered, at most the claim batch.
-func (s *Store[T]) want() int {
+// reserve returns how many jobs a claim should take, and counts them as
+// being claimed until deliver: the callers waiting beyond the jobs
+// buffered and the claims under way (the fetcher's, the promoter's), at
+// most the claim batch. Zero when none are wanted or the store drained.
+func (s *Store[T]) reserve() int {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	return min(s.waiting-len(s.buf), s.o.claimBatch)
+	if s.drained.Load() {
+		return 0
+	}
+	n := min(s.waiting-len(s.buf)-s.claiming, s.o.claimBatch)
+	if n <= 0 {
+		return 0
+	}
+	s.claiming += n
+	return n
 }
 
-// deliver buffers claimed jobs and wakes the waiting callers.
-func (s *Store[T]) deliver(got []claimed) {
-	if len(got) == 0 {
-		return
-	}
+// deliver buffers the jobs claimed for a reservation of reserved jobs,
+// ends the reservation, and wakes the waiting callers.
+func (s *Store[T]) deliver(got []claimed, reserved int) {
 	s.cmu.Lock()
-	s.buf = append(s.buf, got...)
-	close(s.arrived)
-	s.arrived = make(chan struct{})
+	s.claiming -= reserved
+	if len(got) > 0 {
+		s.buf = append(s.buf, got...)
+		close(s.arrived)
+		s.arrived = make(chan struct{})
+	}
 	s.cmu.Unlock()
 	s.ready.Add(-int64(len(got)))
 }
@@ -114,9 +125,9 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 	poll := time.NewTimer(s.o.PollInterval)
 	defer poll.Stop()
 	for {
-		n := s.want()
-		if n > 0 && !s.empty.Load() && !s.drained.Load() {
+		if n := s.fetchable(); n > 0 {
 			got, err := s.claim(ctx, n)
+			s.deliver(got, n)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -129,7 +140,6 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 				continue
 			}
 			s.noteErr(nil)
-			s.deliver(got)
 			if len(got) < n {
 				s.empty.Store(true)
 			}
@@ -145,6 +155,15 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 			poll.Reset(s.o.PollInterval)
 		}
 	}
+}
+
+// fetchable reserves the jobs the fetcher should claim now (see
+// reserve): none while the last claim found nothing and nothing woke it.
+func (s *Store[T]) fetchable() int {
+	if s.empty.Load() {
+		return 0
+	}
+	return s.reserve()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -168,7 +187,10 @@ func (s *Store[T]) claim(ctx context.Context, n int) ([]claimed, error) {
 		got, err = s.claimIn(ctx, tx, n)
 		return err
 	})
-	return got, err
+	if err != nil {
+		return nil, err // got is of a transaction that did not commit
+	}
+	return got, nil
 }
 
 func (s *Store[T]) claimIn(ctx context.Context, tx *wtx, n int) ([]claimed, error) {

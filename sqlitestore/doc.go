@@ -79,7 +79,11 @@
 // Times are the queue's Clock's, in nanoseconds: the processes sharing a
 // file share a machine and its clock. A job is never claimed before its
 // RunAt. Each process promotes due scheduled jobs on a timer to the
-// earliest due time, read again when the file changes.
+// earliest due time it knows of, read again when the file changes (so a
+// job another process scheduled arms the timer within the wake
+// interval). When the process has workers waiting, the promotion claims
+// the jobs it made available for them in the same transaction: a due job
+// costs one commit before it runs.
 //
 // # Your own data in the same file
 //

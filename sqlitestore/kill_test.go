@@ -34,6 +34,9 @@ func TestKillHelper(t *testing.T) {
 		t.Skip("a helper of TestKillNineTwoProcesses")
 	}
 	name := os.Getenv("SQLITESTORE_KILL_NAME")
+	// Only the process to be killed reports its runs: the test reads its
+	// stdout until the kill, and nobody reads the others'.
+	report := os.Getenv("SQLITESTORE_KILL_REPORT") != ""
 	db, err := sqlitestore.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +60,13 @@ func TestKillHelper(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(log, "%d\n", j.Payload)
-		return log.Sync()
+		if err := log.Sync(); err != nil {
+			return err
+		}
+		if report {
+			fmt.Printf("RAN %d\n", j.Payload) // read by the test through the pipe
+		}
+		return nil
 	}, queue.WithName("kill"), queue.WithWorkers(killWorkers, killWorkers), queue.WithCapacity(killJobs, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -98,19 +107,17 @@ func TestKillNineTwoProcesses(t *testing.T) {
 	}
 	_ = q
 
-	start := func(name string) *fleettest.Proc {
-		return fleettest.StartHelper(t, "TestKillHelper", "SQLITESTORE_KILL_DB="+path, "SQLITESTORE_KILL_NAME="+name)
+	start := func(name string, env ...string) *fleettest.Proc {
+		return fleettest.StartHelper(t, "TestKillHelper", append(env, "SQLITESTORE_KILL_DB="+path, "SQLITESTORE_KILL_NAME="+name)...)
 	}
-	a := start("a")
+	changed, unwatch := sqlitestore.Changes(db)
+	defer unwatch()
+	a := start("a", "SQLITESTORE_KILL_REPORT=1")
 	b := start("b")
-	// Kill a once it has run a fifth of the jobs.
-	limit := map[bool]time.Duration{false: 60 * time.Second, true: 5 * time.Minute}[raceSlow]
-	deadline := time.Now().Add(limit)
-	for len(runs(t, dir, "a")) < killJobs/5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a ran too few jobs in %v", limit)
-		}
-		time.Sleep(5 * time.Millisecond) // polling another process's log
+	// Kill a once it has run a fifth of the jobs: it writes each run on
+	// its stdout once the run is logged.
+	for i := range killJobs / 5 {
+		a.Expect(t, func(l string) bool { return strings.HasPrefix(l, "RAN ") }, fmt.Sprintf("a's run %d", i+1))
 	}
 	a.Kill(t)
 	a2 := start("a2")
@@ -134,15 +141,20 @@ func TestKillNineTwoProcesses(t *testing.T) {
 		}
 		return done, other
 	}
+	// Count again whenever another process committed to the file.
+	limit := map[bool]time.Duration{false: 60 * time.Second, true: 5 * time.Minute}[raceSlow]
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
 	for {
 		done, _ := counts()
 		if done == killJobs {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("%d of %d jobs completed after %v", done, killJobs, limit)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the file
 	}
 	b.Stop(t)
 	a2.Stop(t)

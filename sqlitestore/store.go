@@ -61,10 +61,12 @@ type Store[T any] struct {
 
 	// Claims: jobs claimed for this process and not yet handed out wait
 	// in buf; Claim callers waiting count in waiting and wait on arrived,
-	// closed (and replaced) when jobs arrive.
+	// closed (and replaced) when jobs arrive. cmu guards buf, waiting,
+	// claiming and arrived.
 	cmu       sync.Mutex
 	buf       []claimed
 	waiting   int
+	claiming  int // jobs reserved by claims under way (reserve)
 	arrived   chan struct{}
 	wantFetch chan struct{} // a Claim caller waits
 	wake      chan struct{} // something may have become claimable
