@@ -100,8 +100,9 @@ func (s *Store[T]) adminReady() error {
 var listPlans = map[admin.State]struct {
 	where, col string
 	reruns     bool
+	byPriority bool
 }{
-	admin.Ready:     {where: `state = 'available'`, col: "created_at"},
+	admin.Ready:     {where: `state = 'available'`, col: "run_at", byPriority: true},
 	admin.Scheduled: {where: `state IN ('scheduled', 'retryable')`, col: "run_at", reruns: true},
 	admin.Running:   {where: `state = 'running' AND lease_expires_at IS NOT NULL`, col: "attempted_at"},
 	admin.Dead:      {where: `state = 'dead'`, col: "finalized_at"},
@@ -115,9 +116,10 @@ func (a *adminStore[T]) List(ctx context.Context, f admin.Filter, oldest bool, a
 }
 
 // ListBounded implements admin.BoundedLister: keyset paging over the state's index
-// (ready: created_at; scheduled: run_at, coalesced reruns included;
-// running: attempted_at; ended: finalized_at; then id). Waiting is always
-// empty: a durable store shows deferred jobs as scheduled.
+// (ready: run_at, the time each became ready, through the claim index,
+// see listReady; scheduled: run_at, coalesced reruns included; running:
+// attempted_at; ended: finalized_at; then id). Waiting is always empty: a
+// durable store shows deferred jobs as scheduled.
 //
 // A filtered List reads at most admin.MaxExamined rows of the state
 // through that index, in page order, in an inner select whose LIMIT is the
@@ -206,18 +208,78 @@ func (s *Store[T]) listSQL(f admin.Filter, oldest bool, after *admin.Cursor, lim
 	if after != nil {
 		args = append(args, after.At, after.ID)
 		n := len(args)
-		cursor = fmt.Sprintf(" AND (%s, id) %s ($%d::timestamptz, $%d::bigint)", plan.col, cmp, n-1, n)
+		at := fmt.Sprintf("$%d::timestamptz", n-1)
+		if plan.byPriority {
+			at = readyAt(s.q.jobs, at, n)
+		}
+		cursor = fmt.Sprintf(" AND (%s, id) %s (%s, $%d::bigint)", plan.col, cmp, at, n)
+	}
+	var weights []int
+	if plan.byPriority {
+		weights = s.weights()
 	}
 	if len(filters) == 0 {
-		return listPageSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, dir), args, false
+		return listPageSQL(s.q.jobs, plan.where, plan.col, plan.reruns, weights, cursor, dir), args, false
 	}
 	args = append(args, admin.MaxExamined)
-	return listWalkSQL(s.q.jobs, plan.where, plan.col, plan.reruns, cursor, strings.Join(filters, " AND "), dir, len(args)), args, true
+	return listWalkSQL(s.q.jobs, plan.where, plan.col, plan.reruns, weights, cursor, strings.Join(filters, " AND "), dir, len(args)), args, true
+}
+
+// Ready jobs are listed in run_at, id order (run_at is when a job became
+// ready: its enqueue for a job added ready, its due time for one
+// promoted), read through the claim index (queue, priority, run_at, id):
+// one branch per configured priority, each in that index's order, merged
+// (a Merge Append, which reads each branch only as far as the page
+// needs). No index of its own: migration 011 dropped the created_at one
+// that migration 003 added, which every insert paid for.
+//
+// The admin cursor of a ready job holds its created_at (admin.Position),
+// not its run_at: readyAt looks the cursor's job up by ID ($n) and pages
+// from its run_at, which claims and outcomes leave as it was. A job gone
+// since (deleted, or ended and pruned) pages from its created_at ($at),
+// which is never after its run_at: oldest first may then list again a
+// few jobs, never skip one.
+func readyAt(jobs, at string, n int) string {
+	return fmt.Sprintf("coalesce((SELECT run_at FROM %s WHERE id = $%d::bigint AND queue = $1::text), %s)", jobs, n, at)
+}
+
+// weights returns the configured priorities' weight column values, the
+// branches of a ready listing (listReady): ready jobs of a weight no
+// priority of this store's configuration has are not listed.
+func (s *Store[T]) weights() []int {
+	w := make([]int, 0, len(s.cfg.Priorities))
+	for _, p := range s.cfg.Priorities {
+		w = append(w, p.Weight)
+	}
+	return w
+}
+
+// listReady is a ready listing's rows in run_at, id order (dir), from the
+// cursor, at most limit: one branch per weight through the claim index,
+// each with the select list sel, merged.
+func listReady(jobs, sel string, weights []int, cursor, dir, limit string) string {
+	conds := make([]string, 0, len(weights))
+	for _, w := range weights {
+		conds = append(conds, "priority = "+strconv.Itoa(w))
+	}
+	if len(conds) == 0 {
+		conds = append(conds, "false") // no priorities configured (not bound): nothing to list
+	}
+	branches := make([]string, len(conds))
+	for i, c := range conds {
+		branches[i] = "(SELECT " + sel + " FROM " + jobs + " WHERE queue = $1::text AND state = 'available' AND " +
+			c + cursor + " ORDER BY run_at " + dir + ", id " + dir + " LIMIT " + limit + ")"
+	}
+	return strings.Join(branches, " UNION ALL ")
 }
 
 // listPageSQL is an unfiltered List's statement: limit ($2) rows of the
 // state from the cursor, through the state's index.
-func listPageSQL(jobs, where, col string, reruns bool, cursor, dir string) string {
+func listPageSQL(jobs, where, col string, reruns bool, weights []int, cursor, dir string) string {
+	if weights != nil {
+		return "SELECT * FROM (" + listReady(jobs, adminCols+", CASE WHEN $3::boolean THEN payload END", weights, cursor, dir, "$2::bigint") +
+			") u ORDER BY run_at " + dir + ", id " + dir + " LIMIT $2::bigint"
+	}
 	branch := func(where string) string {
 		return "(SELECT " + adminCols + ", CASE WHEN $3::boolean THEN payload END FROM " + jobs +
 			" WHERE queue = $1::text AND " + where + cursor +
@@ -238,7 +300,7 @@ func listPageSQL(jobs, where, col string, reruns bool, cursor, dir string) strin
 // answer is the first $2 rows of the walk that pass the filter (hit),
 // then the walk's last row (not hit: where the next call resumes), each
 // with the number of rows the walk read.
-func listWalkSQL(jobs, where, col string, reruns bool, cursor, filter, dir string, bound int) string {
+func listWalkSQL(jobs, where, col string, reruns bool, weights []int, cursor, filter, dir string, bound int) string {
 	rdir := "DESC"
 	if dir == "DESC" {
 		rdir = "ASC"
@@ -250,6 +312,10 @@ func listWalkSQL(jobs, where, col string, reruns bool, cursor, filter, dir strin
 			" ORDER BY " + col + " " + dir + ", id " + dir + " LIMIT " + b + ")"
 	}
 	walk := branch(where)
+	if weights != nil {
+		walk = "SELECT * FROM (" + listReady(jobs, "id AS wid, run_at AS wat, ("+filter+") AS whit", weights, cursor, dir, b) +
+			") u ORDER BY wat " + dir + ", wid " + dir + " LIMIT " + b
+	}
 	if reruns {
 		walk = "SELECT * FROM (" + walk + " UNION ALL " + branch(`state = 'pending'`) + ") u ORDER BY wat " + dir + ", wid " + dir + " LIMIT " + b
 	}

@@ -489,3 +489,68 @@ func TestAdminCancelRunningQueue(t *testing.T) {
 		assert.Equal(c, uint64(0), st.Retried)
 	}, 10*time.Second, pollTick)
 }
+
+// Ready jobs are listed in the order they became ready (run_at, then
+// ID), through the claim index: a scheduled job made ready after later
+// jobs were enqueued sits where it became ready, and paging from a job
+// that was deleted since (its cursor carries its created_at) neither
+// skips nor repeats one.
+func TestAdminReadyInReadyOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := queuetest.NewFakeClock(t0)
+	initOnly(t, s, "order", clk)
+	a := adminOf(s)
+	sched, err := s.Add(bg, queue.Job[P]{Key: "s", Priority: "low", RunAt: t0.Add(time.Hour)})
+	require.NoError(t, err)
+	first, err := s.Add(bg, queue.Job[P]{Key: "a", Priority: "high"})
+	require.NoError(t, err)
+	clk.Advance(2 * time.Hour)
+	last, err := s.Add(bg, queue.Job[P]{Key: "b"})
+	require.NoError(t, err)
+	// Promoted as the promoter does: available, at its due time.
+	_, err = e.pool.Exec(bg, "UPDATE "+jobsTable(e)+" SET state = 'available' WHERE id = $1", sched.ID)
+	require.NoError(t, err)
+
+	want := []int64{first.ID, sched.ID, last.ID}
+	p, err := a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: true})
+	require.NoError(t, err)
+	require.Equal(t, want, ids(p.Jobs))
+	p, err = a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{last.ID, sched.ID, first.ID}, ids(p.Jobs))
+	p, err = a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready, Priority: "high"}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{first.ID}, ids(p.Jobs))
+
+	for _, oldest := range []bool{true, false} {
+		var seen []int64
+		q := admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: oldest, Limit: 1}
+		for {
+			p, err := a.List(bg, q)
+			require.NoError(t, err)
+			seen = append(seen, ids(p.Jobs)...)
+			if p.Next == "" {
+				break
+			}
+			q.After = p.Next
+		}
+		if !oldest {
+			slices.Reverse(seen)
+		}
+		require.Equal(t, want, seen, "paging one at a time, oldest first %v", oldest)
+	}
+	// The cursor's job deleted: paging goes on from its created_at.
+	p, err = a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: true, Limit: 1})
+	require.NoError(t, err)
+	require.NoError(t, a.Delete(bg, first.ID))
+	p, err = a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready}, Oldest: true, Limit: 5, After: p.Next})
+	require.NoError(t, err)
+	require.Equal(t, []int64{sched.ID, last.ID}, ids(p.Jobs))
+	// Filtered, through the bounded walk.
+	p, err = a.List(bg, admin.Query{Filter: admin.Filter{State: admin.Ready, KeyPrefix: "s"}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{sched.ID}, ids(p.Jobs))
+}

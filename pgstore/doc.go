@@ -277,11 +277,15 @@
 // it. Migration 003 adds what it needs: the queue control table
 // (queuekit_queues), a cancel mark on jobs, and listing indexes.
 //
-// Listing reads one index range per page (ready: created_at; scheduled,
-// retrying and coalesced reruns: run_at; running: attempted_at; done,
-// dead and cancelled: finalized_at; then id), so a page costs the same
-// whatever the table holds (about 4 ms for 100 of 1 000 000 jobs, see
-// BenchmarkAdminList). Counts reads every row of the queue. Done and
+// Listing reads one index range per page (ready: run_at, the time each
+// job became ready, one range of the claim index per configured priority,
+// merged; scheduled, retrying and coalesced reruns: run_at; running:
+// attempted_at; done, dead and cancelled: finalized_at; then id), so a
+// page costs the same whatever the table holds (about 1-2 ms for 100 of
+// 1 000 000 jobs, see BenchmarkAdminList). Ready jobs whose priority
+// weight the store's configuration does not have are not listed (Counts
+// counts them). Migration 011 dropped the created_at index that ready
+// listing used before: every insert paid for it. Counts reads every row of the queue. Done and
 // cancelled jobs are listed until WithCompletedRetention prunes them,
 // dead ones until WithDeadRetention. Deferred jobs are listed as
 // scheduled; the state waiting stays empty.

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/admin"
 	"github.com/queuekit/queue/pgstore"
+	"github.com/queuekit/queue/storetest"
 )
 
 // TestExplainUsesIndexes fills the table with a realistic mix — mostly
@@ -165,6 +167,11 @@ FROM generate_series(1, $1::integer) AS i`, rows); err != nil {
 		t.Fatal(err)
 	}
 	s := newStore[int](t, e)
+	// Initialised (not started): the ready listing's branches are the
+	// configured priorities' (0, 5, 10, as loaded above).
+	if err := s.Init(storetest.Config("bounded", 100, nil, func(queue.Event) {})); err != nil {
+		t.Fatal(err)
+	}
 	mid := &admin.Cursor{At: time.Now().Add(-time.Duration(rows/2) * time.Millisecond), ID: int64(rows / 2)}
 	for _, c := range []struct {
 		name   string

@@ -1,0 +1,16 @@
+-- queuekit pgstore migration 011: the admin API lists ready jobs through
+-- the claim index, and the index migration 003 added for that listing is
+-- dropped.
+--
+-- Ready jobs were listed in (created_at, id) order through
+-- queuekit_jobs_ready_idx, an entry every ready job paid for when it was
+-- inserted or made ready again: about a fifth of the database's time in a
+-- batch insert (EnqueueMany). They are now listed in (run_at, id) order,
+-- run_at being when each job became ready (its enqueue, or its due time
+-- when it was scheduled), read through the claim index (queue, priority,
+-- run_at, id) one priority at a time and merged, so a page still reads
+-- only the rows it returns.
+--
+-- As 001, tables are unqualified: set search_path to the store's schema
+-- first when applying this file with another migration tool.
+DROP INDEX IF EXISTS queuekit_jobs_ready_idx;
