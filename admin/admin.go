@@ -25,7 +25,9 @@ import (
 // State is a job's state, as the admin API lists it.
 //
 // Each state has its order, in which List pages: Ready by (Created, ID),
-// first in first out; Scheduled and Waiting by (RunAt, ID); Running,
+// first in first out (pgstore lists a job that became ready from a
+// schedule or a retry at the time it became ready, the order its claims
+// follow; the cursor still carries Created); Scheduled and Waiting by (RunAt, ID); Running,
 // Dead, Done and Cancelled by (Updated, ID).
 type State string
 
