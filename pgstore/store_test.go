@@ -347,7 +347,7 @@ func TestEnqueueMany(t *testing.T) {
 // has acknowledged its LISTEN, and idle receives after each of its claims
 // that found no job (the fetcher's, or a write batch's for the workers
 // whose outcomes it writes).
-func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
+func tracedConsumer(t *testing.T, e *env, opts ...pgstore.Option) (consumer *pgstore.Store[P], listening, idle <-chan struct{}) {
 	t.Helper()
 	listen := make(chan struct{})
 	var listenOnce sync.Once
@@ -363,7 +363,7 @@ func tracedConsumer(t *testing.T, e *env) (consumer *pgstore.Store[P], listening
 			default:
 			}
 		}
-	})
+	}, opts...)
 	return consumer, listen, idl
 }
 
