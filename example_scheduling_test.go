@@ -26,16 +26,16 @@ func ExampleQueue_EnqueueIn() {
 	}
 	defer func() { _ = q.Stop(ctx) }()
 
-	_ = q.EnqueueIn(ctx, queue.Job[string]{Key: "reannounce:hash1", Payload: "hash1"}, 20*time.Millisecond)
-	_ = q.EnqueueIn(ctx, queue.Job[string]{Key: "reannounce:hash2", Payload: "hash2"}, 30*time.Minute)
 	now := time.Now()
+	_ = q.EnqueueIn(ctx, queue.Job[string]{Key: "reannounce:hash1", Payload: "hash1"}, 200*time.Millisecond)
+	_ = q.EnqueueIn(ctx, queue.Job[string]{Key: "reannounce:hash2", Payload: "hash2"}, 30*time.Minute)
 	for _, s := range q.Stats().NextScheduled {
-		fmt.Println("waiting:", s.Key, "in", s.RunAt.Sub(now).Round(10*time.Millisecond))
+		fmt.Println("waiting:", s.Key, "in", s.RunAt.Sub(now).Truncate(100*time.Millisecond))
 	}
-	fmt.Println("ran on time:", <-ran >= 20*time.Millisecond)
+	fmt.Println("ran on time:", <-ran >= 200*time.Millisecond)
 	fmt.Println("scheduled:", q.Stats().Store.Scheduled)
 	// Output:
-	// waiting: reannounce:hash1 in 20ms
+	// waiting: reannounce:hash1 in 200ms
 	// waiting: reannounce:hash2 in 30m0s
 	// ran on time: true
 	// scheduled: 1
