@@ -325,6 +325,11 @@ func (s *Store[T]) listSet(ctx context.Context, sh *shard, z zset, f admin.Filte
 			return walked{}, err
 		}
 		for i, raw := range metas {
+			// Most records a filtered page examines do not match: a look
+			// at the record's text rules those out without decoding it.
+			if filtered && !mayMatch(raw, f) {
+				continue
+			}
 			m, ok := parseMeta(raw)
 			// A job that left the state since the set was read (a
 			// claim, a cancel) is skipped, as it would be a moment later.
@@ -395,6 +400,64 @@ func (s *Store[T]) listRunning(ctx context.Context, sh *shard, f admin.Filter, o
 func matches(f admin.Filter, m *meta) bool {
 	return (f.Priority == "" || f.Priority == m.Priority) && (f.Target == "" || f.Target == m.Target) &&
 		strings.HasPrefix(m.Key, f.KeyPrefix)
+}
+
+// mayMatch reports whether raw, a job's meta record as HMGET returned it,
+// can pass f's priority, target and key filters, reading the fields'
+// text instead of decoding the record: false only when parseMeta and
+// matches would reject it too. A field written without escapes (the
+// common case: neither the add script's writer nor cjson escapes
+// anything but quote, backslash, control characters and, for cjson,
+// slash) is its value byte for byte, valid UTF-8 or not; a field with an
+// escape, or a record whose layout is not the writers', answers true and
+// is decoded.
+func mayMatch(raw any, f admin.Filter) bool {
+	rec, ok := raw.(string)
+	if !ok {
+		return false // no record: parseMeta rejects it too
+	}
+	if f.Priority != "" {
+		if v, plain := rawField(rec, `"p":`); plain && v != f.Priority {
+			return false
+		}
+	}
+	if f.Target != "" {
+		if v, plain := rawField(rec, `"t":`); plain && v != f.Target {
+			return false
+		}
+	}
+	if f.KeyPrefix != "" {
+		if v, plain := rawField(rec, `"k":`); plain && !strings.HasPrefix(v, f.KeyPrefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// rawField returns the value of the string field named by name (its
+// quoted name and the colon) in rec, a meta record, when it can be read
+// from the text as it is: plain is false when the value holds an escape
+// or is not a string. An absent field is the empty string (json.Unmarshal
+// leaves it so). The quoted name cannot occur inside a string value,
+// where every quote is escaped: a match is the field itself.
+func rawField(rec, name string) (v string, plain bool) {
+	i := strings.Index(rec, name)
+	if i < 0 {
+		// Absent, unless the name is written in some other way (a
+		// space before the colon, say): the writers never do, but then
+		// decode.
+		return "", !strings.Contains(rec, name[:len(name)-1])
+	}
+	rest := rec[i+len(name):]
+	if len(rest) == 0 || rest[0] != '"' {
+		return "", false
+	}
+	rest = rest[1:]
+	end := strings.IndexAny(rest, `"\`)
+	if end < 0 || rest[end] != '"' {
+		return "", false
+	}
+	return rest[:end], true
 }
 
 // adminState maps a meta record's state to the admin API's.
