@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,7 +19,9 @@ import (
 )
 
 // DurableConfig configures the durable comparison: river against pgstore
-// on one PostgreSQL database, asynq against redisstore on one Redis.
+// on one PostgreSQL database, asynq against redisstore on one Redis, and
+// river's SQLite driver and goqite against sqlitestore, each on a new
+// SQLite file of its own.
 type DurableConfig struct {
 	// PostgresURL is the database both river and pgstore use, each under
 	// a schema of its own that the bench drops and recreates.
@@ -45,6 +48,16 @@ type DurableConfig struct {
 	BurnWorkers []int // PostgreSQL burn-down workers
 	// RedisConcurrency is the worker count of the Redis burn-down.
 	RedisConcurrency int
+	// SQLiteWorkers is the worker count of the SQLite burn-down (goqite:
+	// goroutines receiving and deleting).
+	SQLiteWorkers int
+	// SQLiteSync lists the synchronous settings ("FULL", "NORMAL") the
+	// SQLite systems run under, each a pass of its own; FULL alone when
+	// empty.
+	SQLiteSync []string
+	// SQLiteDir is where the SQLite files go, a new directory under it per
+	// pass (os.TempDir when empty).
+	SQLiteDir string
 	// BurnLimit caps one burn-down's time; a capped run reports the rate
 	// it reached and how many jobs it finished.
 	BurnLimit time.Duration
@@ -85,7 +98,7 @@ func batchSetting(name string, size int) string {
 
 // DurableResult is one durable measurement.
 type DurableResult struct {
-	System  string // river, pgstore, asynq, redisstore
+	System  string // river, pgstore, asynq, redisstore, river-sqlite, goqite, sqlitestore
 	Case    string // "insert", "batch insert", "burn-down"
 	Setting string // e.g. "goroutines=10", "workers=100, cooldown 2ms / poll 20ms"
 	Jobs    int    // jobs the case finished
@@ -101,7 +114,7 @@ func durableResult(system, kase, setting string, jobs int, elapsed time.Duration
 // DurableSystem is one contender in the durable comparison.
 type DurableSystem struct {
 	Name   string
-	Engine string // "postgres" or "redis"
+	Engine string // "postgres", "redis" or "sqlite"
 	Module string
 	Run    func(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]DurableResult, error)
 }
@@ -113,6 +126,18 @@ type DurableEnv struct {
 	RedisAddr   string
 	RedisDB     int
 	Persistence string // Redis persistence: "off", "aof-everysec" or "as found"
+	// SQLiteDir is an empty directory for this system's SQLite files, and
+	// SQLiteSync their synchronous setting, "FULL" or "NORMAL".
+	SQLiteDir  string
+	SQLiteSync string
+}
+
+var sqliteFiles atomic.Int64
+
+// SQLiteFile returns the path of a new SQLite file in env.SQLiteDir, named
+// after name; every call gives another.
+func (env DurableEnv) SQLiteFile(name string) string {
+	return filepath.Join(env.SQLiteDir, fmt.Sprintf("%s-%d.db", name, sqliteFiles.Add(1)))
 }
 
 var (
@@ -121,8 +146,9 @@ var (
 )
 
 // RegisterDurable adds a durable contender. river and asynq register
-// themselves; the pgstore and redisstore sides register through
-// RegisterStore.
+// themselves, and river-sqlite and goqite when built with -tags
+// sqlitestore; the pgstore, redisstore and sqlitestore sides register
+// through RegisterStore.
 func RegisterDurable(s DurableSystem) {
 	durableMu.Lock()
 	defer durableMu.Unlock()
@@ -130,11 +156,11 @@ func RegisterDurable(s DurableSystem) {
 }
 
 // DurableSystems returns the registered durable contenders, PostgreSQL
-// first, peers before this library.
+// first, then Redis, then SQLite, peers before this library.
 func DurableSystems() []DurableSystem {
 	durableMu.Lock()
 	defer durableMu.Unlock()
-	order := map[string]int{"river": 0, "pgstore": 1, "asynq": 2, "redisstore": 3}
+	order := map[string]int{"river": 0, "pgstore": 1, "asynq": 2, "redisstore": 3, "river-sqlite": 4, "goqite": 5, "sqlitestore": 6}
 	var out []DurableSystem
 	for _, s := range durableSystems {
 		out = append(out, s)
@@ -155,7 +181,7 @@ func DurableSystems() []DurableSystem {
 
 // DurablePlanned lists the durable contenders the comparison is built for,
 // registered or not, so the report can say which are missing.
-var DurablePlanned = []string{"river", "pgstore", "asynq", "redisstore"}
+var DurablePlanned = []string{"river", "pgstore", "asynq", "redisstore", "river-sqlite", "goqite", "sqlitestore"}
 
 // RunDurable runs the named durable contender's suite in this process.
 func RunDurable(name string, cfg DurableConfig) ([]DurableResult, error) {
@@ -169,6 +195,9 @@ func RunDurable(name string, cfg DurableConfig) ([]DurableResult, error) {
 	if sys.Engine == "postgres" {
 		env := DurableEnv{PostgresURL: cfg.PostgresURL, Schema: "qbench_" + name}
 		return sys.Run(ctx, cfg, env)
+	}
+	if sys.Engine == "sqlite" {
+		return runSQLite(ctx, sys, cfg)
 	}
 	var all []DurableResult
 	for _, mode := range redisModes(cfg) {
@@ -187,6 +216,41 @@ func RunDurable(name string, cfg DurableConfig) ([]DurableResult, error) {
 		}
 	}
 	return all, nil
+}
+
+// runSQLite runs sys once per synchronous setting of cfg, each pass on
+// new files in a directory of its own, removed afterwards.
+func runSQLite(ctx context.Context, sys DurableSystem, cfg DurableConfig) ([]DurableResult, error) {
+	var all []DurableResult
+	for _, mode := range sqliteModes(cfg) {
+		if mode != "FULL" && mode != "NORMAL" {
+			return all, fmt.Errorf("sqlite synchronous setting %q: want FULL or NORMAL", mode)
+		}
+		dir, err := os.MkdirTemp(cfg.SQLiteDir, "qbench-"+sys.Name+"-")
+		if err != nil {
+			return all, err
+		}
+		env := DurableEnv{SQLiteDir: dir, SQLiteSync: mode}
+		res, err := sys.Run(ctx, cfg, env)
+		os.RemoveAll(dir)
+		for i := range res {
+			res[i].Setting = joinSetting(res[i].Setting, "synchronous "+mode)
+		}
+		all = append(all, res...)
+		if err != nil {
+			return all, fmt.Errorf("sqlite (synchronous %s): %w", mode, err)
+		}
+	}
+	return all, nil
+}
+
+// sqliteModes returns the synchronous settings the SQLite systems run
+// under, checked.
+func sqliteModes(cfg DurableConfig) []string {
+	if len(cfg.SQLiteSync) == 0 {
+		return []string{"FULL"}
+	}
+	return cfg.SQLiteSync
 }
 
 // joinSetting appends b to the setting a, either of which may be empty.

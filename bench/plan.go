@@ -63,6 +63,7 @@ func DefaultDurable() DurableConfig {
 		InsertN:     10_000, Producers: []int{1, 10},
 		BatchN: 100_000, BatchSize: 1000, BurnN: 100_000, BurnWorkers: []int{100, 1000},
 		RedisConcurrency: 100,
+		SQLiteWorkers:    100,
 		BurnLimit:        30 * time.Second,
 	}
 }

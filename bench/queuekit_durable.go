@@ -11,7 +11,8 @@ import (
 
 // StoreFactory opens a fresh, empty durable store of this library for the
 // durable comparison: under env.Schema on PostgreSQL, under a key prefix of
-// its own in env's Redis database. closeFn releases what it opened.
+// its own in env's Redis database, in a new file (env.SQLiteFile) on
+// SQLite. closeFn releases what it opened.
 type StoreFactory func(ctx context.Context, env DurableEnv) (store storekit.Store[int], closeFn func(), err error)
 
 // BatchAdder is implemented by stores that can accept many jobs in one
@@ -22,9 +23,10 @@ type BatchAdder interface {
 }
 
 // RegisterStore enters one of this library's durable stores in the
-// durable comparison. name is "pgstore" or "redisstore", engine "postgres"
-// or "redis"; the store's side runs the same cases as its peer (river or
-// asynq) against the same server. options describes non-default store
+// durable comparison. name is "pgstore", "redisstore" or "sqlitestore",
+// engine "postgres", "redis" or "sqlite"; the store's side runs the same
+// cases as its peers (river, asynq; river-sqlite and goqite) against the
+// same server, or on SQLite files with the same settings. options describes non-default store
 // options open sets, for the report. A file per store, in this package,
 // calls it from init once the store's module is required.
 func RegisterStore(name, engine, module, options string, open StoreFactory) {
@@ -61,8 +63,9 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 		out = append(out, durableResult(name, "insert", fmt.Sprintf(insertWord, g), cfg.InsertN, el))
 	}
 
-	// Both stores have EnqueueMany: pgstore's one INSERT per batch,
-	// redisstore's one pipeline of add scripts.
+	// Every store has EnqueueMany: pgstore's one INSERT per batch,
+	// redisstore's one pipeline of add scripts, sqlitestore's multi-row
+	// INSERTs in one transaction.
 	// With cfg.BatchSize, also in calls of that many jobs each.
 	sizes := []int{0}
 	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
@@ -100,8 +103,11 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 	}
 
 	burnWorkers := cfg.BurnWorkers
-	if engine == "redis" {
+	switch engine {
+	case "redis":
 		burnWorkers = []int{cfg.RedisConcurrency}
+	case "sqlite":
+		burnWorkers = []int{cfg.SQLiteWorkers}
 	}
 	for _, w := range burnWorkers {
 		if !cfg.Runs("burn") {
@@ -121,11 +127,11 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 				return 0, err
 			}
 			jobs, all = counter.wait(cfg.BurnLimit)
-			if engine != "postgres" {
+			if engine == "redis" {
 				return time.Since(start), nil
 			}
-			// As river's, until Stop returns: the outcomes of the last
-			// jobs are committed by then. (asynq's Shutdown takes most of
+			// As river's (on PostgreSQL and SQLite), until Stop returns:
+			// the outcomes of the last jobs are committed by then. (asynq's Shutdown takes most of
 			// a second whatever the work, so neither Redis side is timed
 			// to its stop; both record a job's end before the worker
 			// takes the next.)

@@ -191,7 +191,7 @@ func (r *Results) LatenessChart() chart {
 }
 
 func isOurs(system string) bool {
-	return system == "queue" || strings.HasPrefix(system, "queue+") || system == "pgstore" || system == "redisstore"
+	return system == "queue" || strings.HasPrefix(system, "queue+") || system == "pgstore" || system == "redisstore" || system == "sqlitestore"
 }
 
 func (r *Results) machineLine() string {
@@ -242,7 +242,8 @@ func (r *Results) reportedModules() []string {
 	}
 	if r.Config.Durable != nil {
 		for _, k := range []string{"github.com/riverqueue/river", "github.com/hibiken/asynq", "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9",
-			coreModule + "/pgstore", coreModule + "/redisstore"} {
+			coreModule + "/pgstore", coreModule + "/redisstore", coreModule + "/sqlitestore",
+			"github.com/riverqueue/river/riverdriver/riversqlite", "maragu.dev/goqite", "modernc.org/sqlite"} {
 			mods[k] = r.Meta.Versions[k] != ""
 		}
 	}
@@ -493,6 +494,14 @@ func (r *Results) find(ts []TaskResult, kind, system string) (TaskResult, bool) 
 	return TaskResult{}, false
 }
 
+// sqliteSystems are the durable contenders on SQLite.
+var sqliteSystems = []string{"river-sqlite", "goqite", "sqlitestore"}
+
+// ranSQLite reports whether a SQLite contender ran.
+func (r *Results) ranSQLite() bool {
+	return slices.ContainsFunc(r.Durable, func(t TaskResult) bool { return slices.Contains(sqliteSystems, t.Task.System) })
+}
+
 func (r *Results) durableRows() []DurableResult {
 	var rows []DurableResult
 	for _, t := range r.Durable {
@@ -515,6 +524,9 @@ func (r *Results) writeDurable(w writer) {
 		w("Redis: `%s` db %d, persistence as found. ", d.RedisAddr, d.RedisDB)
 	}
 	w("insert: %s jobs one at a time from 1 and 10 goroutines; batch insert: %s jobs in one call; burn-down: %s queued no-op jobs worked off, timed from starting the workers until river's Client.Stop or pgstore's Queue.Stop returns (so every job's completion is committed), and on Redis until the last job's handler returned (asynq's Shutdown takes most of a second whatever the work; both asynq and redisstore record a job's end before its worker takes the next), capped at %s.\n\n", count(d.InsertN), count(d.BatchN), count(d.BurnN), d.BurnLimit)
+	if r.ranSQLite() {
+		w("SQLite: every system on new files (one per case) in WAL mode with the synchronous setting its rows name, a 5 s busy timeout, through one driver (modernc.org/sqlite); river on `riversqlite` with one connection (its advice against `SQLITE_BUSY`) and its benchmark fetch settings; goqite driven by %d goroutines that `Receive` and `Delete` (polling every 1 ms when empty; it has no batch API); sqlitestore with its defaults (one writer goroutine, group commit). insert and batch insert as above (river's `InsertMany`); burn-down with %d workers, timed until river's Client.Stop or sqlitestore's Queue.Stop returns, or goqite's last `Delete`, capped at %s.\n\n", d.SQLiteWorkers, d.SQLiteWorkers, d.BurnLimit)
+	}
 	var missing []string
 	ran := map[string]bool{}
 	for _, t := range r.Durable {
@@ -526,7 +538,7 @@ func (r *Results) writeDurable(w writer) {
 		}
 	}
 	if len(missing) > 0 {
-		w("Not measured: %s — not in this build of the bench (build qbench with `-tags pgstore,redisstore` to include this library's stores).\n\n", strings.Join(missing, ", "))
+		w("Not measured: %s — not in this build of the bench (build qbench with `-tags pgstore,redisstore,sqlitestore` to include this library's stores and the SQLite peers).\n\n", strings.Join(missing, ", "))
 	}
 	w("| system | case | setting | jobs | time | jobs/s | note |\n|---|---|---|--:|--:|--:|---|\n")
 	for _, row := range r.durableRows() {
@@ -572,6 +584,33 @@ func (r *Results) durableTargets() []target {
 		cmp(fmt.Sprintf("pgstore EnqueueMany ≥ 1.5× river's COPY (InsertManyFast), batches of %s (issue #35)", count(d.BatchSize)), "pgstore", "river", "batch insert",
 			batchSetting("EnqueueMany", d.BatchSize), batchSetting("InsertManyFast (COPY)", d.BatchSize), 1.5)
 	}
+	for _, mode := range []string{"FULL", "NORMAL"} {
+		suffix := "synchronous " + mode
+		if r.Config.Durable == nil || !slices.ContainsFunc(rows, func(x DurableResult) bool { return strings.HasSuffix(x.Setting, suffix) }) {
+			continue
+		}
+		w := fmt.Sprintf("workers=%d", r.Config.Durable.SQLiteWorkers)
+		o, ok1 := findBoth(rows, "sqlitestore", "burn-down", w, suffix)
+		p, ok2 := findSuffix(rows, "river-sqlite", "burn-down", suffix)
+		ts = append(ts, ratioTarget("sqlitestore burn-down ≥ 3× river-sqlite ("+suffix+"; issue #34)", o, p, ok1 && ok2, 3))
+		p, ok2 = findSuffix(rows, "goqite", "burn-down", suffix)
+		ts = append(ts, ratioTarget("sqlitestore burn-down ≥ goqite ("+suffix+"; issue #34)", o, p, ok1 && ok2, 1))
+		if pg, ok := get("pgstore", "burn-down", w); ok {
+			ts = append(ts, ratioTarget("sqlitestore burn-down ≥ 0.5× pgstore ("+suffix+" against pgstore's "+w+"; issue #34)", o, pg, ok1, 0.5))
+		}
+		o, ok1 = findBoth(rows, "sqlitestore", "insert", "producers=1", suffix)
+		p, ok2 = findBoth(rows, "river-sqlite", "insert", "producers=1", suffix)
+		ts = append(ts, ratioTarget("sqlitestore one producer, one job per call ≥ 2× river-sqlite ("+suffix+"; issue #34)", o, p, ok1 && ok2, 2))
+		if d := r.Config.Durable; d.BatchSize > 0 && d.BatchSize < d.BatchN {
+			o, ok1 = findBoth(rows, "sqlitestore", "batch insert", batchSetting("EnqueueMany", d.BatchSize), suffix)
+			t := target{what: fmt.Sprintf("sqlitestore EnqueueMany, batches of %s ≥ 100 000 jobs/s (%s; issue #34)", count(d.BatchSize), suffix), known: ok1}
+			if ok1 {
+				t.met = o.Rate >= 100_000
+				t.measured = rate(o.Rate)
+			}
+			ts = append(ts, t)
+		}
+	}
 	for _, mode := range []string{"off", "aof-everysec", "as found"} {
 		suffix := "persistence " + mode
 		if !slices.ContainsFunc(rows, func(x DurableResult) bool { return strings.HasSuffix(x.Setting, suffix) }) {
@@ -606,6 +645,17 @@ func (r *Results) durableWorkers() []int {
 func findSuffix(rows []DurableResult, system, kase, suffix string) (DurableResult, bool) {
 	for _, x := range rows {
 		if x.System == system && x.Case == kase && strings.HasSuffix(x.Setting, suffix) {
+			return x, true
+		}
+	}
+	return DurableResult{}, false
+}
+
+// findBoth finds the row of system and kase whose setting is prefix (see
+// settingIs) and ends in suffix.
+func findBoth(rows []DurableResult, system, kase, prefix, suffix string) (DurableResult, bool) {
+	for _, x := range rows {
+		if x.System == system && x.Case == kase && settingIs(x.Setting, prefix) && strings.HasSuffix(x.Setting, suffix) {
 			return x, true
 		}
 	}

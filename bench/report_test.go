@@ -87,3 +87,59 @@ func TestMergeTakesLaterVersions(t *testing.T) {
 		t.Errorf("merged line does not name exactly the changed version: %q", first.Meta.Merged)
 	}
 }
+
+// TestSQLiteTargetsFindRows builds the SQLite rows the way a run does
+// (sqlitestore's options, then the synchronous setting appended) and
+// checks that each issue #34 target finds its rows and computes its ratio.
+func TestSQLiteTargetsFindRows(t *testing.T) {
+	mode := "synchronous FULL"
+	row := func(system, kase, setting, options string, rate float64) DurableResult {
+		return DurableResult{System: system, Case: kase, Setting: joinSetting(joinSetting(setting, options), mode), Jobs: 1, Rate: rate}
+	}
+	const opts = "WithCapacityCheck(false)"
+	res := Results{Config: Config{Durable: &DurableConfig{BurnWorkers: []int{100}, SQLiteWorkers: 100, BatchN: 100000, BatchSize: 1000}}}
+	res.Durable = []TaskResult{
+		{Task: Task{Kind: KindDurable, System: "pgstore"}, Durable: []DurableResult{
+			{System: "pgstore", Case: "burn-down", Setting: "workers=100, " + opts, Jobs: 1, Rate: 2000},
+		}},
+		{Task: Task{Kind: KindDurable, System: "river-sqlite"}, Durable: []DurableResult{
+			row("river-sqlite", "insert", "producers=1", "", 100),
+			row("river-sqlite", "burn-down", "workers=100, cooldown 2ms / poll 20ms (river's benchmark settings)", "", 100),
+		}},
+		{Task: Task{Kind: KindDurable, System: "goqite"}, Durable: []DurableResult{
+			row("goqite", "burn-down", "goroutines=100", "", 500),
+		}},
+		{Task: Task{Kind: KindDurable, System: "sqlitestore"}, Durable: []DurableResult{
+			row("sqlitestore", "insert", "producers=10", opts, 900),
+			row("sqlitestore", "insert", "producers=1", opts, 150),
+			row("sqlitestore", "burn-down", "workers=100", opts, 400),
+			row("sqlitestore", "batch insert", "EnqueueMany, batches of 1 000", opts, 120000),
+		}},
+	}
+	want := map[string]string{
+		"sqlitestore burn-down ≥ 3× river-sqlite":        "4.00×",
+		"sqlitestore burn-down ≥ goqite":                 "0.80×",
+		"sqlitestore burn-down ≥ 0.5× pgstore":           "0.20×",
+		"sqlitestore one producer, one job per call ≥ 2": "1.50×",
+		"sqlitestore EnqueueMany, batches of 1 000":      "120.0 k/s",
+	}
+	met := map[string]bool{"sqlitestore burn-down ≥ 3× river-sqlite": true, "sqlitestore EnqueueMany, batches of 1 000": true}
+	found := 0
+	for _, tg := range res.durableTargets() {
+		for prefix, measured := range want {
+			if !strings.HasPrefix(tg.what, prefix) {
+				continue
+			}
+			found++
+			if !tg.known || !strings.HasPrefix(tg.measured, measured) || tg.met != met[prefix] {
+				t.Errorf("%s: known=%v measured=%q met=%v, want %s met=%v", tg.what, tg.known, tg.measured, tg.met, measured, met[prefix])
+			}
+		}
+	}
+	if found != len(want) {
+		t.Errorf("%d SQLite targets found, want %d", found, len(want))
+	}
+	if !strings.Contains(res.Markdown(), "SQLite: every system on new files") {
+		t.Error("the report does not describe the SQLite setup")
+	}
+}

@@ -106,6 +106,11 @@ type DB struct {
 
 	ops  chan *op
 	lock *fileLock
+	// kept are the statements prepared on the writer's connection and
+	// reused across batches, and toKeep the queries the current batch
+	// met for the first time; only the writer goroutine touches them.
+	kept   map[string]*sql.Stmt
+	toKeep []string
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
@@ -134,7 +139,7 @@ func Open(path string, opts ...OpenOption) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlitestore: Open: empty path")
 	}
-	db := &DB{path: path, o: o, ops: make(chan *op, 4096), watchers: map[*watcher]struct{}{}}
+	db := &DB{path: path, o: o, ops: make(chan *op, 4096), watchers: map[*watcher]struct{}{}, kept: map[string]*sql.Stmt{}}
 	var err error
 	if db.lock, err = openLock(path); err != nil {
 		return nil, fmt.Errorf("sqlitestore: Open %s: the writers' lock file: %w", path, err)
@@ -212,7 +217,7 @@ func (db *DB) Close() error {
 	db.closeMu.Do(func() {
 		db.stop()
 		db.wg.Wait()
-		err = errors.Join(db.w.Close(), db.r.Close(), db.app.Close(), db.lock.close())
+		err = errors.Join(db.closeKept(), db.w.Close(), db.r.Close(), db.app.Close(), db.lock.close())
 	})
 	return err
 }

@@ -6,6 +6,8 @@
 //
 //	go run ./cmd/qbench                  # the full in-process and scheduled comparison
 //	go run ./cmd/qbench -durable         # ... plus river/pgstore and asynq/redisstore
+//	go run -tags sqlitestore ./cmd/qbench -durable -systems river-sqlite,goqite,sqlitestore
+//	                                     # sqlitestore beside river's SQLite driver and goqite
 //	go run ./cmd/qbench -smoke           # every case with tiny N, in-process, for CI
 //
 // Each case runs in a child process (qbench re-executes itself) so that
@@ -67,6 +69,9 @@ func run() int {
 		burnLimit = flag.Duration("burn-limit", dur.BurnLimit, "cap on one durable burn-down")
 		batchSize = flag.Int("batch-size", dur.BatchSize, "jobs per call in the durable batch insert's second case (0: none; the first inserts -burn-n in one call)")
 		cases     = flag.String("cases", "", "comma-separated durable cases to run: insert, batch, burn, burn-defaults (default all)")
+		sqlSync   = flag.String("sqlite-sync", "FULL", "comma-separated synchronous settings the SQLite systems run under, a pass each: FULL, NORMAL")
+		sqlDir    = flag.String("sqlite-dir", "", "directory for the SQLite systems' files (default the system's temporary directory; it must be on the disk measured, not tmpfs)")
+		sqlW      = flag.Int("sqlite-workers", dur.SQLiteWorkers, "workers in the SQLite burn-down (goqite: goroutines receiving)")
 	)
 	flag.Parse()
 
@@ -95,6 +100,17 @@ func run() int {
 		dur.BatchSize = *batchSize
 		if *cases != "" {
 			dur.Cases = strings.Split(*cases, ",")
+		}
+		dur.SQLiteSync, dur.SQLiteDir, dur.SQLiteWorkers = nil, *sqlDir, *sqlW
+		for _, m := range strings.Split(*sqlSync, ",") {
+			m = strings.ToUpper(strings.TrimSpace(m))
+			if m != "FULL" && m != "NORMAL" {
+				return usage(fmt.Errorf("-sqlite-sync: %q is not FULL or NORMAL", m))
+			}
+			dur.SQLiteSync = append(dur.SQLiteSync, m)
+		}
+		if *sqlW <= 0 {
+			return usage(fmt.Errorf("-sqlite-workers: %d: must be at least 1", *sqlW))
 		}
 		if *spawn {
 			if path, err := exec.LookPath(dur.RedisServer); err == nil {
