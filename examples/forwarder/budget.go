@@ -19,8 +19,12 @@ import (
 // goroutines, the connections' among them, wait for a CPU — and meters
 // the forwards that may start in each window (budgetWindow): the limit is
 // halved after a window whose 99th percentile was above the budget's
-// latency and raised by one after budgetRaiseAfter windows in a row that
-// were not and in which a forward waited. Each window's forwards are let
+// latency, never below budgetFloor, and raised by one after
+// budgetRaiseAfter windows in a row that were not and in which a forward
+// waited. The floor keeps forwards moving on a process that stays busy
+// for reasons of its own (a long GC, a neighbour): a shed forward waits
+// for the peer's next announce, but one already queued would otherwise
+// wait for as long as the load lasts. Each window's forwards are let
 // through evenly over it, not in a burst. A forward that waits keeps its
 // job; one the queue cannot take while the workers wait is shed at
 // admission and sent at the peer's next announce, as any shed forward is.
@@ -40,6 +44,11 @@ const budgetTicks = 10
 // count as loaded: a window with fewer is taken as idle (a quantile of a
 // handful of samples says nothing).
 const budgetMinSamples = 100
+
+// budgetFloor is the fewest forwards a window lets start, however busy
+// the scheduler: 100 a second, a few percent of one CPU at the cost of a
+// forward over HTTP.
+const budgetFloor = 1
 
 // budgetRaiseAfter is how many quiet windows in a row raise the limit by
 // one: a tenth of a second of quiet per forward added per window (100
@@ -68,12 +77,12 @@ type forwardBudget struct {
 
 // newForwardBudget returns a budget that keeps the scheduler's p99 latency
 // below latency, reading it with sample (nil: the Go runtime's). It starts
-// closed, at no forward per window.
+// at its floor, budgetFloor forwards per window.
 func newForwardBudget(latency time.Duration, sample schedSample) *forwardBudget {
 	if sample == nil {
 		sample = newRuntimeSchedSample()
 	}
-	return &forwardBudget{latency: latency, sample: sample, raise: budgetRaiseAfter}
+	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor, raise: budgetRaiseAfter}
 }
 
 // middleware holds each run until the budget lets it through. When ctx
@@ -127,8 +136,9 @@ func (b *forwardBudget) grantLocked() {
 	}
 }
 
-// adjust ends one window and moves the limit for the next: halved when
-// the window's p99 was above the latency, one higher after budgetRaiseAfter
+// adjust ends one window and moves the limit for the next: halved (not
+// below budgetFloor) when the window's p99 was above the latency, one
+// higher after budgetRaiseAfter
 // windows in a row that were not and in which a forward waited.
 func (b *forwardBudget) adjust() {
 	total, over := b.sample(b.latency)
@@ -138,10 +148,10 @@ func (b *forwardBudget) adjust() {
 	b.started, b.allowed = 0, 0
 	switch {
 	case busy:
-		if b.limit > 0 {
+		if b.limit > budgetFloor {
 			b.narrows++
 		}
-		b.limit /= 2
+		b.limit = max(b.limit/2, budgetFloor)
 		b.quiet = 0
 	case len(b.waiters) > 0:
 		if b.quiet++; b.quiet >= b.raise {
@@ -204,7 +214,7 @@ func newRuntimeSchedSample() schedSample {
 	return func(d time.Duration) (total, over uint64) {
 		metrics.Read(s) // reuses the histogram's slices after the first read
 		if s[0].Value.Kind() != metrics.KindFloat64Histogram {
-			return 0, 0 // not on this runtime: the budget stays open
+			return 0, 0 // not on this runtime: every window is idle, and the limit rises
 		}
 		h := s[0].Value.Float64Histogram()
 		if len(prev) != len(h.Counts) {
