@@ -123,7 +123,7 @@ func runDemo(ctx context.Context, qc QueueConfig, s settings, out io.Writer) err
 	}
 	defer tr.shutdown(context.Background())
 	rec := new(dashboard.Recorder)
-	f, err := NewForwarder(Options{Upstreams: ups, Interval: 30 * time.Second, Logger: logger},
+	f, err := NewForwarder(Options{Upstreams: ups, Interval: 30 * time.Second, Logger: logger, ForwardBudget: s.budget, NoForwardBudget: s.budget == 0},
 		append(append(qopts, queue.WithJobTimeout(2*time.Second), queue.WithObserver(rec.Observe)), tr.opts...)...)
 	if err != nil {
 		return err

@@ -72,6 +72,15 @@ type Options struct {
 	// across a restart and lets several forwarders that share the
 	// queue's name (queue.WithName, default "forwarder") share its jobs.
 	Store storekit.Store[fwdJob]
+	// ForwardBudget is the Go scheduler latency (99th percentile over
+	// 10 ms windows) above which the forwarder meters its forwards more
+	// tightly, so that they get only the CPU its announces leave (default
+	// 250µs; see budget.go). NoForwardBudget turns the budget off:
+	// forwards then run as fast as the queue's workers take them.
+	ForwardBudget   time.Duration
+	NoForwardBudget bool
+	// schedSample replaces the runtime's scheduler latencies (tests).
+	schedSample schedSample
 }
 
 // ForwardMode says which announces reach an upstream.
@@ -115,6 +124,9 @@ func (m *ForwardMode) Set(s string) error {
 // defaultMaxPeers is Options.MaxPeers' default.
 const defaultMaxPeers = 1_000_000
 
+// defaultForwardBudget is Options.ForwardBudget's default.
+const defaultForwardBudget = 250 * time.Microsecond
+
 // Forwarder is an HTTP BitTorrent tracker that answers its clients from
 // the peers it knows and forwards their announces to upstream trackers
 // through a queue.Queue, one job per upstream.
@@ -139,6 +151,7 @@ type Forwarder struct {
 	// for one.
 	holdUntil atomic.Int64
 	scrapes   scrapeCounters
+	budget    *forwardBudget // nil: forwards are not budgeted
 }
 
 // refusalReason words the queue's admission refusals, in the words
@@ -171,6 +184,10 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if o.MaxPeers <= 0 {
 		o.MaxPeers = defaultMaxPeers
 	}
+	if o.ForwardBudget < 0 {
+		return nil, fmt.Errorf("forwarder: forward budget %s: must be positive (0 is the default, %s)", o.ForwardBudget, defaultForwardBudget)
+	}
+	o.ForwardBudget = orDefault(o.ForwardBudget, defaultForwardBudget)
 	f := &Forwarder{
 		upstreams: make(map[string]*Upstream, len(o.Upstreams)),
 		swarms:    newSwarms(2*o.Interval, o.MaxPeers),
@@ -207,14 +224,24 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 	if err := f.registerScrapeMetrics(); err != nil {
 		return nil, err
 	}
-	opts := append([]queue.Option{
+	opts := []queue.Option{
 		queue.WithName("forwarder"),
 		queue.WithLogger(o.Logger),
 		queue.WithMetrics(f.reg, 0),
 		// Admission refusals shed forwards, not announces (see forward);
 		// qopts may change the limiter.
 		queue.WithRateLimit(queue.RateLimit{RetryAfter: 10 * time.Second, Reason: refusalReason}),
-	}, qopts...)
+	}
+	if !o.NoForwardBudget {
+		f.budget = newForwardBudget(o.ForwardBudget, o.schedSample)
+		if err := f.registerBudgetMetrics(); err != nil {
+			return nil, err
+		}
+		// Outermost: a run waiting for the budget has not started its
+		// timeout.
+		opts = append(opts, queue.WithMiddleware(f.budget.middleware))
+	}
+	opts = append(opts, qopts...)
 	q, err := newQueue(o.Store, f.runJob, opts)
 	if err != nil {
 		return nil, err
@@ -251,6 +278,31 @@ func (f *Forwarder) registerPeerMetrics() error {
 	return nil
 }
 
+// registerBudgetMetrics registers the forwarding budget's gauges and
+// counter.
+func (f *Forwarder) registerBudgetMetrics() error {
+	b := f.budget
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "forwarder_forward_budget_limit",
+			Help: "Forwards the budget lets start per 10 ms window now: halved after a window whose Go scheduler p99 latency is above -forward-budget, raised by one after ten quiet windows in a row in which a forward waited.",
+		}, func() float64 { return float64(b.state().limit) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "forwarder_forward_budget_waiting",
+			Help: "Forwards claimed by a worker and waiting for the budget.",
+		}, func() float64 { return float64(b.state().waiting) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "forwarder_forward_budget_narrowed_total",
+			Help: "10 ms windows whose Go scheduler p99 latency was above -forward-budget, which halved the forwards allowed per window.",
+		}, func() float64 { return float64(b.state().narrows) }),
+	} {
+		if err := f.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
@@ -266,6 +318,9 @@ func (f *Forwarder) Queue() *queue.Queue[fwdJob] { return f.q }
 func (f *Forwarder) Start(ctx context.Context) error {
 	if err := f.q.Start(ctx); err != nil {
 		return err
+	}
+	if f.budget != nil {
+		go f.budget.run(ctx, f.q.Done())
 	}
 	go func() {
 		t := time.NewTicker(time.Minute)

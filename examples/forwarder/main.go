@@ -42,8 +42,9 @@ type settings struct {
 	forward   ForwardMode
 	maxPeers  int
 	trustIP   prefixList
-	otel      string    // -otel: "" or stdout
-	traceOut  io.Writer // where -otel stdout writes (run's stdout)
+	otel      string        // -otel: "" or stdout
+	budget    time.Duration // -forward-budget; 0 turns the budget off
+	traceOut  io.Writer     // where -otel stdout writes (run's stdout)
 }
 
 func main() {
@@ -77,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // parseArgs reads the environment, then the flags (which win).
 func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	qc := DefaultQueueConfig()
-	s := settings{listen: listFlag{vals: []string{"127.0.0.1:6969"}}, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers}
+	s := settings{listen: listFlag{vals: []string{"127.0.0.1:6969"}}, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers, budget: defaultForwardBudget}
 	if err := qc.FromEnv(""); err != nil {
 		return qc, s, err
 	}
@@ -105,6 +106,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.BoolVar(&s.verbose, "v", false, "verbose: the server also logs every job's outcome (debug level) besides the queue's state changes; the demo logs queue events (target suspended, disabled, jobs dead-lettered) to stderr")
 	fs.StringVar(&s.store, "store", s.store, storeflag.Usage+" (env FORWARDER_STORE)")
 	fs.Var(&s.forward, "forward", "what an upstream's interval spaces out, `MODE` peer (the default: every local peer reaches every upstream, one announce per peer per interval) or torrent (one announce per torrent per interval; upstreams learn few local peers) (env FORWARDER_FORWARD)")
+	fs.DurationVar(&s.budget, "forward-budget", s.budget, "forward only with the CPU the announces leave: narrow the forwards run at once while the Go scheduler's p99 latency is above `LATENCY`; 0 turns the budget off (env FORWARDER_FORWARD_BUDGET)")
 	fs.IntVar(&s.maxPeers, "max-peers", s.maxPeers, "hold at most `N` local peers; past it the least recently seen is evicted (env FORWARDER_MAX_PEERS)")
 	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	fs.StringVar(&s.otel, "otel", s.otel, "trace every announce with OpenTelemetry: `EXPORTER` stdout writes each span as a JSON line on stdout, one trace per announce (its request, its jobs' create and run spans) (env FORWARDER_OTEL)")
@@ -141,6 +143,9 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	}
 	if s.otel != "" && s.otel != "stdout" {
 		return qc, s, fmt.Errorf("-otel %q: the one exporter is stdout", s.otel)
+	}
+	if s.budget < 0 {
+		return qc, s, fmt.Errorf("-forward-budget %s: must be positive, or 0 to turn the budget off", s.budget)
 	}
 	if s.maxPeers < 1 {
 		return qc, s, fmt.Errorf("-max-peers %d: must be at least 1", s.maxPeers)
@@ -186,6 +191,13 @@ func (s *settings) fromEnv() error {
 				s.upstreams = append(s.upstreams, u)
 			}
 		}
+	}
+	if v := os.Getenv("FORWARDER_FORWARD_BUDGET"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("environment variable FORWARDER_FORWARD_BUDGET=%q: not a duration >= 0", v)
+		}
+		s.budget = d
 	}
 	for name, dst := range map[string]*time.Duration{"FORWARDER_INTERVAL": &s.interval, "FORWARD_TIMEOUT": &s.timeout} {
 		if v := os.Getenv(name); v != "" {
@@ -281,7 +293,8 @@ func newServer(ctx context.Context, qc QueueConfig, s settings, logger *slog.Log
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err = NewForwarder(Options{Upstreams: ups, Interval: s.interval, Forward: s.forward, MaxPeers: s.maxPeers, Logger: logger, Store: store, TrustIPFrom: s.trustIP}, opts...)
+	f, err = NewForwarder(Options{Upstreams: ups, Interval: s.interval, Forward: s.forward, MaxPeers: s.maxPeers, Logger: logger, Store: store, TrustIPFrom: s.trustIP,
+		ForwardBudget: s.budget, NoForwardBudget: s.budget == 0}, opts...)
 	if err != nil {
 		closeStore()
 		return nil, nil, err

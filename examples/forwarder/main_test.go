@@ -171,3 +171,32 @@ func TestForwardAndMaxPeersArgs(t *testing.T) {
 	assert.Contains(t, errOut.String(), "-forward MODE")
 	assert.Contains(t, errOut.String(), "-max-peers N")
 }
+
+func TestForwardBudgetArgs(t *testing.T) {
+	up := []string{"-upstream", "http://127.0.0.1:1/announce"}
+	_, s, err := parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, defaultForwardBudget, s.budget)
+
+	t.Setenv("FORWARDER_FORWARD_BUDGET", "2ms")
+	_, s, err = parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Millisecond, s.budget)
+	_, s, err = parseArgs(append(up, "-forward-budget", "0"), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Zero(t, s.budget, "the flag wins; 0 turns the budget off")
+
+	_, _, err = parseArgs(append(up, "-forward-budget", "-1ms"), &bytes.Buffer{})
+	assert.ErrorContains(t, err, "-forward-budget")
+	t.Setenv("FORWARDER_FORWARD_BUDGET", "soon")
+	_, _, err = parseArgs(up, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "FORWARDER_FORWARD_BUDGET")
+
+	t.Setenv("FORWARDER_FORWARD_BUDGET", "")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "-forward-budget LATENCY")
+
+	_, err = NewForwarder(Options{Upstreams: []*Upstream{{Name: "up", client: nopAnnouncer{}}}, ForwardBudget: -time.Millisecond})
+	assert.ErrorContains(t, err, "forward budget -1ms")
+}

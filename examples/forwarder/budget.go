@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"runtime/metrics"
+	"sync"
+	"time"
+
+	"github.com/queuekit/queue"
+)
+
+// The forwarding budget: forwards get only the CPU the announces leave.
+//
+// A forward over HTTP to a tracker that closes every connection costs the
+// forwarder a dial and the Transport's goroutines: two to three answered
+// announces' worth of CPU. Workers that forward as fast as the queue feeds
+// them take that CPU from the announces, whose latency is what clients
+// see. The budget watches the Go scheduler's latency — how long runnable
+// goroutines, the connections' among them, wait for a CPU — and meters
+// the forwards that may start in each window (budgetWindow): the limit is
+// halved after a window whose 99th percentile was above the budget's
+// latency, never below budgetFloor, and raised by one after
+// budgetRaiseAfter windows in a row that were not and in which a forward
+// waited. The floor keeps forwards moving on a process that stays busy
+// for reasons of its own (a long GC, a neighbour): a shed forward waits
+// for the peer's next announce, but one already queued would otherwise
+// wait for as long as the load lasts. Each window's forwards are let
+// through evenly over it, not in a burst. A forward that waits keeps its
+// job; one the queue cannot take while the workers wait is shed at
+// admission and sent at the peer's next announce, as any shed forward is.
+
+// budgetWindow is how often the budget reads the scheduler's latency and
+// moves its limit: short enough to close within a few milliseconds of a
+// burst, long enough to hold a few hundred wake-ups at the loads that
+// matter.
+const budgetWindow = 10 * time.Millisecond
+
+// budgetTicks is how many times a window the budget lets forwards
+// through: the window's allowance is spread over them, so that forwards
+// start evenly rather than in a burst at each window's start.
+const budgetTicks = 10
+
+// budgetMinSamples is the fewest goroutine wake-ups a window must hold to
+// count as loaded: a window with fewer is taken as idle (a quantile of a
+// handful of samples says nothing).
+const budgetMinSamples = 100
+
+// budgetFloor is the fewest forwards a window lets start, however busy
+// the scheduler: 100 a second, a few percent of one CPU at the cost of a
+// forward over HTTP.
+const budgetFloor = 1
+
+// budgetRaiseAfter is how many quiet windows in a row raise the limit by
+// one: a tenth of a second of quiet per forward added per window (100
+// forwards a second), where one busy window halves it.
+const budgetRaiseAfter = 10
+
+// schedSample reads the scheduler latencies recorded since the last call:
+// how many goroutine wake-ups, and how many of them waited at least d.
+type schedSample func(d time.Duration) (total, over uint64)
+
+// forwardBudget gates the queue's runs. Its methods are safe for
+// concurrent use.
+type forwardBudget struct {
+	latency time.Duration // the scheduler p99 above which forwarding narrows
+	sample  schedSample
+
+	mu      sync.Mutex
+	limit   int             // forwards allowed to start per window
+	started int             // forwards started in this window
+	allowed int             // forwards allowed to start so far in this window
+	waiters []chan struct{} // forwards waiting, FIFO; closed when let through
+	narrows uint64          // windows that lowered limit
+	quiet   int             // quiet windows in a row since the limit last moved
+	raise   int             // budgetRaiseAfter (tests may change it)
+}
+
+// newForwardBudget returns a budget that keeps the scheduler's p99 latency
+// below latency, reading it with sample (nil: the Go runtime's). It starts
+// at its floor, budgetFloor forwards per window.
+func newForwardBudget(latency time.Duration, sample schedSample) *forwardBudget {
+	if sample == nil {
+		sample = newRuntimeSchedSample()
+	}
+	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor, raise: budgetRaiseAfter}
+}
+
+// middleware holds each run until the budget lets it through. When ctx
+// ends first (Shutdown), the run goes ahead with the ended ctx, and the
+// handler returns its error, so the queue puts the job back.
+func (b *forwardBudget) middleware(ctx context.Context, _ *queue.JobInfo, next func(context.Context)) {
+	b.acquire(ctx)
+	next(ctx)
+}
+
+// acquire waits until a forward may run; false if ctx ended first.
+func (b *forwardBudget) acquire(ctx context.Context) bool {
+	b.mu.Lock()
+	if b.started < b.allowed && len(b.waiters) == 0 {
+		b.started++
+		b.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	b.waiters = append(b.waiters, ch)
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, w := range b.waiters {
+		if w == ch {
+			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+			return false
+		}
+	}
+	// Let through as ctx ended: hand the place on (unless a new window
+	// has begun since).
+	if b.started > 0 {
+		b.started--
+	}
+	b.grantLocked()
+	return false
+}
+
+// grantLocked lets waiting forwards through up to the window's allowance
+// so far; b.mu is held.
+func (b *forwardBudget) grantLocked() {
+	for b.started < b.allowed && len(b.waiters) > 0 {
+		close(b.waiters[0])
+		b.waiters = b.waiters[1:]
+		b.started++
+	}
+}
+
+// adjust ends one window and moves the limit for the next: halved (not
+// below budgetFloor) when the window's p99 was above the latency, one
+// higher after budgetRaiseAfter
+// windows in a row that were not and in which a forward waited.
+func (b *forwardBudget) adjust() {
+	total, over := b.sample(b.latency)
+	busy := total >= budgetMinSamples && over*100 > total
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.started, b.allowed = 0, 0
+	switch {
+	case busy:
+		if b.limit > budgetFloor {
+			b.narrows++
+		}
+		b.limit = max(b.limit/2, budgetFloor)
+		b.quiet = 0
+	case len(b.waiters) > 0:
+		if b.quiet++; b.quiet >= b.raise {
+			b.limit++
+			b.quiet = 0
+		}
+	}
+}
+
+// tick lets the i-th tenth (0..budgetTicks-1) of the window's limit
+// through.
+func (b *forwardBudget) tick(i int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.allowed = b.limit * (i + 1) / budgetTicks
+	b.grantLocked()
+}
+
+// run lets forwards through budgetTicks times a window and adjusts the
+// limit at each window's end, until ctx ends or done closes.
+func (b *forwardBudget) run(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTicker(budgetWindow / budgetTicks)
+	defer t.Stop()
+	for i := 0; ; i = (i + 1) % budgetTicks {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if i == 0 {
+			b.adjust()
+		}
+		b.tick(i)
+	}
+}
+
+// budgetState is what the budget's metrics read.
+type budgetState struct {
+	limit, started, waiting int
+	narrows                 uint64
+}
+
+func (b *forwardBudget) state() budgetState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return budgetState{b.limit, b.started, len(b.waiters), b.narrows}
+}
+
+// schedLatencies is the runtime metric the budget reads.
+const schedLatencies = "/sched/latencies:seconds"
+
+// newRuntimeSchedSample returns a schedSample reading the Go runtime's
+// scheduler latencies (runtime/metrics), one window at a time. Not safe
+// for concurrent use: the budget's loop is its one caller.
+func newRuntimeSchedSample() schedSample {
+	s := []metrics.Sample{{Name: schedLatencies}}
+	var prev []uint64
+	return func(d time.Duration) (total, over uint64) {
+		metrics.Read(s) // reuses the histogram's slices after the first read
+		if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return 0, 0 // not on this runtime: every window is idle, and the limit rises
+		}
+		h := s[0].Value.Float64Histogram()
+		if len(prev) != len(h.Counts) {
+			prev = make([]uint64, len(h.Counts))
+		}
+		limit := d.Seconds()
+		for i, c := range h.Counts {
+			n := c - prev[i]
+			prev[i] = c
+			total += n
+			if h.Buckets[i] >= limit {
+				over += n
+			}
+		}
+		return total, over
+	}
+}
