@@ -28,10 +28,12 @@ import (
 // (each array is an init plan, run when first used), so the weighted
 // claim costs an index probe per other priority more than before (a
 // lateral probe with a LIMIT: as a semi-join, planned on a table not yet
-// analysed, the test read every ready job's index entry), and a
-// burn-down at one priority about 0.5 s less database CPU per 100 000
-// jobs (see docs/benchmarks.md). A claim returns the weight column, so
-// the passes advance the same way on either branch.
+// analysed, the test read every ready job's index entry) and saves the
+// offers' window and sorts when one priority holds the ready jobs (see
+// "PostgreSQL margins" in docs/benchmarks.md). A claim returns the
+// weight column, so the passes advance the same way on either branch.
+// Either branch clears held (a job put back by Hold is held no longer
+// once claimed), as the strict claim does.
 var sqlClaimWeighted = `
 UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, lease_owner = $4::text, held = false,
     lease_expires_at = ` + dbTime("$5") + `, heartbeat_at = $2::timestamptz, attempted_at = $2::timestamptz{async}
