@@ -203,7 +203,7 @@ func TestClaimStatementsCommitAsServed(t *testing.T) {
 	lease := time.Minute.Microseconds()
 	strict := func() []any { return []any{"served", time.Now(), 1, "me", lease} }
 	weighted := func() []any {
-		return []any{"served", time.Now(), 1, "me", lease, []int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}}
+		return []any{"served", time.Now(), 1, "me", lease, []int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0)}
 	}
 
 	conn, err := e.pool.Acquire(bg)

@@ -381,8 +381,8 @@ func (s *Store[T]) claimSQL(now time.Time, n int, async bool) (string, []any) {
 	if async {
 		sql = s.q.fetchClaimWeighted
 	}
-	weights, pass, stride := s.passes.args()
-	return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride}
+	weights, pass, stride, last := s.passes.args()
+	return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride, last}
 }
 
 // claimed is one row returned by the claim statement.

@@ -230,11 +230,13 @@ func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (boo
 // enqueued (storekit.Config.Report), which counts and observes it as it does
 // Enqueue's. The store must have been passed to queue.NewWithStore.
 //
-// It takes two round trips: one for the IDs (taken from the table's
-// sequence beforehand, so that inserted rows can be matched to the input;
-// sequences are not transactional, so a failed insert only leaves a gap)
-// and the insert itself, a single statement and so all or nothing. Other
-// processes are notified after it committed, as for Add.
+// The IDs are taken from the table's sequence beforehand, so that
+// inserted rows can be matched to the input (sequences are not
+// transactional, so a failed insert only leaves a gap). With keys or
+// groups it takes two round trips, the IDs and the insert, a single
+// statement and so all or nothing, and other processes are notified after
+// it committed, as for Add. Without, it takes three, in one transaction
+// that also notifies them (see insertCopy).
 func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]storekit.Added, error) {
 	if !s.bound.Load() {
 		return nil, ErrNotBound
@@ -255,8 +257,20 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 		windowed = windowed || jobs[i].UniqueFor > 0
 	}
 	out := make([]storekit.Added, len(jobs))
+	notified := false
 	err := func() error {
-		ids, err := s.allocIDs(ctx, len(jobs))
+		if !keyed && !windowed {
+			ids, err := s.insertCopy(ctx, jobs, rows, now)
+			if err != nil {
+				return err
+			}
+			for i, id := range ids {
+				out[i] = storekit.Added{ID: id, Scheduled: rows[i].scheduled}
+			}
+			notified = true
+			return nil
+		}
+		ids, err := s.allocIDs(ctx, s.pool, len(jobs))
 		if err != nil {
 			return err
 		}
@@ -265,10 +279,8 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 			err = s.inTx(ctx, s.pool, func(tx pgx.Tx) (bool, error) {
 				return true, s.insertWindowed(ctx, tx, jobs, rows, ids, now, inserted)
 			})
-		} else if keyed {
-			err = s.insertUnnest(ctx, s.pool, jobs, rows, ids, nil, now, inserted)
 		} else {
-			err = s.insertCopy(ctx, jobs, rows, ids, now, inserted)
+			err = s.insertUnnest(ctx, s.pool, jobs, rows, ids, nil, now, inserted)
 		}
 		if err != nil {
 			return err
@@ -302,7 +314,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 	s.ready.Add(ready)
 	kick(s.wakeFetch)
 	kick(s.wakePromote)
-	if added > 0 {
+	if added > 0 && !notified {
 		s.notifyAdded()
 	}
 	return out, nil
@@ -312,14 +324,17 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 // rows can be matched to the input. The sequence is looked up once per
 // statement (materialised): pg_get_serial_sequence per row searched the
 // catalog for every ID and took longer than the COPY itself.
-func (s *Store[T]) allocIDs(ctx context.Context, n int) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence($1, 'id')::regclass AS seq)
-SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`, s.q.jobs, n)
+func (s *Store[T]) allocIDs(ctx context.Context, db rowQuerier, n int) ([]int64, error) {
+	rows, err := db.Query(ctx, sqlAllocIDs, s.q.jobs, n)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
+
+// sqlAllocIDs takes $2 IDs from the sequence of table $1 (see allocIDs).
+const sqlAllocIDs = `WITH s AS MATERIALIZED (SELECT pg_get_serial_sequence($1, 'id')::regclass AS seq)
+SELECT nextval(s.seq) FROM s, generate_series(1, $2::integer)`
 
 // insertWindowed is insertUnnest for a batch with unique windows, in tx:
 // it takes the marks of the windowed jobs (the first job of each key),
@@ -401,7 +416,38 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 	return err
 }
 
-func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []row, ids []int64, now time.Time, inserted map[int64]bool) error {
+// insertCopy inserts jobs without key or group with COPY, in a
+// transaction that also takes their IDs and sends the wake-up
+// notification, and returns the IDs. It takes three round trips: BEGIN
+// and the IDs in one pipeline, the COPY, and the NOTIFY and COMMIT in
+// another. A NOTIFY is transactional (delivered at commit), so it costs
+// no transaction and no WAL flush of its own, as the notifier's did
+// after an autocommitted COPY; the lock a NOTIFY holds through its
+// commit serialises the commits of concurrent calls, as it does those of
+// EnqueueTx.
+func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []row, now time.Time) (ids []int64, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release() // a connection left in a transaction is closed, not reused
+	c := conn.Conn()
+	defer func() {
+		if err != nil && c.PgConn().TxStatus() != 'I' {
+			if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				_ = c.Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sqlAllocIDs, s.q.jobs, len(jobs)).Query(func(r pgx.Rows) error {
+		ids, err = pgx.CollectRows(r, pgx.RowTo[int64])
+		return err
+	})
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
 	cols := []string{"id", "queue", "state", "priority", "run_at", "scheduled_at", "max_attempts", "target", "payload", "created_at"}
 	// The meta column only when a job of the batch has metadata: a batch
 	// without any sends and stores nothing for it.
@@ -430,11 +476,14 @@ func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []r
 		i++
 		return vals, nil
 	})
-	if _, err := s.pool.CopyFrom(ctx, s.q.jobsIdent, cols, src); err != nil {
-		return err
+	if _, err := c.CopyFrom(ctx, s.q.jobsIdent, cols, src); err != nil {
+		return nil, err
 	}
-	for _, id := range ids {
-		inserted[id] = true
+	b = &pgx.Batch{}
+	b.Queue("SELECT pg_notify($1::text, $2::text)", s.channel, s.cfg.Name)
+	b.Queue("COMMIT")
+	if err := c.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
 	}
-	return nil
+	return ids, nil
 }

@@ -70,10 +70,10 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 	}{
 		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"weighted claim", pgstore.WeightedClaimSQL(s), "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
-			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}}},
+			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0)}},
 		{"fetcher's claim", fetchSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"fetcher's weighted claim", fetchWeightedSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
-			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}}},
+			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0)}},
 		{"promote", promoteSQL, "queuekit_jobs_due_idx", []any{"explain", now, 1000, 10000, now.Add(10 * time.Second), "chan", now}},
 		{"rescue", rescueSQL, "queuekit_jobs_lease_idx", []any{"explain", now, 1000, 3, 0}},
 		{"complete", completeSQL, "queuekit_jobs_pkey", []any{ids, attempts, "w", now}},
