@@ -20,6 +20,15 @@ case "${1:-}" in
   *) echo "usage: scripts/test.sh [-short]"; exit 2 ;;
 esac
 
+# -trimpath: builds, and so the build cache's entries and staticcheck's,
+# do not depend on where the checkout is, so a second clone or worktree
+# (CI's fresh clone among them) reuses what the first compiled; the
+# release rehearsal builds with it too.
+case " ${GOFLAGS:-} " in
+  *" -trimpath "*) ;;
+  *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath" ;;
+esac
+
 export QUEUE_PG_URL="${QUEUE_PG_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
 export QUEUE_REDIS_ADDR="${QUEUE_REDIS_ADDR:-127.0.0.1:6379}"
 
