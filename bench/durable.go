@@ -67,6 +67,20 @@ type DurableConfig struct {
 	Cases []string
 }
 
+// batchSizes returns the batch-insert case's call sizes: 0, all BatchN
+// jobs in one call, then BatchSize when it is in effect (above 0 and
+// below BatchN).
+func (c DurableConfig) batchSizes() []int {
+	if c.inCalls() {
+		return []int{0, c.BatchSize}
+	}
+	return []int{0}
+}
+
+// inCalls reports whether BatchSize adds a case of BatchN jobs inserted
+// in calls of BatchSize jobs each.
+func (c DurableConfig) inCalls() bool { return c.BatchSize > 0 && c.BatchSize < c.BatchN }
+
 // Runs reports whether the case named kase (see Cases) is to be run.
 func (c DurableConfig) Runs(kase string) bool {
 	return len(c.Cases) == 0 || slices.Contains(c.Cases, kase)

@@ -130,11 +130,7 @@ func runRiverSQLite(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]D
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{}}
 	}
-	sizes := []int{0}
-	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
-		sizes = append(sizes, cfg.BatchSize)
-	}
-	for _, size := range sizes {
+	for _, size := range cfg.batchSizes() {
 		if !cfg.Runs("batch") {
 			break
 		}

@@ -67,11 +67,7 @@ func runStoreSuite(ctx context.Context, name, engine string, open StoreFactory, 
 	// redisstore's one pipeline of add scripts, sqlitestore's multi-row
 	// INSERTs in one transaction.
 	// With cfg.BatchSize, also in calls of that many jobs each.
-	sizes := []int{0}
-	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
-		sizes = append(sizes, cfg.BatchSize)
-	}
-	for _, size := range sizes {
+	for _, size := range cfg.batchSizes() {
 		if !cfg.Runs("batch") {
 			break
 		}

@@ -580,7 +580,7 @@ func (r *Results) durableTargets() []target {
 		cmp(fmt.Sprintf("pgstore burn-down ≥ 2× river, %d workers (river at 2 ms cooldown; issue #35)", wk), "pgstore", "river", "burn-down", s, s+", cooldown 2ms / poll 20ms", 2)
 	}
 	cmp("pgstore batch insert ≥ river's COPY (InsertManyFast)", "pgstore", "river", "batch insert", "", "InsertManyFast", 1.0)
-	if d := r.Config.Durable; d != nil && d.BatchSize > 0 && d.BatchSize < d.BatchN {
+	if d := r.Config.Durable; d != nil && d.inCalls() {
 		cmp(fmt.Sprintf("pgstore EnqueueMany ≥ 1.5× river's COPY (InsertManyFast), batches of %s (issue #35)", count(d.BatchSize)), "pgstore", "river", "batch insert",
 			batchSetting("EnqueueMany", d.BatchSize), batchSetting("InsertManyFast (COPY)", d.BatchSize), 1.5)
 	}
@@ -601,7 +601,7 @@ func (r *Results) durableTargets() []target {
 		o, ok1 = findBoth(rows, "sqlitestore", "insert", "producers=1", suffix)
 		p, ok2 = findBoth(rows, "river-sqlite", "insert", "producers=1", suffix)
 		ts = append(ts, ratioTarget("sqlitestore one producer, one job per call ≥ 2× river-sqlite ("+suffix+"; issue #34)", o, p, ok1 && ok2, 2))
-		if d := r.Config.Durable; d.BatchSize > 0 && d.BatchSize < d.BatchN {
+		if d := r.Config.Durable; d.inCalls() {
 			o, ok1 = findBoth(rows, "sqlitestore", "batch insert", batchSetting("EnqueueMany", d.BatchSize), suffix)
 			t := target{what: fmt.Sprintf("sqlitestore EnqueueMany, batches of %s ≥ 100 000 jobs/s (%s; issue #34)", count(d.BatchSize), suffix), known: ok1}
 			if ok1 {

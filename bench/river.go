@@ -122,7 +122,7 @@ func runRiver(ctx context.Context, cfg DurableConfig, env DurableEnv) ([]Durable
 		{"InsertMany (multi-row INSERT)", 0, func(n int) error { _, err := inserter.InsertMany(ctx, params[:n]); return err }},
 		{"InsertManyFast (COPY)", 0, func(n int) error { _, err := inserter.InsertManyFast(ctx, params[:n]); return err }},
 	}
-	if cfg.BatchSize > 0 && cfg.BatchSize < cfg.BatchN {
+	if cfg.inCalls() {
 		batches = append(batches, batches[1])
 		batches[2].size = cfg.BatchSize
 	}
