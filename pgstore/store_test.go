@@ -996,9 +996,12 @@ func TestConcurrentRescueOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The jobs' process died mid-run: running, leases expired (leases
-	// are in database time).
+	// are in database time). An hour back, not a second: the fake clock
+	// stands still, so each store's database time falls behind real time
+	// by however long the test has run since its Init (leaseShift) —
+	// more than a second on a loaded machine, and nothing looked expired.
 	table := jobsTable(e)
-	if _, err := e.pool.Exec(bg, "UPDATE "+table+" SET state = 'running', attempt = 1, lease_owner = 'dead', lease_expires_at = now() - interval '1 second'"); err != nil {
+	if _, err := e.pool.Exec(bg, "UPDATE "+table+" SET state = 'running', attempt = 1, lease_owner = 'dead', lease_expires_at = now() - interval '1 hour'"); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
