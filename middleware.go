@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/queuekit/queue/storekit"
 )
 
 // JobInfo is what a Middleware or an enqueue hook sees of a job: its
@@ -102,9 +104,11 @@ func WithMiddleware(mw ...Middleware) Option {
 // an error. Several hooks run in the order given, each seeing the Meta
 // the one before left. A nil hook is refused.
 //
-// The hooks run on the goroutine that calls Enqueue, for each call; jobs
-// that a durable store enqueues on its own (pgstore's EnqueueTx and
-// EnqueueMany) do not pass through them.
+// The hooks run on the goroutine that calls Enqueue, for each call. Jobs
+// that a durable store enqueues on a path of its own (pgstore's and
+// sqlitestore's EnqueueTx, every store's EnqueueMany) pass through them
+// too, with that call's ctx, before the store writes any of them
+// (storekit.Config.EnqueueHook): a refusal there refuses the whole call.
 func WithEnqueueHook(hook func(ctx context.Context, job *JobInfo) error) Option {
 	return func(c *config) error {
 		if hook == nil {
@@ -363,24 +367,50 @@ var hookInfos = sync.Pool{New: func() any { return new(JobInfo) }}
 
 // enqueueHooks runs the WithEnqueueHook hooks for job, and stores the
 // Meta they leave in job.
-func (q *Queue[T]) enqueueHooks(ctx context.Context, job *Job[T]) (err error) {
+func (q *Queue[T]) enqueueHooks(ctx context.Context, job *Job[T]) error {
+	h := storekit.HookJob{Key: job.Key, Group: job.Group, Target: job.Target, Priority: job.Priority,
+		RunAt: job.RunAt, MaxAttempts: job.MaxAttempts, Meta: job.Meta}
+	if err := q.runEnqueueHooks(ctx, &h); err != nil {
+		return fmt.Errorf("queue: Enqueue: %w", err)
+	}
+	job.Meta = h.Meta
+	return nil
+}
+
+// storeEnqueueHook is the store's storekit.Config.EnqueueHook: the
+// WithEnqueueHook hooks for a job that a durable store enqueues on a path
+// of its own (a batch, a transactional insert).
+func (q *Queue[T]) storeEnqueueHook(ctx context.Context, job *storekit.HookJob) error {
+	if err := q.runEnqueueHooks(ctx, job); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
+}
+
+// runEnqueueHooks runs the WithEnqueueHook hooks, in order, for job and
+// leaves the Meta they set in job.Meta.
+func (q *Queue[T]) runEnqueueHooks(ctx context.Context, job *storekit.HookJob) (err error) {
 	prio := job.Priority
 	if prio == "" {
 		prio = q.cfg.defaultPriority
 	}
+	attempts := job.MaxAttempts
+	if attempts <= 0 {
+		attempts = q.cfg.maxAttempts
+	}
 	info := hookInfos.Get().(*JobInfo)
 	*info = JobInfo{Queue: q.cfg.name, Key: job.Key, Group: job.Group, Target: job.Target, Priority: prio,
-		RunAt: job.RunAt, MaxAttempts: maxAttempts(job, q.cfg.maxAttempts), Meta: job.Meta}
+		RunAt: job.RunAt, MaxAttempts: attempts, Meta: job.Meta}
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("queue: Enqueue: enqueue hook panicked: %v", v)
+			err = fmt.Errorf("enqueue hook panicked: %v", v)
 		}
 		*info = JobInfo{}
 		hookInfos.Put(info)
 	}()
 	for i, h := range q.cfg.enqueueHooks {
 		if err := h(ctx, info); err != nil {
-			return fmt.Errorf("queue: Enqueue: refused by enqueue hook %d: %w", i, err)
+			return fmt.Errorf("refused by enqueue hook %d: %w", i, err)
 		}
 	}
 	job.Meta = info.Meta

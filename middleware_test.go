@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/internal/memstore"
 	"github.com/queuekit/queue/queuetype"
+	"github.com/queuekit/queue/storekit"
 )
 
 type ctxKey string
@@ -370,3 +372,74 @@ func TestLoggerWithoutMiddleware(t *testing.T) {
 		assert.Contains(t, buf.String(), `msg=working queue=default job_id=1 key=k attempt=1`)
 	})
 }
+
+// hookStore records the Config its queue gives it.
+type hookStore struct {
+	*memstore.Store[string]
+	cfg *storekit.Config
+}
+
+func (s hookStore) Init(cfg storekit.Config) error {
+	*s.cfg = cfg
+	return s.Store.Init(cfg)
+}
+
+// TestStoreEnqueueHook: a store's own enqueue paths (EnqueueMany,
+// EnqueueTx) reach the WithEnqueueHook hooks through
+// storekit.Config.EnqueueHook, which a queue without hooks leaves nil.
+// The hooks see the job as Enqueue's do (the queue's name, the default
+// priority and attempt limit filled in), run in order, and leave their
+// Meta in the job; a refusal or a panic is an error naming the hook.
+func TestStoreEnqueueHook(t *testing.T) {
+	var plain storekit.Config
+	newStoreQueue(t, storekit.Store[string](hookStore{memstore.New[string](), &plain}), nopStr)
+	assert.Nil(t, plain.EnqueueHook, "a queue without hooks")
+
+	var seen []queue.JobInfo
+	first := func(ctx context.Context, job *queue.JobInfo) error {
+		seen = append(seen, *job)
+		switch job.Key {
+		case "no":
+			return errors.New("over quota")
+		case "panic":
+			panic("boom")
+		}
+		job.Meta.Set("trace", "t-"+job.Key)
+		return nil
+	}
+	second := func(ctx context.Context, job *queue.JobInfo) error {
+		job.Meta.Set("saw", job.Meta.Get("trace"))
+		return nil
+	}
+	var cfg storekit.Config
+	newStoreQueue(t, storekit.Store[string](hookStore{memstore.New[string](), &cfg}), nopStr, queue.WithName("jobs"),
+		queue.WithRetry(4, time.Second, time.Second), queue.WithEnqueueHook(first), queue.WithEnqueueHook(second))
+	require.NotNil(t, cfg.EnqueueHook)
+
+	job := queue.Job[string]{Key: "k", Target: "t1", Meta: queuetype.MetaOf(map[string]string{"a": "b"})}
+	require.NoError(t, storekit.EnqueueHook(bg, &cfg, &job))
+	assert.Equal(t, queuetype.MetaOf(map[string]string{"a": "b", "trace": "t-k", "saw": "t-k"}), job.Meta)
+	require.Len(t, seen, 1)
+	assert.Equal(t, queue.JobInfo{Queue: "jobs", Key: "k", Target: "t1", Priority: "normal", MaxAttempts: 4,
+		Meta: queuetype.MetaOf(map[string]string{"a": "b"})}, seen[0])
+
+	jobs := []queue.Job[string]{{Key: "x", Priority: "high", MaxAttempts: 2}, {Key: "no"}}
+	_, err := storekit.EnqueueHooks(bg, &cfg, jobs)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "job 1")
+	assert.Contains(t, err.Error(), "refused by enqueue hook 0: over quota")
+	assert.True(t, jobs[0].Meta.IsZero(), "the caller's slice is not changed")
+	assert.Equal(t, "high", seen[1].Priority)
+	assert.Equal(t, 2, seen[1].MaxAttempts)
+
+	got, err := storekit.EnqueueHooks(bg, &cfg, []queue.Job[string]{{Key: "y"}, {Key: "z"}})
+	require.NoError(t, err)
+	assert.Equal(t, "t-y", got[0].Meta.Get("saw"))
+	assert.Equal(t, "t-z", got[1].Meta.Get("trace"))
+
+	err = storekit.EnqueueHook(bg, &cfg, &queue.Job[string]{Key: "panic"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "enqueue hook panicked: boom")
+}
+
+func nopStr(context.Context, queue.Job[string]) error { return nil }

@@ -145,6 +145,10 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 		return nil, err
 	}
 	q.obs = obs
+	var hook func(context.Context, *storekit.HookJob) error
+	if len(cfg.enqueueHooks) > 0 {
+		hook = q.storeEnqueueHook
+	}
 	err = q.store.Init(storekit.Config{
 		Name:            cfg.name,
 		Priorities:      cfg.priorities,
@@ -157,6 +161,7 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 		Clock:           cfg.clock,
 		Logger:          q.log,
 		Report:          q.storeEvent,
+		EnqueueHook:     hook,
 	})
 	if err != nil {
 		obs.unregister()

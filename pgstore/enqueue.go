@@ -140,6 +140,9 @@ func (s *Store[T]) EnqueueTx(ctx context.Context, tx pgx.Tx, job queue.Job[T]) (
 	if !s.bound.Load() {
 		return storekit.Added{}, ErrNotBound
 	}
+	if err := storekit.EnqueueHook(ctx, &s.cfg, &job); err != nil {
+		return storekit.Added{}, fmt.Errorf("pgstore: EnqueueTx: %w", err)
+	}
 	added, err := s.add(ctx, tx, &job, 0, s.channel)
 	if err == nil {
 		kind := queue.EventEnqueued
@@ -243,6 +246,10 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 	}
 	if len(jobs) == 0 {
 		return nil, nil
+	}
+	jobs, hookErr := storekit.EnqueueHooks(ctx, &s.cfg, jobs)
+	if hookErr != nil {
+		return nil, fmt.Errorf("pgstore: EnqueueMany: %w", hookErr)
 	}
 	now := s.cfg.Clock.Now()
 	rows := make([]row, len(jobs))

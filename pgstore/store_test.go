@@ -284,6 +284,45 @@ func TestEnqueueTx(t *testing.T) {
 	}
 }
 
+// TestEnqueueTxEnqueueHook: EnqueueTx runs the queue's enqueue hooks
+// (storekit.Config.EnqueueHook) before it inserts: the row carries the
+// Meta the hook left, and a refused job inserts nothing and leaves the
+// caller's transaction usable.
+func TestEnqueueTxEnqueueHook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "txhook", nil, func(c *storekit.Config) {
+		c.EnqueueHook = func(_ context.Context, j *storekit.HookJob) error {
+			if j.Key == "refuse" {
+				return errors.New("hook says no")
+			}
+			j.Meta.Set("trace", "t-"+j.Key)
+			return nil
+		}
+	})
+	err := pgx.BeginFunc(bg, e.pool, func(tx pgx.Tx) error {
+		if _, err := s.EnqueueTx(bg, tx, queue.Job[P]{Key: "refuse"}); err == nil || !strings.Contains(err.Error(), "hook says no") {
+			return fmt.Errorf("refused job: %v, want the hook's error", err)
+		}
+		_, err := s.EnqueueTx(bg, tx, queue.Job[P]{Key: "k"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)); n != 1 {
+		t.Fatalf("%d rows, want 1 (the hook refused the other)", n)
+	}
+	j := claimWithin(t, s, 5*time.Second)
+	if j.Key != "k" || j.Meta.Get("trace") != "t-k" {
+		t.Fatalf("claimed %q with Meta trace %q, want k with t-k", j.Key, j.Meta.Get("trace"))
+	}
+	if err := s.Complete(bg, j); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestEnqueueMany(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -53,6 +53,10 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	jobs, err := storekit.EnqueueHooks(ctx, &s.cfg, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: EnqueueMany: %w", err)
+	}
 	nowT := s.cfg.Clock.Now()
 	now := ms(nowT)
 	fjs := make([]fbJob[T], len(jobs))

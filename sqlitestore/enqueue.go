@@ -210,6 +210,10 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queuetype.Job[T]) ([]
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	jobs, hookErr := storekit.EnqueueHooks(ctx, &s.cfg, jobs)
+	if hookErr != nil {
+		return nil, fmt.Errorf("sqlitestore: EnqueueMany: %w", hookErr)
+	}
 	now := s.now()
 	rows := make([]row, len(jobs))
 	for i := range jobs {
@@ -353,6 +357,9 @@ func (s *Store[T]) EnqueueTx(ctx context.Context, tx *sql.Tx, job queuetype.Job[
 	}
 	if tx == nil {
 		return storekit.Added{}, errors.New("sqlitestore: EnqueueTx: nil tx")
+	}
+	if err := storekit.EnqueueHook(ctx, &s.cfg, &job); err != nil {
+		return storekit.Added{}, fmt.Errorf("sqlitestore: EnqueueTx: %w", err)
 	}
 	now := s.now()
 	r, err := s.prepare(&job, now)

@@ -2,8 +2,10 @@ package sqlitestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +84,68 @@ func TestEnqueueManyIDs(t *testing.T) {
 	}
 	if rows != n {
 		t.Errorf("%d rows, want %d", rows, n)
+	}
+}
+
+// TestStoreEnqueuePathsRunHooks: jobs enqueued through the store's own
+// paths, EnqueueMany and EnqueueTx, pass through the queue's
+// WithEnqueueHook hooks as Enqueue's do: the handler sees the Meta the
+// hook left (with the queue's default priority filled in), and a job the
+// hook refuses is not stored.
+func TestStoreEnqueuePathsRunHooks(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, sqlitestore.WithSynchronous(sqlitestore.SyncNormal))
+	s, err := sqlitestore.New[int](db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := func(_ context.Context, j *queue.JobInfo) error {
+		if j.Key == "refuse" {
+			return errors.New("hook says no")
+		}
+		j.Meta.Set("seen", j.Key+"/"+j.Priority)
+		return nil
+	}
+	got := make(chan string, 10)
+	q, err := queue.NewWithStore(s, func(_ context.Context, j queue.Job[int]) error {
+		got <- j.Meta.Get("seen")
+		return nil
+	}, queue.WithEnqueueHook(hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.EnqueueMany(ctx, []queue.Job[int]{{Key: "a"}, {Key: "refuse"}}); err == nil || !strings.Contains(err.Error(), "job 1") {
+		t.Fatalf("EnqueueMany with a refused job: %v, want an error naming job 1", err)
+	}
+	if _, err := s.EnqueueMany(ctx, []queue.Job[int]{{Key: "b"}, {Key: "c", Priority: "high"}}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnqueueTx(ctx, tx, queue.Job[int]{Key: "refuse"}); err == nil || !strings.Contains(err.Error(), "hook says no") {
+		t.Fatalf("EnqueueTx of a refused job: %v, want the hook's error", err)
+	}
+	if _, err := s.EnqueueTx(ctx, tx, queue.Job[int]{Key: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		seen[<-got] = true
+	}
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"b/normal": true, "c/high": true, "d/normal": true}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("handler saw Meta %v, want %v", seen, want)
 	}
 }

@@ -65,6 +65,14 @@ type Config struct {
 	// and EventDropped, which the queue counts and observes as Enqueue's.
 	// Never nil. It must be called without holding store locks.
 	Report func(queuetype.Event)
+	// EnqueueHook runs the queue's enqueue hooks (queue.WithEnqueueHook)
+	// for a job that a store accepts on an enqueue path of its own (a
+	// batch, or an insert in the caller's transaction), so that those
+	// jobs carry the same Meta (a trace context, say) as Enqueue's. It is
+	// nil when the queue has no hooks. Stores call it through
+	// EnqueueHooks and EnqueueHook, before they store anything; an error
+	// refuses the job.
+	EnqueueHook func(ctx context.Context, job *HookJob) error
 }
 
 // RunCanceller is implemented by durable stores through which an operator

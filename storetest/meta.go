@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -131,4 +132,75 @@ func testMeta(t *testing.T, h *harness, ttl time.Duration) {
 		must(t, "Complete", h.Store.Complete(bg, r))
 	}
 	noClaim(t, h)
+}
+
+// batchEnqueuer is implemented by stores with a batch enqueue of their own
+// (pgstore, redisstore, sqlitestore).
+type batchEnqueuer interface {
+	EnqueueMany(ctx context.Context, jobs []queue.Job[Payload]) ([]storekit.Added, error)
+}
+
+// hookForBatch is the queue's enqueue hook as the BatchEnqueueHook section
+// installs it (storekit.Config.EnqueueHook): it records the job's key and
+// priority in its Meta, and refuses a job whose key is "refuse".
+func hookForBatch(_ context.Context, j *storekit.HookJob) error {
+	if j.Key == "refuse" {
+		return errors.New("hook says no")
+	}
+	j.Meta.Set("hooked", j.Key+"/"+j.Priority)
+	return nil
+}
+
+// testBatchEnqueueHook: a store's own batch enqueue runs the queue's
+// enqueue hooks (storekit.Config.EnqueueHook) for every job before it
+// stores any: each job is stored with the Meta its hook left, the
+// caller's slice is not changed, and a job the hook refuses refuses the
+// whole batch, with an error naming it, and stores nothing.
+func testBatchEnqueueHook(t *testing.T, h *harness) {
+	b, ok := h.Store.(batchEnqueuer)
+	if !ok {
+		t.Skip("store has no EnqueueMany")
+	}
+	var kept queue.Meta
+	kept.Set("caller", "x")
+	jobs := []queue.Job[Payload]{
+		{Key: "b1", Payload: Payload{N: 1}},
+		{Key: "b2", Meta: kept, Payload: Payload{N: 2}},
+		{Payload: Payload{N: 3}},
+	}
+	added, err := b.EnqueueMany(bg, jobs)
+	must(t, "EnqueueMany", err)
+	if len(added) != len(jobs) {
+		t.Fatalf("EnqueueMany returned %d results for %d jobs", len(added), len(jobs))
+	}
+	if !jobs[0].Meta.IsZero() || jobs[1].Meta != kept {
+		t.Fatal("EnqueueMany changed the caller's jobs")
+	}
+	want := map[int]map[string]string{
+		1: {"hooked": "b1/"},
+		2: {"caller": "x", "hooked": "b2/"},
+		3: {"hooked": "/"},
+	}
+	for range len(jobs) {
+		j := claim(t, h)
+		w := want[j.Payload.N]
+		if j.Meta.Len() != len(w) {
+			t.Fatalf("job %d: %d Meta pairs, want %v", j.Payload.N, j.Meta.Len(), w)
+		}
+		for k, v := range w {
+			if got := j.Meta.Get(k); got != v {
+				t.Fatalf("job %d: Meta %q = %q, want %q", j.Payload.N, k, got, v)
+			}
+		}
+		must(t, "Complete", h.Store.Complete(bg, j))
+	}
+
+	// A refused job refuses the batch: nothing is stored.
+	_, err = b.EnqueueMany(bg, []queue.Job[Payload]{{Key: "b4", Payload: Payload{N: 4}}, {Key: "refuse", Payload: Payload{N: 5}}})
+	if err == nil || !strings.Contains(err.Error(), "job 1") || !strings.Contains(err.Error(), "hook says no") {
+		t.Fatalf("EnqueueMany with a refused job: %v, want an error naming job 1 and the hook's", err)
+	}
+	if st := stats(t, h); st.Ready != 0 || st.Scheduled != 0 || st.PendingKeys != 0 {
+		t.Fatalf("after a refused batch: %d ready, %d scheduled, %d keys; want nothing stored", st.Ready, st.Scheduled, st.PendingKeys)
+	}
 }

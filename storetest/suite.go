@@ -158,6 +158,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) storekit.Store[Pa
 		{name: "RunAtKept", run: testRunAtKept},
 		{name: "OddKeys", run: testOddKeys},
 		{name: "Meta", run: func(t *testing.T, h *harness) { testMeta(t, h, f.LeaseTTL) }},
+		{name: "BatchEnqueueHook", run: testBatchEnqueueHook, cfg: []func(*storekit.Config){func(c *storekit.Config) { c.EnqueueHook = hookForBatch }}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip {
