@@ -308,7 +308,10 @@ func TestClaimWakesWithoutPolling(t *testing.T) {
 	j := <-got
 	woke := time.Since(start)
 	t.Logf("woken %v after the Add; %d claim calls while waiting", woke, before)
-	if woke > 500*time.Millisecond || j.Payload != 1 {
+	// Woken, not polled: the poll interval is a minute. The bound is wide
+	// because a loaded machine (CI runs packages side by side) delays a
+	// wake-up by hundreds of milliseconds.
+	if woke > 10*time.Second || j.Payload != 1 {
 		t.Fatalf("Claim returned %+v after %v", j, woke)
 	}
 	if before > 2 {
