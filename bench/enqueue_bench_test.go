@@ -144,11 +144,11 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 		})
 	}
 	// interleaved-lone alternates the one-job contenders op by op (asynq,
-	// redisstore, ping, inbox-pipe), so that a loaded machine's swings
-	// fall on all of them alike; x-asynq is redisstore's rate over
-	// asynq's.
+	// redisstore, ping, inbox-pipe, inbox-rpushx), so that a loaded
+	// machine's swings fall on all of them alike; x-asynq is redisstore's
+	// rate over asynq's.
 	b.Run("interleaved-lone", func(b *testing.B) {
-		pick := []int{0, 1, 3, 5}
+		pick := []int{0, 1, 3, 5, 4}
 		ops := make([]func() error, len(pick))
 		for i, k := range pick {
 			ops[i] = contenders[k].setup(b)
@@ -168,6 +168,7 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 		}
 		b.ReportMetric(float64(took[0])/float64(took[1]), "x-asynq")
 		b.ReportMetric(float64(took[0])/float64(took[3]), "x-inbox-pipe")
+		b.ReportMetric(float64(took[0])/float64(took[4]), "x-inbox-rpushx")
 	})
 	b.Run("interleaved", func(b *testing.B) {
 		ops := make([]func() error, len(contenders))
