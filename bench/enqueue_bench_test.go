@@ -143,6 +143,33 @@ func BenchmarkEnqueueOneProducer(b *testing.B) {
 			m.report()
 		})
 	}
+	// interleaved-lone alternates the one-job contenders op by op (asynq,
+	// redisstore, ping, inbox-pipe, inbox-rpushx), so that a loaded
+	// machine's swings fall on all of them alike; x-asynq is redisstore's
+	// rate over asynq's.
+	b.Run("interleaved-lone", func(b *testing.B) {
+		pick := []int{0, 1, 3, 5, 4}
+		ops := make([]func() error, len(pick))
+		for i, k := range pick {
+			ops[i] = contenders[k].setup(b)
+		}
+		took := make([]time.Duration, len(ops))
+		for b.Loop() {
+			for i, op := range ops {
+				start := time.Now()
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+				took[i] += time.Since(start)
+			}
+		}
+		for i, k := range pick {
+			b.ReportMetric(float64(took[i])/1e3/float64(b.N), contenders[k].name+"-µs/job")
+		}
+		b.ReportMetric(float64(took[0])/float64(took[1]), "x-asynq")
+		b.ReportMetric(float64(took[0])/float64(took[3]), "x-inbox-pipe")
+		b.ReportMetric(float64(took[0])/float64(took[4]), "x-inbox-rpushx")
+	})
 	b.Run("interleaved", func(b *testing.B) {
 		ops := make([]func() error, len(contenders))
 		for i, c := range contenders {
