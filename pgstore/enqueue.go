@@ -443,16 +443,27 @@ func (s *Store[T]) insertPlain(ctx context.Context, jobs []queue.Job[T], rows []
 		return s.insertCopy(ctx, jobs, rows, now)
 	}
 	n := len(jobs)
-	states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
-	maxes, targets, payloads, metas := make([]int32, n), make([]string, n), make([][]byte, n), make([]*string, n)
-	for i := range jobs {
-		r := &rows[i]
-		states[i], prios[i], runAts[i], scheds[i], payloads[i], metas[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload, r.meta
-		maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
-	}
 	ids := make([]int64, 0, n)
 	b := &pgx.Batch{}
-	b.Queue(s.q.insertPlain, s.cfg.Name, states, prios, runAts, scheds, maxes, targets, payloads, now, metas).Query(func(r pgx.Rows) error {
+	var q *pgx.QueuedQuery
+	if alike(jobs, rows) {
+		payloads := make([][]byte, n)
+		for i := range rows {
+			payloads[i] = rows[i].payload
+		}
+		r := &rows[0]
+		q = b.Queue(s.q.insertAlike, s.cfg.Name, r.state, int32(r.priority), r.runAt, int32(jobs[0].MaxAttempts), jobs[0].Target, payloads, now)
+	} else {
+		states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
+		maxes, targets, payloads, metas := make([]int32, n), make([]string, n), make([][]byte, n), make([]*string, n)
+		for i := range jobs {
+			r := &rows[i]
+			states[i], prios[i], runAts[i], scheds[i], payloads[i], metas[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload, r.meta
+			maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
+		}
+		q = b.Queue(s.q.insertPlain, s.cfg.Name, states, prios, runAts, scheds, maxes, targets, payloads, now, metas)
+	}
+	q.Query(func(r pgx.Rows) error {
 		var id int64
 		_, err := pgx.ForEachRow(r, []any{&id}, func() error {
 			ids = append(ids, id)
@@ -469,6 +480,22 @@ func (s *Store[T]) insertPlain(ctx context.Context, jobs []queue.Job[T], rows []
 	}
 	slices.Sort(ids) // in the order returned already; sorted, they depend on the order taken only
 	return ids, nil
+}
+
+// alike reports whether jobs differ in their payloads only (state,
+// priority, due time, attempts and target; no RunAt of their own, no
+// metadata), as a batch of ready jobs built in a loop does: sqlInsertAlike
+// then sends the rest once, not as arrays.
+func alike[T any](jobs []queue.Job[T], rows []row) bool {
+	r0, j0 := &rows[0], &jobs[0]
+	for i := range rows {
+		r, j := &rows[i], &jobs[i]
+		if r.schedAt != nil || r.meta != nil || r.state != r0.state || r.priority != r0.priority ||
+			!r.runAt.Equal(r0.runAt) || j.MaxAttempts != j0.MaxAttempts || j.Target != j0.Target {
+			return false
+		}
+	}
+	return true
 }
 
 // insertCopy inserts jobs without key or group with COPY, in a
