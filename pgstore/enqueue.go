@@ -224,8 +224,8 @@ func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (boo
 // (EnqueueMany never coalesces). A batch with windowed jobs (UniqueFor)
 // runs in a transaction that takes their keys' marks first (see the
 // package documentation). Jobs without key or group are written with one
-// INSERT from arrays, or with COPY in batches of 5 000 or more. Capacity
-// is not checked. If
+// INSERT from arrays, or with COPY in batches of 5 000 or more, or whose
+// payloads and metadata add up to 16 MiB or more. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
 // nothing is inserted. Each inserted job is reported to the queue as
 // enqueued (storekit.Config.Report), which counts and observes it as it does
@@ -427,6 +427,13 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 // of rows the COPY is the cheaper per row, and it streams.
 const defaultCopyMin = 5000
 
+// copyMinBytes is the least size of a batch's payloads and metadata,
+// together, that EnqueueMany writes with COPY whatever the number of
+// jobs: insertPlain sends each column as one array, built whole in
+// memory on both sides (and no value the server takes may exceed 1 GiB),
+// where COPY streams row by row.
+const copyMinBytes = 16 << 20
+
 // insertPlain inserts jobs without key or group and returns their IDs,
 // in one round trip: sqlInsertPlain and the wake-up notification in a
 // pipeline that the server runs as one (implicit) transaction. The IDs
@@ -437,9 +444,16 @@ const defaultCopyMin = 5000
 // WAL flush of its own, as the notifier's does after an autocommitted
 // insert; the lock a NOTIFY holds through its commit serialises the
 // commits of concurrent calls, as it does those of EnqueueTx. Batches of
-// s.copyMin jobs or more go by insertCopy.
+// s.copyMin jobs or more, or of copyMinBytes, go by insertCopy.
 func (s *Store[T]) insertPlain(ctx context.Context, jobs []queue.Job[T], rows []row, now time.Time) ([]int64, error) {
-	if len(jobs) >= s.copyMin {
+	size := 0
+	for i := range rows {
+		size += len(rows[i].payload)
+		if rows[i].meta != nil {
+			size += len(*rows[i].meta)
+		}
+	}
+	if len(jobs) >= s.copyMin || size >= copyMinBytes {
 		return s.insertCopy(ctx, jobs, rows, now)
 	}
 	n := len(jobs)

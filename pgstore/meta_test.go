@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,35 @@ func TestMetaEnqueuePaths(t *testing.T) {
 	require.Equal(t, ids[8], j.ID)
 	require.Equal(t, want[8], j.Meta, "claim after the admin API's Retry")
 	require.NoError(t, s.Complete(bg, j))
+}
+
+// TestEnqueueManyLargeBatchByCopy: a batch without keys whose payloads
+// add up to 16 MiB or more goes by COPY however few its jobs, and every
+// job is stored whole.
+func TestEnqueueManyLargeBatchByCopy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr := &copyTracer{}
+	pool := newPool(t, pgURL(), 4, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
+	s, err := pgstore.New[P](pool, pgstore.WithSchema(e.schema))
+	require.NoError(t, err)
+	bind(t, s, "largecopy", nil)
+	note := strings.Repeat("x", 1<<20-100) // under WithMaxPayload's default once encoded
+	small := []queue.Job[P]{{Payload: P{N: 1, Note: note}}, {Payload: P{N: 2, Note: note}}}
+	_, err = s.EnqueueMany(bg, small)
+	require.NoError(t, err)
+	require.Empty(t, tr.copies(), "2 MiB: the insert from arrays")
+	var large []queue.Job[P]
+	for i := range 17 {
+		large = append(large, queue.Job[P]{Payload: P{N: 10 + i, Note: note}})
+	}
+	added, err := s.EnqueueMany(bg, large)
+	require.NoError(t, err)
+	require.Len(t, tr.copies(), 1, "17 MiB: COPY")
+	for i, a := range added {
+		require.NotZero(t, a.ID, "job %d", i)
+	}
+	require.Equal(t, 19, count(t, e.pool, "SELECT count(*) FROM "+jobsTable(e)+" WHERE length(payload) > 1000000"))
 }
 
 // TestMetaRefused: metadata that breaks Meta's rules is refused by every
