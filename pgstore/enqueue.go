@@ -226,20 +226,22 @@ func (s *Store[T]) inTx(ctx context.Context, db querier, fn func(tx pgx.Tx) (boo
 // because its key or group was taken, or its key is in a unique window
 // (EnqueueMany never coalesces). A batch with windowed jobs (UniqueFor)
 // runs in a transaction that takes their keys' marks first (see the
-// package documentation). Jobs
-// without key or group are written with COPY. Capacity is not checked. If
+// package documentation). Jobs without key or group are written with one
+// INSERT from arrays, or with COPY in batches of 5 000 or more, or whose
+// payloads and metadata add up to 16 MiB or more. Capacity is not checked. If
 // any payload cannot be encoded or is too large, or the database fails,
 // nothing is inserted. Each inserted job is reported to the queue as
 // enqueued (storekit.Config.Report), which counts and observes it as it does
 // Enqueue's. The store must have been passed to queue.NewWithStore.
 //
-// The IDs are taken from the table's sequence beforehand, so that
-// inserted rows can be matched to the input (sequences are not
-// transactional, so a failed insert only leaves a gap). With keys or
-// groups it takes two round trips, the IDs and the insert, a single
-// statement and so all or nothing, and other processes are notified after
-// it committed, as for Add. Without, it takes three, in one transaction
-// that also notifies them (see insertCopy).
+// With keys or groups, or by COPY, the IDs are taken from the table's
+// sequence beforehand, so that inserted rows can be matched to the input
+// (sequences are not transactional, so a failed insert only leaves a
+// gap). With keys or groups it takes two round trips, the IDs and the
+// insert, a single statement and so all or nothing, and other processes
+// are notified after it committed, as for Add. Without, it takes one
+// round trip (three by COPY), the insert in one transaction that also
+// notifies them (see insertPlain).
 func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]storekit.Added, error) {
 	if !s.bound.Load() {
 		return nil, ErrNotBound
@@ -267,7 +269,7 @@ func (s *Store[T]) EnqueueMany(ctx context.Context, jobs []queue.Job[T]) ([]stor
 	notified := false
 	err := func() error {
 		if !keyed && !windowed {
-			ids, err := s.insertCopy(ctx, jobs, rows, now)
+			ids, err := s.insertPlain(ctx, jobs, rows, now)
 			if err != nil {
 				return err
 			}
@@ -423,15 +425,105 @@ func (s *Store[T]) insertUnnest(ctx context.Context, db rowQuerier, jobs []queue
 	return err
 }
 
+// defaultCopyMin is the least number of jobs without key or group that
+// EnqueueMany writes with COPY; smaller batches go by insertPlain. The
+// server's COPY sets up a tuple slot for each of up to 1 000 buffered
+// rows and frees them at the end of the statement, a cost per statement
+// that, at 1 000 rows, took more of its CPU than the rows themselves; a
+// statement that inserts from arrays uses one slot. Over many thousands
+// of rows the COPY is the cheaper per row, and it streams.
+const defaultCopyMin = 5000
+
+// copyMinBytes is the least size of a batch's payloads and metadata,
+// together, that EnqueueMany writes with COPY whatever the number of
+// jobs: insertPlain sends each column as one array, built whole in
+// memory on both sides (and no value the server takes may exceed 1 GiB),
+// where COPY streams row by row.
+const copyMinBytes = 16 << 20
+
+// insertPlain inserts jobs without key or group and returns their IDs,
+// in one round trip: sqlInsertPlain and the wake-up notification in a
+// pipeline that the server runs as one (implicit) transaction. The IDs
+// come from the table's identity default, taken row by row in the
+// order of the arrays, which is the order the rows are inserted in, so
+// the IDs it returns, ascending, are the jobs' in order. A NOTIFY is
+// transactional (delivered at commit), so it costs no transaction and no
+// WAL flush of its own, as the notifier's does after an autocommitted
+// insert; the lock a NOTIFY holds through its commit serialises the
+// commits of concurrent calls, as it does those of EnqueueTx. Batches of
+// s.copyMin jobs or more, or of copyMinBytes, go by insertCopy.
+func (s *Store[T]) insertPlain(ctx context.Context, jobs []queue.Job[T], rows []row, now time.Time) ([]int64, error) {
+	size := 0
+	for i := range rows {
+		size += len(rows[i].payload)
+		if rows[i].meta != nil {
+			size += len(*rows[i].meta)
+		}
+	}
+	if len(jobs) >= s.copyMin || size >= copyMinBytes {
+		return s.insertCopy(ctx, jobs, rows, now)
+	}
+	n := len(jobs)
+	ids := make([]int64, 0, n)
+	b := &pgx.Batch{}
+	var q *pgx.QueuedQuery
+	if alike(jobs, rows) {
+		payloads := make([][]byte, n)
+		for i := range rows {
+			payloads[i] = rows[i].payload
+		}
+		r := &rows[0]
+		q = b.Queue(s.q.insertAlike, s.cfg.Name, r.state, int32(r.priority), r.runAt, int32(jobs[0].MaxAttempts), jobs[0].Target, payloads, now)
+	} else {
+		states, prios, runAts, scheds := make([]string, n), make([]int32, n), make([]time.Time, n), make([]*time.Time, n)
+		maxes, targets, payloads, metas := make([]int32, n), make([]string, n), make([][]byte, n), make([]*string, n)
+		for i := range jobs {
+			r := &rows[i]
+			states[i], prios[i], runAts[i], scheds[i], payloads[i], metas[i] = r.state, int32(r.priority), r.runAt, r.schedAt, r.payload, r.meta
+			maxes[i], targets[i] = int32(jobs[i].MaxAttempts), jobs[i].Target
+		}
+		q = b.Queue(s.q.insertPlain, s.cfg.Name, states, prios, runAts, scheds, maxes, targets, payloads, now, metas)
+	}
+	q.Query(func(r pgx.Rows) error {
+		var id int64
+		_, err := pgx.ForEachRow(r, []any{&id}, func() error {
+			ids = append(ids, id)
+			return nil
+		})
+		return err
+	})
+	b.Queue("SELECT pg_notify($1::text, $2::text)", s.channel, s.cfg.Name)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if len(ids) != n { // an INSERT … SELECT without ON CONFLICT inserts every row or none
+		return nil, fmt.Errorf("the insert returned %d IDs for %d jobs", len(ids), n)
+	}
+	slices.Sort(ids) // in the order returned already; sorted, they depend on the order taken only
+	return ids, nil
+}
+
+// alike reports whether jobs differ in their payloads only (state,
+// priority, due time, attempts and target; no RunAt of their own, no
+// metadata), as a batch of ready jobs built in a loop does: sqlInsertAlike
+// then sends the rest once, not as arrays.
+func alike[T any](jobs []queue.Job[T], rows []row) bool {
+	r0, j0 := &rows[0], &jobs[0]
+	for i := range rows {
+		r, j := &rows[i], &jobs[i]
+		if r.schedAt != nil || r.meta != nil || r.state != r0.state || r.priority != r0.priority ||
+			!r.runAt.Equal(r0.runAt) || j.MaxAttempts != j0.MaxAttempts || j.Target != j0.Target {
+			return false
+		}
+	}
+	return true
+}
+
 // insertCopy inserts jobs without key or group with COPY, in a
 // transaction that also takes their IDs and sends the wake-up
 // notification, and returns the IDs. It takes three round trips: BEGIN
 // and the IDs in one pipeline, the COPY, and the NOTIFY and COMMIT in
-// another. A NOTIFY is transactional (delivered at commit), so it costs
-// no transaction and no WAL flush of its own, as the notifier's did
-// after an autocommitted COPY; the lock a NOTIFY holds through its
-// commit serialises the commits of concurrent calls, as it does those of
-// EnqueueTx.
+// another (see insertPlain for the NOTIFY).
 func (s *Store[T]) insertCopy(ctx context.Context, jobs []queue.Job[T], rows []row, now time.Time) (ids []int64, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

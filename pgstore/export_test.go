@@ -66,3 +66,7 @@ func ListSQL[T any](s *Store[T], f admin.Filter, oldest bool, after *admin.Curso
 	sql, args, _ := s.listSQL(f, oldest, after, limit, false)
 	return sql, args
 }
+
+// SetCopyMin sets the least batch EnqueueMany writes with COPY (n = 1:
+// every batch without keys), while no EnqueueMany of s runs.
+func SetCopyMin[T any](s *Store[T], n int) { s.copyMin = n }

@@ -17,8 +17,9 @@ const notifyGap = 5 * time.Millisecond
 // before a notification was sent is covered by it, and an Add that commits
 // meanwhile gets the next one, at most notifyGap later; the adding process
 // itself is woken at once, without a notification. EnqueueTx, EnqueueMany's
-// COPY and the other statements that make jobs ready notify in their own
-// transaction (at its commit); EnqueueMany with keys uses the notifier.
+// batches without keys and the other statements that make jobs ready
+// notify in their own transaction (at its commit); EnqueueMany with keys
+// uses the notifier.
 type notifier struct {
 	mu      sync.Mutex
 	pending bool // an Add committed since the last notification was sent

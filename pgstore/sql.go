@@ -33,6 +33,7 @@ type queries struct {
 	complete, dead, lockRows, retry, releaseReruns         string
 	cancel, cancelIDs, waitingKeys, purge, stats, sched    string
 	rescue, prune, elect, resign, insertMany, release      string
+	insertPlain, insertAlike                               string
 	markMany, unmark, pruneMarks, releaseHeld              string
 
 	// admin API (admin_sql.go)
@@ -65,7 +66,7 @@ func newQueries(schema string) *queries {
 		{&q.cancel, sqlCancel}, {&q.cancelIDs, sqlCancelIDs}, {&q.waitingKeys, sqlWaitingKeys},
 		{&q.purge, sqlPurge}, {&q.stats, sqlStats}, {&q.sched, sqlScheduled}, {&q.rescue, sqlRescue},
 		{&q.prune, sqlPrune}, {&q.elect, sqlElect}, {&q.resign, sqlResign},
-		{&q.insertMany, sqlInsertMany}, {&q.release, sqlRelease},
+		{&q.insertMany, sqlInsertMany}, {&q.insertPlain, sqlInsertPlain}, {&q.insertAlike, sqlInsertAlike}, {&q.release, sqlRelease},
 		{&q.markMany, sqlMarkMany}, {&q.unmark, sqlUnmark}, {&q.pruneMarks, sqlPruneMarks}, {&q.releaseHeld, sqlReleaseHeld},
 		{&q.adminGet, sqlAdminGet}, {&q.adminGetKey, sqlAdminGetKey}, {&q.adminState, sqlAdminState},
 		{&q.adminCounts, sqlAdminCounts}, {&q.adminRetry, sqlAdminRetry}, {&q.adminDelete, sqlAdminDelete},
@@ -520,6 +521,28 @@ WITH ins AS (
     RETURNING id
 )
 SELECT id FROM ins`
+
+// sqlInsertPlain inserts a batch of jobs without key or group, a row
+// for each element of its arrays: set-returning functions in the select
+// list advance in step, one row at a time (unnest in FROM with several
+// arrays would first copy each into a tuple store), in the arrays' order,
+// each taking its ID from the identity default. $1 queue, $2 states, $3
+// priorities, $4 run_at, $5 scheduled_at, $6 max_attempts, $7 targets,
+// $8 payloads, $9 created_at, $10 metas.
+var sqlInsertPlain = `
+INSERT INTO {jobs} (queue, state, priority, run_at, scheduled_at, max_attempts, target, payload, created_at, meta)
+SELECT $1::text, unnest($2::text[]), unnest($3::integer[]), unnest($4::timestamptz[]),
+    unnest($5::timestamptz[]), unnest($6::integer[]), unnest($7::text[]), unnest($8::bytea[]), $9::timestamptz,
+    unnest($10::jsonb[])
+RETURNING id`
+
+// sqlInsertAlike is sqlInsertPlain for jobs that differ in their
+// payloads only (see alike): $1 queue, $2 state, $3 priority, $4 run_at,
+// $5 max_attempts, $6 target, $7 payloads, $8 created_at.
+var sqlInsertAlike = `
+INSERT INTO {jobs} (queue, state, priority, run_at, max_attempts, target, payload, created_at)
+SELECT $1::text, $2::text, $3::integer, $4::timestamptz, $5::integer, $6::text, unnest($7::bytea[]), $8::timestamptz
+RETURNING id`
 
 // sqlMarkMany takes the marks of a batch's jobs with unique windows, one
 // job per key (the first), where the key's window is not open; it returns

@@ -128,6 +128,7 @@ type Store[T any] struct {
 	rescueMu  sync.Mutex // one RescueExpired at a time
 
 	ready      atomic.Int64 // recent count of available jobs, for Len
+	copyMin    int          // EnqueueMany's least batch for COPY (defaultCopyMin; tests change it)
 	procs      atomic.Int64 // live processes of the queue, for Processes
 	tx         txWatcher    // EnqueueTx's jobs, until their commit is seen
 	lead       durable.Leader
@@ -163,6 +164,7 @@ func New[T any](pool *pgxpool.Pool, opts ...Option) (*Store[T], error) {
 		pool:        pool,
 		o:           o,
 		q:           newQueries(o.schema),
+		copyMin:     defaultCopyMin,
 		owner:       o.WorkerID,
 		channel:     channelName(o.schema),
 		startCh:     make(chan struct{}),

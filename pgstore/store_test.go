@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/pgstore"
 	"github.com/queuekit/queue/queuetest"
+	"github.com/queuekit/queue/queuetype"
 	"github.com/queuekit/queue/storekit"
 	"github.com/queuekit/queue/storetest"
 )
@@ -323,6 +325,74 @@ func TestEnqueueTxEnqueueHook(t *testing.T) {
 	}
 }
 
+// TestEnqueueManyPlainAndCopy: a batch without keys stores the same rows
+// whether it goes by an insert from arrays (below SetCopyMin's size) or
+// by COPY: every column but the ID, for ready, scheduled and past-due
+// jobs, priorities, targets, attempts and metadata, and for a batch whose
+// jobs differ in their payloads only (sent once, not as arrays); the IDs
+// come back in the batch's order.
+func TestEnqueueManyPlainAndCopy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e)
+	bind(t, s, "plaincopy", queuetest.NewFakeClock(epoch))
+	mixed := func() []queue.Job[P] {
+		var jobs []queue.Job[P]
+		for i := range 40 {
+			j := queue.Job[P]{Payload: P{N: i}, Priority: []string{"low", "normal", "high"}[i%3],
+				Target: []string{"", "t1", "t2 ÿ"}[i%3], MaxAttempts: i % 4}
+			if i%7 == 3 {
+				j.Meta = queuetype.MetaOf(map[string]string{"n": strconv.Itoa(i), "q": "\"x\"\n"})
+			}
+			switch i {
+			case 10:
+				j.RunAt = epoch.Add(time.Hour)
+			case 11:
+				j.RunAt = epoch.Add(-time.Hour)
+			}
+			jobs = append(jobs, j)
+		}
+		return jobs
+	}
+	alike := func() []queue.Job[P] {
+		var jobs []queue.Job[P]
+		for i := range 40 {
+			jobs = append(jobs, queue.Job[P]{Payload: P{N: i}, Priority: "high", Target: "t", MaxAttempts: 2})
+		}
+		return jobs
+	}
+	for _, batch := range []struct {
+		name string
+		jobs func() []queue.Job[P]
+	}{{"mixed", mixed}, {"alike", alike}} {
+		var rows [2][]string
+		for k, copyMin := range []int{1000, 1} {
+			pgstore.SetCopyMin(s, copyMin)
+			added, err := s.EnqueueMany(bg, batch.jobs())
+			require.NoError(t, err)
+			require.Len(t, added, 40)
+			ids := make([]int64, len(added))
+			for i, a := range added {
+				require.NotZero(t, a.ID, "%s, copyMin %d: job %d", batch.name, copyMin, i)
+				require.Equal(t, batch.name == "mixed" && i == 10, a.Scheduled, "%s, copyMin %d: job %d", batch.name, copyMin, i)
+				ids[i] = a.ID
+			}
+			res, err := e.pool.Query(bg, `SELECT (to_jsonb(j) - 'id' - 'payload')::text || ' ' || convert_from(j.payload, 'UTF8') FROM `+jobsTable(e)+` j
+				JOIN unnest($1::bigint[]) WITH ORDINALITY AS u(id, ord) USING (id) ORDER BY u.ord`, ids)
+			require.NoError(t, err)
+			rows[k], err = pgx.CollectRows(res, pgx.RowTo[string])
+			require.NoError(t, err)
+			require.Len(t, rows[k], 40, "%s, copyMin %d: every ID is a row", batch.name, copyMin)
+			require.Contains(t, rows[k][3], `{"n":3}`, "%s, copyMin %d: payload", batch.name, copyMin)
+		}
+		require.Equal(t, rows[0], rows[1], batch.name)
+		if batch.name == "mixed" {
+			require.Contains(t, rows[0][3], `"meta": {"n": "3"`)
+			require.Contains(t, rows[0][10], `"state": "scheduled"`)
+		}
+	}
+}
+
 func TestEnqueueMany(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -330,7 +400,7 @@ func TestEnqueueMany(t *testing.T) {
 	clk := queuetest.NewFakeClock(epoch)
 	log := bind(t, s, "many", clk, func(c *storekit.Config) { c.Capacity = 10000 })
 
-	// No keys: COPY.
+	// No keys: the insert from arrays (COPY: TestEnqueueManyPlainAndCopy).
 	var plain []queue.Job[P]
 	for i := range 500 {
 		plain = append(plain, queue.Job[P]{Payload: P{N: i}, Priority: []string{"low", "normal", "high"}[i%3]})

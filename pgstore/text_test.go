@@ -63,15 +63,20 @@ func TestPeriodicRunAtIsThePeriod(t *testing.T) {
 }
 
 // TestEnqueueManyKeepsRunAt: EnqueueMany keeps a RunAt that is not in the
-// future for the handler, as Add does, on both of its insert paths (COPY
-// for jobs without key, a statement for keyed ones).
+// future for the handler, as Add does, on each of its insert paths (COPY
+// or an insert from arrays for jobs without key, a statement for keyed
+// ones).
 func TestEnqueueManyKeepsRunAt(t *testing.T) {
 	e := newEnv(t)
 	s := newStore[P](t, e)
 	clk := queuetest.NewFakeClock(epoch)
 	bind(t, s, "many_runat", clk)
 	past := epoch.Add(-time.Hour)
-	for _, key := range []string{"", "k"} {
+	for _, key := range []string{"", "copy", "k"} {
+		if key == "copy" {
+			pgstore.SetCopyMin(s, 1)
+			key = ""
+		}
 		added, err := s.EnqueueMany(context.Background(), []queue.Job[P]{{Key: key, RunAt: past}, {}})
 		require.NoError(t, err)
 		require.Len(t, added, 2)
