@@ -55,11 +55,16 @@ wait_for() {
 	done
 }
 
-# pick_port: a port in 20000..49999 not in $used and not picked before.
+# pick_port: a port below the kernel's ephemeral range (so no outgoing
+# connection of a busy machine takes it between the pick and the bind; a
+# CI run once lost the forwarder's port that way), from 10000 up, not in
+# $used and not picked before.
 pick_port() {
-	local p
+	local p lo=32768 _hi
+	read -r lo _hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	[ "$lo" -gt 11000 ] || lo=32768
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		if ! grep -qx "$p" <<<"${used:-}" && ! grep -qx "$p" <<<"${picked:-}"; then
 			picked="${picked:-}"$'\n'"$p"
 			echo "$p"
