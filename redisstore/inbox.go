@@ -1,0 +1,148 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+)
+
+// The inbox: a lone producer's Add of a plain job (no key, no group, due
+// now) is one round trip of one plain command instead of a script call,
+// on permits granted by the add-one script. The queue has one inbox at a
+// time, so that jobs keep the order their Adds returned in across
+// processes; its name carries an epoch, made up by the process that
+// opened it, so that permits granted for an inbox revoked (or lost with
+// Redis's data) never reach the next one. See doc.go, "The inbox".
+
+// noInbox is the epoch of no inbox: a key, in the queue's hash tag, that
+// the add scripts are given when the process knows of no inbox and that
+// never exists.
+const noInbox = "-"
+
+// inboxKey returns the key of the inbox of epoch e.
+func (k keyspace) inboxKey(e string) string { return k.tag + ":inbox:" + e }
+
+// nextEpoch makes up the epoch of the next inbox this process opens.
+func (sh *shard) nextEpoch() {
+	sh.epochMu.Lock()
+	defer sh.epochMu.Unlock()
+	sh.epochN++
+	sh.epoch = sh.token + "." + strconv.FormatInt(sh.epochN, 10)
+}
+
+// newEpoch returns the epoch a new inbox would take.
+func (sh *shard) newEpoch() string {
+	sh.epochMu.Lock()
+	defer sh.epochMu.Unlock()
+	return sh.epoch
+}
+
+// learnInbox records that the current inbox has epoch e ("" for none),
+// and makes up a new epoch when e was this process's.
+func (sh *shard) learnInbox(e string) {
+	if e == "" {
+		e = noInbox
+	}
+	k := sh.ks.inboxKey(e)
+	sh.inbox.Store(&k)
+	if e == sh.newEpoch() {
+		sh.nextEpoch()
+	}
+}
+
+// addPermits records k permits granted for block blk, on inbox key.
+func (sh *shard) addPermits(blk, k int64, key string) {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	if sh.permitBlk != blk || sh.permitKey != key {
+		sh.permitBlk, sh.permitKey, sh.permits = blk, key, 0
+	}
+	sh.permits += k
+}
+
+// dropPermits forgets the permits on inbox key: it is gone.
+func (sh *shard) dropPermits(key string) {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	if sh.permitKey == key {
+		sh.permits = 0
+	}
+}
+
+// pushInbox appends it to the inbox key with one RPUSHX; the waker sends
+// the wake-up token when the inbox was empty. It reports false, with
+// nothing stored, when the inbox is gone (its permits were revoked, or
+// Redis lost it).
+func (s *Store[T]) pushInbox(ctx context.Context, sh *shard, key string, it *addItem) (bool, error) {
+	// id,seq,list index,meta length (8 digits),meta record,payload
+	n := metaPrefixLen(it) + 3
+	e := make([]byte, 0, 48+n+len(it.enc))
+	e = strconv.AppendInt(e, it.id, 10)
+	e = append(e, ',')
+	e = strconv.AppendInt(e, it.seq, 10)
+	e = append(e, ',')
+	e = strconv.AppendInt(e, int64(sh.labelIndex(it.label)), 10)
+	e = append(e, ",00000000,"...)
+	at := len(e) - 9
+	e = append(appendMetaPrefix(e, it), `q"}`...)
+	ml := len(e) - at - 9
+	for i := at + 7; ml > 0; i-- {
+		e[i] = byte('0' + ml%10)
+		ml /= 10
+	}
+	e = append(e, it.enc...)
+	// One plain command: the wake-up of a waiting Claim is off the
+	// caller's path. RPUSHX returns the inbox's length, its sentinel
+	// included; 2 means the inbox was empty until this push, and a Claim
+	// that drained it before may sleep: the waker sends it a token. A
+	// push finding entries there needs none: the token sent for the
+	// first of them is still due to wake a Claim that drains them all.
+	l, err := sh.client.RPushX(ctx, key, e).Result()
+	if err != nil {
+		return false, err
+	}
+	if l == 2 {
+		select {
+		case sh.wakeReq <- struct{}{}:
+		default: // a wake-up is pending already: coalesced
+		}
+	}
+	return l > 0, nil
+}
+
+// inboxWaker pushes a wake-up token to sh's wake list for each request a
+// push to the inbox made (coalesced: one pending at most). The job is
+// durable before the token is sent; a lost token delays its Claim until
+// the claimers' poll, never loses the job.
+func (s *Store[T]) inboxWaker(sh *shard) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-sh.wakeReq:
+		}
+		p := sh.client.Pipeline()
+		p.RPush(ctx, sh.ks.fixed[kWake], "1")
+		p.LTrim(ctx, sh.ks.fixed[kWake], 0, 63)
+		if _, err := p.Exec(ctx); err != nil && isOutage(ctx, err) {
+			s.markDown(sh, err)
+		}
+	}
+}
+
+// runInbox drains the shard's inbox, and with revoke deletes it,
+// returning the permits not used.
+func (s *Store[T]) runInbox(ctx context.Context, sh *shard, revoke bool) error {
+	mode := "drain"
+	if revoke {
+		mode = "revoke"
+	}
+	n, err := sh.run(ctx, sh.client, scriptInbox, nil, mode).Int64()
+	if err != nil {
+		return err
+	}
+	sh.ready.Store(n)
+	return nil
+}
