@@ -97,6 +97,47 @@
 // a job refused for capacity) through the Report function of its
 // storekit.Config.
 //
+// # The inbox
+//
+// A lone producer's Add of a plain job (no Key, no Group, due now) is one
+// round trip in either case, and on an inbox permit a plain command
+// (RPUSHX) rather than a script call: the job, encoded with its record,
+// goes to the tail of the queue's inbox, a list in Redis. The add-one
+// script grants a process permits when it adds a plain job for it with
+// room to spare: up to the IDs left in the process's reserved ID block,
+// at most an eighth of the free capacity, at least 16 or none. The rules
+// for users:
+//
+//   - Durability: the job is in Redis when Add returns, as any job is (the
+//     same persistence applies).
+//   - Order: the queue has one inbox at a time, so jobs keep the order their
+//     Adds returned in, within a process and across processes. Every script
+//     that reads or moves ready jobs first moves the inbox's jobs to the
+//     tails of their ready lists (Claim, promotion and the rescue janitor a
+//     batch of 1000 per call; Add's script, Cancel, Purge and the admin API
+//     all of them), so a job in the inbox is claimed before any job added
+//     after it. A push repeated after a lost reply leaves one job.
+//   - Counting: Stats and the admin API's Counts, List and Get move the
+//     inbox's jobs first and see them; Len sees them from the next script
+//     call or fleet refresh of the process (at most WithPollInterval).
+//   - Capacity: permits out count against the capacity. An Add that would
+//     pass it with permits out revokes them all (the inbox's jobs move, the
+//     inbox is deleted, and the next grant opens a new one under a new
+//     name), so ErrQueueFull is returned exactly when the queue is full.
+//   - Wake-up: a push that finds the inbox empty asks the process's waker
+//     to push the wake-up token, off the caller's path: a waiting Claim
+//     wakes one round trip later than after a script's Add. A token lost
+//     to an outage delays the Claim until the poll; the job is not lost.
+//   - Redis lost its data (a restart without persistence): the inbox and
+//     the permits went with it; the next push finds no inbox and the job
+//     takes the add-one script, which finds the ID block lost and takes a
+//     new one, as any Add does.
+//
+// The inbox and the seen bitmaps its jobs need are reached by name: the
+// scripts declare them in KEYS, learnt from the first call that needs them
+// (which fails before any write, naming them), so scripts stay
+// Cluster-safe.
+//
 // # Claiming and waiting
 //
 // Claim tries the shards in priority order (weighted priorities: from the
