@@ -190,7 +190,7 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 				continue
 			}
 			st, err := sh.addReply(cmd)
-			if err == nil && len(st) == 1 && (st[0] == "drain" || st[0] == "revoke") {
+			if err == nil && sh.leftToAdd(st) {
 				// The add-ready script found the inbox's jobs to go
 				// first, or permits out at the capacity, and wrote
 				// nothing: the add script, which drains the inbox and

@@ -203,7 +203,7 @@ func (s *Store[T]) runAdd(ctx context.Context, sh *shard, items []addItem) ([]st
 		}
 	}
 	out, err := s.runAddReady(ctx, sh, items)
-	if err == nil && len(out) == 1 && (out[0] == "drain" || out[0] == "revoke") {
+	if err == nil && sh.leftToAdd(out) {
 		return s.runAddAll(ctx, sh, items, now)
 	}
 	return out, err
@@ -293,14 +293,20 @@ func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]str
 	bucket := it.seq / seenBits
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
 	for try := 0; ; try++ {
-		epoch := sh.newEpoch()
+		// A fresh epoch for every call that may open an inbox: a call
+		// whose reply was lost may have opened one, and a name used
+		// once is never used again (see inbox.go).
+		epoch := noInbox
+		if it.want > 0 {
+			epoch = sh.freshEpoch()
+		}
 		argv := make([]any, 0, 3+9+13+len(sh.fields))
 		argv = append(argv, "evalsha", scriptAddOne.hash, 9)
 		argv = append(argv, sh.readyKeys[:4]...) // not the ready index
 		argv = append(argv, sh.listKeys[li], sh.seenKeyArg(bucket), sh.ks.fixed[kInboxes], *sh.inbox.Load(),
 			sh.ks.inboxKey(epoch))
 		argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN,
-			it.want, epoch, it.seq, li, "res")
+			it.want, epoch, it.seq, it.label, "res")
 		argv = append(argv, sh.fields...)
 		res, err := scriptAddOne.runArgv(ctx, sh.client, argv).Slice()
 		if err != nil {

@@ -10,8 +10,9 @@ import (
 // on permits granted by the add-one script. The queue has one inbox at a
 // time, so that jobs keep the order their Adds returned in across
 // processes; its name carries an epoch, made up by the process that
-// opened it, so that permits granted for an inbox revoked (or lost with
-// Redis's data) never reach the next one. See doc.go, "The inbox".
+// opened it and never used again (see freshEpoch), so that permits
+// granted for an inbox revoked (or lost with Redis's data) never reach
+// the next one. See doc.go, "The inbox".
 
 // noInbox is the epoch of no inbox: a key, in the queue's hash tag, that
 // the add scripts are given when the process knows of no inbox and that
@@ -21,32 +22,39 @@ const noInbox = "-"
 // inboxKey returns the key of the inbox of epoch e.
 func (k keyspace) inboxKey(e string) string { return k.tag + ":inbox:" + e }
 
-// nextEpoch makes up the epoch of the next inbox this process opens.
-func (sh *shard) nextEpoch() {
-	sh.epochMu.Lock()
-	defer sh.epochMu.Unlock()
-	sh.epochN++
-	sh.epoch = sh.token + "." + strconv.FormatInt(sh.epochN, 10)
+// freshEpoch returns an epoch no inbox has had: the process's random
+// token and a count of the epochs it made up. Every add-one call that may
+// open an inbox takes one, so that an inbox revoked (or lost with Redis's
+// data) is never opened again under its name, even when the reply of the
+// call that opened it was lost: permits granted for it cannot reach
+// another inbox.
+func (sh *shard) freshEpoch() string {
+	return sh.token + "." + strconv.FormatInt(sh.epochN.Add(1), 10)
 }
 
-// newEpoch returns the epoch a new inbox would take.
-func (sh *shard) newEpoch() string {
-	sh.epochMu.Lock()
-	defer sh.epochMu.Unlock()
-	return sh.epoch
-}
-
-// learnInbox records that the current inbox has epoch e ("" for none),
-// and makes up a new epoch when e was this process's.
+// learnInbox records that the current inbox has epoch e ("" for none).
 func (sh *shard) learnInbox(e string) {
 	if e == "" {
 		e = noInbox
 	}
+	if cur := sh.inbox.Load(); *cur == sh.ks.inboxKey(e) {
+		return
+	}
 	k := sh.ks.inboxKey(e)
 	sh.inbox.Store(&k)
-	if e == sh.newEpoch() {
-		sh.nextEpoch()
+}
+
+// leftToAdd reports whether st, the reply of the add-ready or add-one
+// script, says that it wrote nothing and left the jobs to the add script
+// ('drain' or 'revoke'); it learns the inbox's name the reply carries.
+func (sh *shard) leftToAdd(st []string) bool {
+	if len(st) == 0 || (st[0] != "drain" && st[0] != "revoke") {
+		return false
 	}
+	if len(st) == 2 {
+		sh.learnInbox(st[1])
+	}
+	return true
 }
 
 // addPermits records k permits granted for block blk, on inbox key.
@@ -73,18 +81,21 @@ func (sh *shard) dropPermits(key string) {
 // nothing stored, when the inbox is gone (its permits were revoked, or
 // Redis lost it).
 func (s *Store[T]) pushInbox(ctx context.Context, sh *shard, key string, it *addItem) (bool, error) {
-	// id,seq,list index,meta length (8 digits),meta record,payload
+	// id,seq,label length,meta length (8 digits),label,meta record,
+	// payload: the label names the ready list (see drain in luaBase).
 	n := metaPrefixLen(it) + 3
-	e := make([]byte, 0, 48+n+len(it.enc))
+	e := make([]byte, 0, 48+len(it.label)+n+len(it.enc))
 	e = strconv.AppendInt(e, it.id, 10)
 	e = append(e, ',')
 	e = strconv.AppendInt(e, it.seq, 10)
 	e = append(e, ',')
-	e = strconv.AppendInt(e, int64(sh.labelIndex(it.label)), 10)
+	e = strconv.AppendInt(e, int64(len(it.label)), 10)
 	e = append(e, ",00000000,"...)
 	at := len(e) - 9
+	e = append(e, it.label...)
+	m0 := len(e)
 	e = append(appendMetaPrefix(e, it), `q"}`...)
-	ml := len(e) - at - 9
+	ml := len(e) - m0
 	for i := at + 7; ml > 0; i-- {
 		e[i] = byte('0' + ml%10)
 		ml /= 10

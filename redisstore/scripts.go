@@ -132,7 +132,10 @@ end
 -- RES is the count hash's res (read by used()).
 local RES = nil
 -- drain moves up to max jobs from the inbox to the tails of their ready
--- lists, in order, and returns how many entries it took. An entry whose
+-- lists, in order, and returns how many entries it took. An entry is
+-- 'id,seq,label length,meta length (8 digits),' then the label, the meta
+-- record and the payload; the label names the ready list (a label this
+-- process does not serve is reached by name, a drain key). An entry whose
 -- seen bit is set already (a push repeated after a lost reply, or a job
 -- written back through the add script) is dropped and uses no permit. It
 -- reads every entry it takes before it writes; when a key it needs is not
@@ -151,9 +154,17 @@ local function drain(max, soft)
     es = redis.call('LRANGE', key, 1, n)
     local seens = {}
     for _, e in ipairs(es) do
-      local seq = string.match(e, '^%d+,(%d+),')
+      local seq, ll, p = string.match(e, '^%d+,(%d+),(%d+),%d+,()')
       if seq then
         local sk = TAG .. ':seen:' .. math.floor(tonumber(seq) / 1048576)
+        -- A label this process does not serve: its list, by name.
+        local label = string.sub(e, p, p + tonumber(ll) - 1)
+        local lk = TAG .. ':ready:' .. label
+        if not LIST[label] and not seens[lk] then
+          seens[lk] = true
+          need[#need + 1] = lk
+          if not declared(lk) then missing = true end
+        end
         if not seens[sk] then
           seens[sk] = true
           need[#need + 1] = sk
@@ -171,12 +182,15 @@ local function drain(max, soft)
   local acc = 0
   local metas, datas, push = {}, {}, {}
   for _, e in ipairs(es) do
-    local id, seq, li, ml, p = string.match(e, '^(%d+),(%d+),(%d+),(%d+),()')
+    local id, seq, ll, ml, p = string.match(e, '^(%d+),(%d+),(%d+),(%d+),()')
     if id then
       seq = tonumber(seq)
       if redis.call('SETBIT', TAG .. ':seen:' .. math.floor(seq / 1048576), seq % 1048576, 1) == 0 then
-        ml = tonumber(ml)
-        local label = LABELS[tonumber(li) + 1] or DEFLABEL
+        ll, ml = tonumber(ll), tonumber(ml)
+        -- The entry names its list (the priority's label), not a
+        -- position: processes may list different priorities.
+        local label = string.sub(e, p, p + ll - 1)
+        p = p + ll
         metas[#metas + 1] = id
         metas[#metas + 1] = string.sub(e, p, p + ml - 1)
         datas[#datas + 1] = id
@@ -197,11 +211,16 @@ local function drain(max, soft)
   redis.call('HSET', META, unpack(metas))
   redis.call('HSET', DATA, unpack(datas))
   for label, ids in pairs(push) do
-    redis.call('RPUSH', LIST[label], unpack(ids))
+    redis.call('RPUSH', LIST[label] or (TAG .. ':ready:' .. label), unpack(ids))
     redis.call('HINCRBY', COUNT, 'r:' .. label, #ids)
-    if RC then RC = RC + #ids end
+    if RC and LIST[label] then RC = RC + #ids end
   end
   return #es
+end
+-- drain_all drains the whole inbox: for a script about to put a job at a
+-- ready list's tail, which must not pass the inbox's jobs.
+local function drain_all()
+  while drain(1000) > 0 do end
 end
 -- revoke drains the inbox, then deletes it, returning the permits not
 -- used: a push on them finds no inbox and takes the add script, and the
@@ -357,6 +376,9 @@ end
 -- gives up its group either way: a group holds a job until it is due.
 local function promote(now, batch, cap, requeue)
   local ids = redis.call('ZRANGEBYSCORE', SCHED, '-inf', now, 'LIMIT', 0, batch)
+  -- Due jobs go after the inbox's (accepted before they became due):
+  -- before promote's first write.
+  if #ids > 0 then drain_all() end
   local moved, requeued = 0, {}
   for _, id in ipairs(ids) do
     redis.call('ZREM', SCHED, id)

@@ -184,9 +184,11 @@ return out
 // enqueue time (ms; unused).
 // Returns {ready, then per job 'ready', 'full', 'seen' or 'stale'}, like
 // Add, whose rules for these jobs it applies with about n + 6 commands and
-// no cjson; or {0, 'drain'}, having written nothing, when the inbox holds
-// jobs (they go first) or is not the one named, or permits out may be in
-// the way of the capacity: the add script then adds the jobs.
+// no cjson; or {ready, 'drain', the current inbox's epoch or empty},
+// having written nothing, when the inbox holds jobs (they go first) or is
+// not the one named, or permits out may be in the way of the capacity:
+// the add script then adds the jobs, and the caller learns the inbox's
+// name (see shard.learnInbox).
 var scriptAddReady = newRawScript("add-ready", `
 local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local A = ARGV
@@ -203,9 +205,9 @@ for i = 2, #v do rc = rc + (tonumber(v[i]) or 0) end
 -- script's to move, and a revoke drains them.
 local E = redis.call('HGET', KEYS[#KEYS - 1], 'epoch')
 if E and (string.sub(META, 1, -6) .. ':inbox:' .. E ~= KEYS[#KEYS] or redis.call('LLEN', KEYS[#KEYS]) > 1) then
-  return {0, 'drain'}
+  return {rc, 'drain', E}
 end
-if res > 0 and rc + res + (#A - 5 - nf - m) / 9 > cap then return {0, 'drain'} end
+if res > 0 and rc + res + (#A - 5 - nf - m) / 9 > cap then return {rc, 'drain', E or ''} end
 local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
 local i = 6 + nf + m
 while A[i] do
@@ -271,7 +273,7 @@ return out
 // (complete: state q), payload, the bit offset of its block's
 // registration in the seen bitmap (regOffset), the caller's token as
 // registered there (tokenN), the inbox permits it asks for, the epoch of
-// the inbox it would open, the job's sequence number and list index (for
+// the inbox it would open, the job's sequence number and label (for
 // an inbox entry), 'res', then the shard's ready counters' fields. Like
 // every push to a ready list's tail, it leaves the job out of the ready
 // index (see scriptIndexReady). Returns {ready, status, permits granted,
@@ -317,7 +319,7 @@ if rc + res >= cap then
 end
 if queued then
   -- Into the inbox, on a permit granted and used at once.
-  redis.call('RPUSH', INBOX, id .. ',' .. ARGV[11] .. ',' .. ARGV[12] .. ',' .. string.format('%08d', #ARGV[5]) .. ',' .. ARGV[5] .. ARGV[6])
+  redis.call('RPUSH', INBOX, id .. ',' .. ARGV[11] .. ',' .. #ARGV[12] .. ',' .. string.format('%08d', #ARGV[5]) .. ',' .. ARGV[12] .. ARGV[5] .. ARGV[6])
   res = res + 1
   redis.call('RPUSH', WAKE, '1')
   redis.call('LTRIM', WAKE, 0, 63)

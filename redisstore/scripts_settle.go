@@ -11,6 +11,9 @@ package redisstore
 // caller's)}.
 var scriptSettle = newScript("settle", `
 local now = tonumber(arg(1))
+-- A retry due now, or a rerun a done job releases, goes to a ready
+-- list's tail: after the inbox's jobs, moved first (before any write).
+drain_all()
 local function settle(id, tok, mode, at, err)
   local bad = check_lease(id, tok)
   if bad then return bad end

@@ -67,10 +67,8 @@ type shard struct {
 	permits   int64
 	permitBlk int64
 	permitKey string
-	inbox     atomic.Pointer[string] // the inbox believed current ("" for none)
-	epochMu   sync.Mutex
-	epochN    int64                    // epochs this process made up
-	epoch     string                   // the epoch a new inbox takes: the token and epochN
+	inbox     atomic.Pointer[string]   // the inbox believed current ("" for none)
+	epochN    atomic.Int64             // epochs this process made up (freshEpoch)
 	wakeReq   chan struct{}            // a push found the inbox empty: send a wake-up token
 	drainKeys atomic.Pointer[[]string] // the keys a drain reaches by name (see run)
 }
@@ -94,7 +92,6 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	}
 	none := ks.inboxKey(noInbox)
 	sh.inbox.Store(&none)
-	sh.nextEpoch()
 	sh.wakeReq = make(chan struct{}, 1)
 	sh.drainKeys.Store(&[]string{})
 	sh.adds.max = 128
