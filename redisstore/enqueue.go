@@ -53,9 +53,14 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	if !sh.healthy.Load() {
 		return s.addFallback(fj.clone(), now, nil)
 	}
+	// A lone producer's plain Add may go to the inbox; Adds made at once
+	// share the combiner's script calls (one round trip for many), which
+	// the inbox's one command a job would undo.
+	lone := sh.adding.Add(1) == 1
+	defer sh.adding.Add(-1)
 	var status string
 	for try := 0; ; try++ {
-		id, seq, blk, inbox, want, err := sh.newIDPermit(ctx, plainJob(&fj.job, fj.due, now))
+		id, seq, blk, inbox, want, err := sh.newIDPermit(ctx, lone && plainJob(&fj.job, fj.due, now))
 		if err != nil {
 			if !isOutage(ctx, err) {
 				return storekit.Added{}, err

@@ -69,6 +69,7 @@ type shard struct {
 	permitKey string
 	inbox     atomic.Pointer[string]   // the inbox believed current ("" for none)
 	epochN    atomic.Int64             // epochs this process made up (freshEpoch)
+	adding    atomic.Int64             // Adds in progress: only a lone one takes the inbox
 	wakeReq   chan struct{}            // a push found the inbox empty: send a wake-up token
 	drainKeys atomic.Pointer[[]string] // the keys a drain reaches by name (see run)
 }
