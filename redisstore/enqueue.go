@@ -53,10 +53,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	if !sh.healthy.Load() {
 		return s.addFallback(fj.clone(), now, nil)
 	}
-	// A lone producer's plain Add may go to the inbox; Adds made at once
-	// share the combiner's script calls (one round trip for many), which
-	// the inbox's one command a job would undo.
-	lone := sh.adding.Add(1) == 1
+	lone := sh.loneAdd()
 	defer sh.adding.Add(-1)
 	var status string
 	for try := 0; ; try++ {

@@ -57,6 +57,28 @@ func (sh *shard) leftToAdd(st []string) bool {
 	return true
 }
 
+// loneSpan is how many Adds must pass with none made at the same time
+// before Adds take the inbox again.
+const loneSpan = 1024
+
+// loneAdd counts an Add in (the caller takes it out of sh.adding when it
+// returns) and reports whether it is a lone producer's: no other Add in
+// progress now nor in the last loneSpan Adds. A lone producer's plain Add
+// may go to the inbox; Adds made at once share the combiner's script
+// calls (one round trip for many), which one command a job would undo,
+// and an entry in the inbox sends the combiner's batches to the add
+// script, which drains it first. The span keeps producers that take
+// turns (each finding the others between two Adds) off the inbox.
+func (sh *shard) loneAdd() bool {
+	n := sh.adding.Add(1)
+	seq := sh.addSeq.Add(1)
+	if n > 1 {
+		sh.sharedAt.Store(seq)
+		return false
+	}
+	return seq-sh.sharedAt.Load() > loneSpan
+}
+
 // addPermits records k permits granted for block blk, on inbox key.
 func (sh *shard) addPermits(blk, k int64, key string) {
 	sh.idMu.Lock()

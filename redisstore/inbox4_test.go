@@ -259,3 +259,32 @@ func TestInboxStress(t *testing.T) {
 		t.Fatalf("Stats = %+v, %v; want nothing left", st, err)
 	}
 }
+
+// TestLoneAdd: an Add is a lone producer's while no other is in progress
+// and none was in the last loneSpan Adds.
+func TestLoneAdd(t *testing.T) {
+	sh := &shard{}
+	sh.sharedAt.Store(-loneSpan)
+	add := func() bool { // an Add that returns before the next
+		defer sh.adding.Add(-1)
+		return sh.loneAdd()
+	}
+	if !add() {
+		t.Fatal("the first Add is not lone")
+	}
+	if !sh.loneAdd() { // in progress
+		t.Fatal("an Add alone is not lone")
+	}
+	if add() {
+		t.Fatal("an Add beside another is lone")
+	}
+	sh.adding.Add(-1)
+	for i := range loneSpan {
+		if add() {
+			t.Fatalf("Add %d after a shared one is lone", i)
+		}
+	}
+	if !add() {
+		t.Fatalf("an Add %d Adds after the last shared one is not lone", loneSpan+1)
+	}
+}

@@ -69,7 +69,9 @@ type shard struct {
 	permitKey string
 	inbox     atomic.Pointer[string]   // the inbox believed current ("" for none)
 	epochN    atomic.Int64             // epochs this process made up (freshEpoch)
-	adding    atomic.Int64             // Adds in progress: only a lone one takes the inbox
+	adding    atomic.Int64             // Adds in progress (loneAdd)
+	addSeq    atomic.Int64             // Adds made
+	sharedAt  atomic.Int64             // addSeq of the last Add made beside another
 	wakeReq   chan struct{}            // a push found the inbox empty: send a wake-up token
 	drainKeys atomic.Pointer[[]string] // the keys a drain reaches by name (see run)
 }
@@ -93,6 +95,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	}
 	none := ks.inboxKey(noInbox)
 	sh.inbox.Store(&none)
+	sh.sharedAt.Store(-loneSpan) // lone from the first Add
 	sh.wakeReq = make(chan struct{}, 1)
 	sh.drainKeys.Store(&[]string{})
 	sh.adds.max = 128
