@@ -61,6 +61,11 @@ func (sh *shard) leftToAdd(st []string) bool {
 // before Adds take the inbox again.
 const loneSpan = 1024
 
+// loneStart is how many Adds a process makes before its first lone one:
+// producers started together find each other first. The package's tests
+// set it to 0 (TestMain), so that they use the inbox from the first Add.
+var loneStart int64 = 64
+
 // loneAdd counts an Add in (the caller takes it out of sh.adding when it
 // returns) and reports whether it is a lone producer's: no other Add in
 // progress now nor in the last loneSpan Adds. A lone producer's plain Add

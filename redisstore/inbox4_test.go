@@ -264,13 +264,18 @@ func TestInboxStress(t *testing.T) {
 // and none was in the last loneSpan Adds.
 func TestLoneAdd(t *testing.T) {
 	sh := &shard{}
-	sh.sharedAt.Store(-loneSpan)
-	add := func() bool { // an Add that returns before the next
+	sh.sharedAt.Store(64 - loneSpan) // as newShard does with loneStart 64
+	add := func() bool {             // an Add that returns before the next
 		defer sh.adding.Add(-1)
 		return sh.loneAdd()
 	}
+	for i := range 64 {
+		if add() {
+			t.Fatalf("Add %d of a new process is lone", i+1)
+		}
+	}
 	if !add() {
-		t.Fatal("the first Add is not lone")
+		t.Fatal("the 65th Add is not lone")
 	}
 	if !sh.loneAdd() { // in progress
 		t.Fatal("an Add alone is not lone")

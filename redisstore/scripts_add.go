@@ -203,11 +203,15 @@ for i = 2, #v do rc = rc + (tonumber(v[i]) or 0) end
 -- and permits out make the capacity check inexact. The add script
 -- handles both (Store.runAdd): the inbox's entries are not this
 -- script's to move, and a revoke drains them.
-local E = redis.call('HGET', KEYS[#KEYS - 1], 'epoch')
-if E and (string.sub(META, 1, -6) .. ':inbox:' .. E ~= KEYS[#KEYS] or redis.call('LLEN', KEYS[#KEYS]) > 1) then
-  return {rc, 'drain', E}
+-- res counts the inbox's entries not yet drained too: with none out,
+-- the inbox is empty and the capacity check exact.
+if res > 0 then
+  local E = redis.call('HGET', KEYS[#KEYS - 1], 'epoch')
+  if E and (string.sub(META, 1, -6) .. ':inbox:' .. E ~= KEYS[#KEYS] or redis.call('LLEN', KEYS[#KEYS]) > 1) then
+    return {rc, 'drain', E}
+  end
+  if rc + res + (#A - 5 - nf - m) / 9 > cap then return {rc, 'drain', E or ''} end
 end
-if res > 0 and rc + res + (#A - 5 - nf - m) / 9 > cap then return {rc, 'drain', E or ''} end
 local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
 local i = 6 + nf + m
 while A[i] do

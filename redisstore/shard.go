@@ -95,7 +95,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	}
 	none := ks.inboxKey(noInbox)
 	sh.inbox.Store(&none)
-	sh.sharedAt.Store(-loneSpan) // lone from the first Add
+	sh.sharedAt.Store(loneStart - loneSpan) // lone from Add loneStart+1
 	sh.wakeReq = make(chan struct{}, 1)
 	sh.drainKeys.Store(&[]string{})
 	sh.adds.max = 128
