@@ -61,10 +61,14 @@ func (sh *shard) leftToAdd(st []string) bool {
 // before Adds take the inbox again.
 const loneSpan = 1024
 
-// loneStart is how many Adds a process makes before its first lone one:
-// producers started together find each other first. The package's tests
-// set it to 0 (TestMain), so that they use the inbox from the first Add.
-var loneStart int64 = 64
+// defaultLoneStart is how many Adds a process makes before its first
+// lone one: producers started together find each other first.
+const defaultLoneStart = 64
+
+// loneStart is defaultLoneStart but in the package's tests, which set it
+// to 0 (TestMain) to use the inbox from a store's first Add; its
+// benchmarks set it back (benchDefaults).
+var loneStart int64 = defaultLoneStart
 
 // loneAdd counts an Add in (the caller takes it out of sh.adding when it
 // returns) and reports whether it is a lone producer's: no other Add in

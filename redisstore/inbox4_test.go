@@ -264,12 +264,12 @@ func TestInboxStress(t *testing.T) {
 // and none was in the last loneSpan Adds.
 func TestLoneAdd(t *testing.T) {
 	sh := &shard{}
-	sh.sharedAt.Store(64 - loneSpan) // as newShard does with loneStart 64
-	add := func() bool {             // an Add that returns before the next
+	sh.sharedAt.Store(defaultLoneStart - loneSpan) // as newShard does by default
+	add := func() bool {                           // an Add that returns before the next
 		defer sh.adding.Add(-1)
 		return sh.loneAdd()
 	}
-	for i := range 64 {
+	for i := range defaultLoneStart {
 		if add() {
 			t.Fatalf("Add %d of a new process is lone", i+1)
 		}
