@@ -537,20 +537,36 @@ func (a *adminStore[T]) Get(ctx context.Context, id int64, payload bool) (admin.
 	return s.getOne(ctx, s.shardOf(id), id, payload, fmt.Sprintf("job %d", id))
 }
 
+// A job not found may be in the inbox (see inbox.go): getOne moves the
+// inbox's jobs and looks again.
 func (s *Store[T]) getOne(ctx context.Context, sh *shard, id int64, payload bool, name string) (admin.JobInfo, error) {
 	f := strconv.FormatInt(id, 10)
-	pipe := sh.client.Pipeline()
-	mc := pipe.HGet(ctx, sh.ks.fixed[kMeta], f)
+	var raw string
 	var dc *redis.StringCmd
-	if payload {
-		dc = pipe.HGet(ctx, sh.ks.fixed[kData], f)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return admin.JobInfo{}, adminErr("get", err)
-	}
-	raw, err := mc.Result()
-	if errors.Is(err, redis.Nil) {
-		return admin.JobInfo{}, fmt.Errorf("redisstore: %s: %w", name, admin.ErrNotFound)
+	for try := 0; ; try++ {
+		pipe := sh.client.Pipeline()
+		mc := pipe.HGet(ctx, sh.ks.fixed[kMeta], f)
+		dc = nil
+		if payload {
+			dc = pipe.HGet(ctx, sh.ks.fixed[kData], f)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return admin.JobInfo{}, adminErr("get", err)
+		}
+		var err error
+		raw, err = mc.Result()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, redis.Nil) {
+			return admin.JobInfo{}, adminErr("get", err)
+		}
+		if try == 1 {
+			return admin.JobInfo{}, fmt.Errorf("redisstore: %s: %w", name, admin.ErrNotFound)
+		}
+		if err := s.runInbox(ctx, sh, false); err != nil {
+			return admin.JobInfo{}, adminErr("get", err)
+		}
 	}
 	m, ok := parseMeta(raw)
 	if !ok {
@@ -613,6 +629,11 @@ func (a *adminStore[T]) Counts(ctx context.Context) (map[admin.State]int, error)
 	}
 	out := map[admin.State]int{}
 	for _, sh := range s.shards {
+		// The inboxes' jobs are ready jobs: drained into the counters
+		// first.
+		if err := s.runInbox(ctx, sh, false); err != nil {
+			return nil, adminErr("counts", err)
+		}
 		pipe := sh.client.Pipeline()
 		fields := make([]string, len(sh.labels))
 		for i, l := range sh.labels {

@@ -148,10 +148,11 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 			return b.fallback(idx, err, false)
 		}
 		type call struct {
-			sc   script
-			argv []any
-			idx  []int
-			cmd  *redis.Cmd
+			sc    script
+			argv  []any
+			idx   []int
+			items []addItem
+			cmd   *redis.Cmd
 		}
 		var calls []call
 		pipe := sh.client.Pipeline()
@@ -163,6 +164,7 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 				items[k] = s.itemOf(&b.fjs[i], false)
 				plain = plain && sh.plain(&items[k], b.now)
 			}
+			c.items = items
 			if plain {
 				c.sc, c.argv = scriptAddReady, s.addReadyArgv(sh, items)
 			} else {
@@ -174,14 +176,27 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 			calls = append(calls, c)
 		}
 		_, _ = pipe.Exec(ctx)
-		var stale []int
+		var stale, again []int
 		signal := false
 		for _, c := range calls {
 			cmd := c.cmd
 			if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				cmd = c.sc.runArgv(ctx, sh.client, c.argv)
 			}
+			if sh.learnDrainKeys(cmd.Err()) {
+				// The add script needs drain keys it was not given
+				// (see shard.run): nothing was written; again.
+				again = append(again, c.idx...)
+				continue
+			}
 			st, err := sh.addReply(cmd)
+			if err == nil && sh.leftToAdd(st) {
+				// The add-ready script found the inbox's jobs to go
+				// first, or permits out at the capacity, and wrote
+				// nothing: the add script, which drains the inbox and
+				// revokes the permits itself, adds the jobs.
+				st, err = s.runAddAll(ctx, sh, c.items, b.now)
+			}
 			if err != nil {
 				if isOutage(ctx, err) {
 					// The call may have reached Redis: settled with Redis
@@ -223,7 +238,7 @@ func (b *batch[T]) run(ctx context.Context, sh *shard, idx []int) error {
 			// jobs was stored. They take IDs of new blocks.
 			sh.dropBlocks()
 		}
-		idx = stale
+		idx = append(stale, again...)
 	}
 	return firstErr
 }

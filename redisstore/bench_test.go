@@ -30,6 +30,7 @@ func envInt(name string, def int) int {
 }
 
 func benchClient(b *testing.B) *redis.Client {
+	benchDefaults()
 	c := needRedis(b)
 	// The pool must cover the workers' concurrent claims.
 	bc := redis.NewClient(&redis.Options{Addr: redisAddr(), PoolSize: 200})
@@ -147,6 +148,7 @@ func BenchmarkEnqueueOne(b *testing.B) {
 	batch := envInt("QUEUE_BENCH_BATCH", 100)
 	ctx := context.Background()
 	setup := func(b *testing.B) (*Store[int], *queue.Queue[int]) {
+		benchDefaults()
 		c := needRedis(b)
 		s, err := New[int](c, WithPrefix(testPrefix(b, c)))
 		if err != nil {

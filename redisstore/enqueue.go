@@ -53,9 +53,11 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	if !sh.healthy.Load() {
 		return s.addFallback(fj.clone(), now, nil)
 	}
+	lone := sh.loneAdd()
+	defer sh.adding.Add(-1)
 	var status string
 	for try := 0; ; try++ {
-		id, seq, blk, err := sh.newID(ctx)
+		id, seq, blk, inbox, want, err := sh.newIDPermit(ctx, lone && plainJob(&fj.job, fj.due, now))
 		if err != nil {
 			if !isOutage(ctx, err) {
 				return storekit.Added{}, err
@@ -64,6 +66,25 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 			return s.addFallback(fj.clone(), now, err)
 		}
 		fj.job.ID, fj.seq, fj.blk = id, seq, blk
+		if inbox != "" {
+			it := s.itemOf(&fj, false)
+			ok, err := s.pushInbox(ctx, sh, inbox, &it)
+			if err != nil {
+				if !isOutage(ctx, err) {
+					return storekit.Added{}, err
+				}
+				s.markDown(sh, err)
+				fj.inRedis = true
+				return s.addFallback(fj.clone(), now, err)
+			}
+			if ok {
+				status = "ready"
+				break
+			}
+			// The inbox is gone: the job takes the add script.
+			sh.dropPermits(inbox)
+		}
+		fj.want = want
 		status, err = s.addOne(sh, &fj, false)
 		if err != nil {
 			if !isOutage(ctx, err) {
@@ -105,6 +126,11 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	return added, nil
 }
 
+// plainJob reports whether j (due at due, ms) may go to an inbox.
+func plainJob[T any](j *queue.Job[T], due, now int64) bool {
+	return j.Key == "" && j.Group == "" && due <= now
+}
+
 // clone returns a copy of fj on the heap.
 func (fj *fbJob[T]) clone() *fbJob[T] {
 	c := *fj
@@ -122,6 +148,7 @@ type addItem struct {
 	created                    int64 // enqueue time, ms (the queue's clock)
 	enc                        []byte
 	restore                    bool
+	want                       int64 // inbox permits the add-one script may grant
 }
 
 func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
@@ -129,7 +156,7 @@ func (s *Store[T]) itemOf(fj *fbJob[T], restore bool) addItem {
 	return addItem{id: j.ID, seq: fj.seq, blk: fj.blk, due: fj.due, attempt: int64(j.Attempt), key: j.Key,
 		group: j.Group, target: j.Target, label: s.cfg.Priorities[fj.prio].Name, lastErr: fj.lastErr,
 		max: j.MaxAttempts, window: windowMs(j.UniqueFor), enc: fj.enc, restore: restore, created: fj.created,
-		md: metaJSON(j.Meta)}
+		md: metaJSON(j.Meta), want: fj.want}
 }
 
 // metaJSON returns m as the meta record's md field holds it: its JSON
@@ -164,6 +191,12 @@ func (s *Store[T]) addOne(sh *shard, fj *fbJob[T], restore bool) (string, error)
 // batch of plain jobs (no key, no group, due now, not written back: the
 // usual case) goes to the lean add-ready script, any other to the add
 // script.
+//
+// The add-ready and add-one scripts leave to the add script, which drains
+// the inbox first and revokes the permits out when they are in the way of
+// the capacity, the calls that find the inbox's jobs to go first or
+// permits out at the capacity: they reply "drain" or "revoke", having
+// written nothing.
 func (s *Store[T]) runAdd(ctx context.Context, sh *shard, items []addItem) ([]string, error) {
 	now := s.now()
 	for i := range items {
@@ -171,7 +204,11 @@ func (s *Store[T]) runAdd(ctx context.Context, sh *shard, items []addItem) ([]st
 			return s.runAddAll(ctx, sh, items, now)
 		}
 	}
-	return s.runAddReady(ctx, sh, items)
+	out, err := s.runAddReady(ctx, sh, items)
+	if err == nil && sh.leftToAdd(out) {
+		return s.runAddAll(ctx, sh, items, now)
+	}
+	return out, err
 }
 
 // plain reports whether it can go to the add-ready script. A job with a
@@ -213,7 +250,7 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 		}
 		n += metaPrefixLen(it) + 3
 	}
-	nkeys := len(sh.readyKeys) + len(lists) + len(seens) + len(blocks)
+	nkeys := len(sh.readyKeys) + len(lists) + len(seens) + len(blocks) + 2
 	argv := make([]any, 0, 3+nkeys+5+len(sh.fields)+len(lists)+addReadyArgs*len(items))
 	argv = append(argv, "evalsha", scriptAddReady.hash, nkeys)
 	argv = append(argv, sh.readyKeys...)
@@ -226,6 +263,7 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 	for _, b := range blocks {
 		argv = append(argv, sh.ks.blocks(b*blocksPerKey*idBlock))
 	}
+	argv = append(argv, sh.ks.fixed[kInboxes], *sh.inbox.Load())
 	argv = append(argv, s.capArg, len(lists), len(sh.fields), len(seens), sh.token)
 	argv = append(argv, sh.fields...)
 	for _, li := range lists {
@@ -255,19 +293,56 @@ func (s *Store[T]) addReadyArgv(sh *shard, items []addItem) []any {
 func (s *Store[T]) runAddOne(ctx context.Context, sh *shard, it *addItem) ([]string, error) {
 	li := sh.labelIndex(it.label)
 	bucket := it.seq / seenBits
-	argv := make([]any, 0, 3+6+8+len(sh.fields))
-	argv = append(argv, "evalsha", scriptAddOne.hash, 6)
-	argv = append(argv, sh.readyKeys[:4]...) // not the ready index
-	argv = append(argv, sh.listKeys[li], sh.seenKeyArg(bucket))
 	meta := append(appendMetaPrefix(make([]byte, 0, metaPrefixLen(it)+3), it), `q"}`...)
-	argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN)
-	argv = append(argv, sh.fields...)
-	return sh.addReply(scriptAddOne.runArgv(ctx, sh.client, argv))
+	for try := 0; ; try++ {
+		// A fresh epoch for every call that may open an inbox: a call
+		// whose reply was lost may have opened one, and a name used
+		// once is never used again (see inbox.go).
+		epoch := noInbox
+		if it.want > 0 {
+			epoch = sh.freshEpoch()
+		}
+		argv := make([]any, 0, 3+9+13+len(sh.fields))
+		argv = append(argv, "evalsha", scriptAddOne.hash, 9)
+		argv = append(argv, sh.readyKeys[:4]...) // not the ready index
+		argv = append(argv, sh.listKeys[li], sh.seenKeyArg(bucket), sh.ks.fixed[kInboxes], *sh.inbox.Load(),
+			sh.ks.inboxKey(epoch))
+		argv = append(argv, s.capArg, sh.fields[li], it.id, it.seq%seenBits, meta, it.enc, regOffset(bucket, it.blk), sh.tokenN,
+			it.want, epoch, it.seq, it.label, "res")
+		argv = append(argv, sh.fields...)
+		res, err := scriptAddOne.runArgv(ctx, sh.client, argv).Slice()
+		if err != nil {
+			return nil, err
+		}
+		sh.ready.Store(replyInt(res[0]))
+		status := replyString(res[1])
+		if len(res) > 3 {
+			e := replyString(res[3])
+			sh.learnInbox(e)
+			if k := replyInt(res[2]); k > 0 && status == "ready" {
+				sh.addPermits(it.blk, k, sh.ks.inboxKey(e))
+			}
+		}
+		if status == "inbox" && try < 3 {
+			continue // the inbox is another than this process believed
+		}
+		if status == "inbox" {
+			status = "drain" // the add script finds it itself
+		}
+		return []string{status}, nil
+	}
 }
 
 // runAddAll adds any jobs with scriptAdd.
+// A call that needs drain keys it was not given learns them and calls
+// again (see shard.run).
 func (s *Store[T]) runAddAll(ctx context.Context, sh *shard, items []addItem, now int64) ([]string, error) {
-	return sh.addReply(scriptAdd.runArgv(ctx, sh.client, s.addAllArgv(sh, items, now, s.cfg.Coalesce)))
+	for try := 0; ; try++ {
+		cmd := scriptAdd.runArgv(ctx, sh.client, s.addAllArgv(sh, items, now, s.cfg.Coalesce))
+		if try == 3 || !sh.learnDrainKeys(cmd.Err()) {
+			return sh.addReply(cmd)
+		}
+	}
 }
 
 // addAllArgv returns the command that adds items with scriptAdd (evalsha
@@ -288,7 +363,8 @@ func (s *Store[T]) addAllArgv(sh *shard, items []addItem, now int64, coalesce bo
 			blockKeys = append(blockKeys, bk)
 		}
 	}
-	keys = append(append(keys, seenKeys...), blockKeys...)
+	dk := *sh.drainKeys.Load()
+	keys = append(append(append(keys, seenKeys...), blockKeys...), dk...)
 	args := make([]any, 0, 3+len(keys)+len(sh.args)+5+addArgs*len(items))
 	args = append(args, "evalsha", scriptAdd.hash, len(keys))
 	for _, k := range keys {

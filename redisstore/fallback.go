@@ -31,6 +31,7 @@ type fbJob[T any] struct {
 	inRedis bool  // its Add or write-back may have reached Redis
 	lastErr string
 	created int64 // enqueue time, ms (the queue's clock)
+	want    int64 // inbox permits its Add may ask for (see inbox.go)
 }
 
 // fallback is the bounded in-memory queue that takes jobs while their

@@ -127,12 +127,21 @@ func (s *Store[T]) fleetLoop() {
 }
 
 // refreshFleet renews the presence and reads the live processes and every
-// reachable shard's ready count, one round trip per shard.
+// reachable shard's ready count (its inboxes drained first), two round
+// trips per shard.
 func (s *Store[T]) refreshFleet(ctx context.Context) error {
 	ttl := 3 * s.fleetInterval()
 	var first error
 	for i, sh := range s.shards {
 		if !sh.healthy.Load() {
+			continue
+		}
+		// The inboxes' jobs are ready jobs: drained into the counters
+		// first (a script that reads one hash when they are empty).
+		if err := s.runInbox(ctx, sh, false); err != nil {
+			if first == nil {
+				first = err
+			}
 			continue
 		}
 		pipe := sh.client.Pipeline()

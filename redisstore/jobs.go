@@ -206,12 +206,13 @@ func (s *Store[T]) cancelMatchShard(ctx context.Context, sh *shard, match func(s
 		for i, k := range batch {
 			cmds[i] = sh.run(ctx, pipe, scriptCancel, nil, k, "all")
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
-			return n, err
-		}
+		// Each call's error is its own: one that found the script
+		// missing, or drain keys it was not given (nothing written),
+		// runs again alone; shard.run learns the keys.
+		_, _ = pipe.Exec(ctx)
 		for i, cmd := range cmds {
 			res, err := cmd.Slice()
-			if isNoScript(err) {
+			if isNoScript(err) || sh.learnDrainKeys(err) {
 				res, err = sh.run(ctx, sh.client, scriptCancel, nil, batch[i], "all").Slice()
 			}
 			if err != nil {

@@ -26,6 +26,7 @@ const (
 	kCancel
 	kDeadKeys
 	kHeld
+	kInboxes
 	nFixedKeys
 )
 
@@ -48,7 +49,7 @@ func newKeyspace(prefix, name string, labels []string) keyspace {
 		kKeys: "keys", kReruns: "reruns", kGroups: "groups", kDead: "dead", kCount: "count",
 		kWake: "wake", kSeen: "seen:0", kUnique: "unique",
 		kReadyIdx: "readyidx", kPaused: "paused", kCancel: "cancel", kDeadKeys: "deadkeys",
-		kHeld: "held",
+		kHeld: "held", kInboxes: "inboxes",
 	}
 	ks := keyspace{tag: tag, leader: tag + ":leader"}
 	for _, n := range names {

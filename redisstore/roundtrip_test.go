@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +12,12 @@ import (
 )
 
 // TestEnqueueOneRoundTrip: one producer's Queue.Enqueue of a ready job is
-// exactly one round trip, a single EVALSHA of the add-one script, while
-// the reserved ID block lasts; the block after it costs two more round
-// trips (the counter, then the registrations) once per idBlock jobs. The
-// queue is not started, so only the Enqueues talk to Redis.
+// exactly one round trip while the reserved ID block lasts: a single
+// EVALSHA of the add-one script, or, on an inbox permit that script
+// granted, a single RPUSHX to the process's inbox; the block after it
+// costs two more round trips (the counter, then the registrations) once
+// per idBlock jobs. The queue is not started, so only the Enqueues talk
+// to Redis (and no waker sends wake-up tokens).
 func TestEnqueueOneRoundTrip(t *testing.T) {
 	c := needRedis(t)
 	prefix := testPrefix(t, c)
@@ -47,8 +50,9 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 	if err := q.Enqueue(ctx, queue.Job[int]{Payload: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if trips, cmds := h.get(); trips != 1 || len(cmds) != 1 || cmds[0] != "evalsha "+scriptAddOne.Hash() {
-		t.Fatalf("one Enqueue: %d round trips, commands %q; want 1, the add-one script", trips, cmds)
+	addOne, push := "evalsha "+scriptAddOne.Hash(), "rpushx"
+	if trips, cmds := h.get(); trips != 1 || len(cmds) != 1 || cmds[0] != addOne && cmds[0] != push {
+		t.Fatalf("one Enqueue: %d round trips, commands %q; want 1, the add-one script or a push to the inbox", trips, cmds)
 	}
 	// The rest of the first block, and one job of the next.
 	h.reset()
@@ -57,9 +61,13 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if trips, _ := h.get(); trips != idBlock+1 {
+	trips, cmds := h.get()
+	if trips != idBlock+1 {
 		t.Fatalf("%d Enqueues took %d round trips; want %d (one each, and two to reserve the next ID block)",
 			idBlock-1, trips, idBlock+1)
+	}
+	if !slices.Contains(cmds, push) {
+		t.Fatalf("no Enqueue of a block went to the inbox: %q", cmds)
 	}
 	if n := q.Stats().Enqueued; n != idBlock+1 {
 		t.Fatalf("Stats().Enqueued = %d; want %d", n, idBlock+1)

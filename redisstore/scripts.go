@@ -11,7 +11,7 @@ import (
 // key a script touches is declared in KEYS (Cluster-safe, checked by
 // TestScriptsDeclareKeys) and the helpers below can be shared:
 //
-//	KEYS[1..18]  meta, data, lease, run, sched, keys, reruns, groups, dead,
+//	KEYS[1..19]  meta, data, lease, run, sched, keys, reruns, groups, dead,
 //	             count, wake, seen (a placeholder, kept so that the
 //	             layout stays fixed), unique (the unique-window marks: a
 //	             sorted set of keys by the end of their window, in lease
@@ -23,9 +23,12 @@ import (
 //	             with it, for the admin API's GetKey), held (the jobs
 //	             held back for their target, queue.HoldStore: a sorted
 //	             set of IDs by the end of their hold; the job's meta says
-//	             h while it is held)
-//	KEYS[19..]   the shard's ready lists, highest priority first, then
-//	             (add only) the seen bitmaps of the jobs being added
+//	             h while it is held), inboxes (names the inbox; see
+//	             inbox.go)
+//	KEYS[20..]   the shard's ready lists, highest priority first, then
+//	             (add only) the seen bitmaps and block registrations of
+//	             the jobs being added, then the drain keys (the inbox and
+//	             the seen bitmaps a drain reaches; see drain)
 //	ARGV[1]      number of ready lists n
 //	ARGV[2]      the label used for a job whose label is not on the shard
 //	ARGV[3..n+2] the labels of the ready lists, in KEYS order
@@ -60,15 +63,15 @@ import (
 // for a job not indexed yet); a cancelled job's tombstone in its list is
 // not indexed.
 const luaBase = `
-local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS, HELD =
+local META, DATA, LEASE, RUN, SCHED, KEYIDX, RERUNS, GROUPS, DEAD, COUNT, WAKE, SEEN, UNIQUE, RIDX, PAUSED, CANCEL, DEADKEYS, HELD, INBOXES =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
-  KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
+  KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19]
 local NL = tonumber(ARGV[1])
 local DEFLABEL = ARGV[2]
 local LABELS, LIST = {}, {}
 for i = 1, NL do
   LABELS[i] = ARGV[2 + i]
-  LIST[ARGV[2 + i]] = KEYS[18 + i]
+  LIST[ARGV[2 + i]] = KEYS[19 + i]
 end
 local function arg(i) return ARGV[2 + NL + i] end
 -- pad is a job's member in the ready index: its ID zero-padded to 20
@@ -105,6 +108,155 @@ local function ready_count()
     for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do RC = RC + (tonumber(v) or 0) end
   end
   return RC
+end
+-- The inbox (see inbox.go): INBOXES holds epoch, the name of the queue's
+-- current inbox, the list TAG:inbox:<epoch>, whose first element is a
+-- sentinel; none while no permits are out. The count hash's res holds the
+-- permits granted and not used. The keys a drain reaches by name, the
+-- inbox and the seen bitmaps of its entries, are declared at the end of
+-- KEYS (the drain keys, which the client learns): a drain that would
+-- touch a key not declared writes nothing and fails with the error
+-- 'INBOXKEYS <key> ... INBOXEND' naming every key it needs, and the
+-- client calls again with those declared (shard.run). Every script
+-- drains before its first write, so such a failure leaves nothing half
+-- done.
+local TAG = string.sub(META, 1, -6)
+local DK = nil
+local function declared(k)
+  if not DK then
+    DK = {}
+    for i = 1, #KEYS do DK[KEYS[i]] = true end
+  end
+  return DK[k]
+end
+-- RES is the count hash's res (read by used()).
+local RES = nil
+-- drain moves up to max jobs from the inbox to the tails of their ready
+-- lists, in order, and returns how many entries it took. An entry is
+-- 'id,seq,label length,meta length (8 digits),' then the label, the meta
+-- record and the payload; the label names the ready list (a label this
+-- process does not serve is reached by name, a drain key). An entry whose
+-- seen bit is set already (a push repeated after a lost reply, or a job
+-- written back through the add script) is dropped and uses no permit. It
+-- reads every entry it takes before it writes; when a key it needs is not
+-- declared it fails (see above), or with soft returns -1, having written
+-- nothing.
+local function drain(max, soft)
+  local E = redis.call('HGET', INBOXES, 'epoch')
+  if not E then return 0 end
+  local key = TAG .. ':inbox:' .. E
+  local need = {key}
+  local missing = not declared(key)
+  local es = {}
+  if not missing then
+    local n = math.min(redis.call('LLEN', key) - 1, max)
+    if n <= 0 then return 0 end
+    es = redis.call('LRANGE', key, 1, n)
+    local seens = {}
+    for _, e in ipairs(es) do
+      local seq, ll, p = string.match(e, '^%d+,(%d+),(%d+),%d+,()')
+      if seq then
+        local sk = TAG .. ':seen:' .. math.floor(tonumber(seq) / 1048576)
+        -- A label this process does not serve: its list, by name.
+        local label = string.sub(e, p, p + tonumber(ll) - 1)
+        local lk = TAG .. ':ready:' .. label
+        if not LIST[label] and not seens[lk] then
+          seens[lk] = true
+          need[#need + 1] = lk
+          if not declared(lk) then missing = true end
+        end
+        if not seens[sk] then
+          seens[sk] = true
+          need[#need + 1] = sk
+          if not declared(sk) then missing = true end
+        end
+      end
+    end
+  end
+  if missing then
+    if soft then return -1 end
+    error('INBOXKEYS ' .. table.concat(need, ' ') .. ' INBOXEND')
+  end
+  redis.call('LTRIM', key, #es, -1)
+  redis.call('LSET', key, 0, '')
+  local acc = 0
+  local metas, datas, push = {}, {}, {}
+  for _, e in ipairs(es) do
+    local id, seq, ll, ml, p = string.match(e, '^(%d+),(%d+),(%d+),(%d+),()')
+    if id then
+      seq = tonumber(seq)
+      if redis.call('SETBIT', TAG .. ':seen:' .. math.floor(seq / 1048576), seq % 1048576, 1) == 0 then
+        ll, ml = tonumber(ll), tonumber(ml)
+        -- The entry names its list (the priority's label), not a
+        -- position: processes may list different priorities.
+        local label = string.sub(e, p, p + ll - 1)
+        p = p + ll
+        metas[#metas + 1] = id
+        metas[#metas + 1] = string.sub(e, p, p + ml - 1)
+        datas[#datas + 1] = id
+        datas[#datas + 1] = string.sub(e, p + ml)
+        local ids = push[label]
+        if not ids then
+          ids = {}
+          push[label] = ids
+        end
+        ids[#ids + 1] = id
+        acc = acc + 1
+      end
+    end
+  end
+  if acc == 0 then return #es end
+  redis.call('HINCRBY', COUNT, 'res', -acc)
+  if RES then RES = RES - acc end
+  redis.call('HSET', META, unpack(metas))
+  redis.call('HSET', DATA, unpack(datas))
+  for label, ids in pairs(push) do
+    redis.call('RPUSH', LIST[label] or (TAG .. ':ready:' .. label), unpack(ids))
+    redis.call('HINCRBY', COUNT, 'r:' .. label, #ids)
+    if RC and LIST[label] then RC = RC + #ids end
+  end
+  return #es
+end
+-- drain_all drains the whole inbox: for a script about to put a job at a
+-- ready list's tail, which must not pass the inbox's jobs.
+local function drain_all()
+  while drain(1000) > 0 do end
+end
+-- revoke drains the inbox, then deletes it, returning the permits not
+-- used: a push on them finds no inbox and takes the add script, and the
+-- next grant opens an inbox under a new epoch. With soft it reports
+-- false, having deleted nothing, when a drain key is missing.
+local function revoke(soft)
+  while true do
+    local n = drain(1000, soft)
+    if n < 0 then return false end
+    if n == 0 then break end
+  end
+  local E = redis.call('HGET', INBOXES, 'epoch')
+  if E then
+    redis.call('DEL', TAG .. ':inbox:' .. E)
+    redis.call('HDEL', INBOXES, 'epoch')
+  end
+  redis.call('HDEL', COUNT, 'res')
+  RES = nil
+  return true
+end
+-- used is what counts against the capacity: the ready jobs and the
+-- permits granted and not used.
+local function used()
+  if not RES then RES = tonumber(redis.call('HGET', COUNT, 'res') or '0') end
+  return ready_count() + RES
+end
+-- room reports whether n more ready jobs fit, revoking the permits out
+-- when they alone are in the way. It may run after a script's first
+-- writes: the revoke is soft (a drain key missing, the permits stay out
+-- and the jobs do not fit this time).
+local function room(n, cap)
+  if used() + n <= cap then return true end
+  if RES > 0 and revoke(true) then
+    return used() + n <= cap
+  end
+  return false
 end
 -- wake pushes up to n wake-up tokens, keeping at most 64 on the list;
 -- WOKE counts the tokens the script pushed.
@@ -224,13 +376,16 @@ end
 -- gives up its group either way: a group holds a job until it is due.
 local function promote(now, batch, cap, requeue)
   local ids = redis.call('ZRANGEBYSCORE', SCHED, '-inf', now, 'LIMIT', 0, batch)
+  -- Due jobs go after the inbox's (accepted before they became due):
+  -- before promote's first write.
+  if #ids > 0 then drain_all() end
   local moved, requeued = 0, {}
   for _, id in ipairs(ids) do
     redis.call('ZREM', SCHED, id)
     local m = load(id)
     if m and m.s == 's' then
       release_group(id, m)
-      if ready_count() >= cap then
+      if not room(1, cap) then
         m.r = now + requeue
         redis.call('ZADD', SCHED, m.r, id)
         save(id, m)
@@ -296,6 +451,6 @@ func (sc script) runArgv(ctx context.Context, c redis.UniversalClient, argv []an
 
 // jobScripts lists the job scripts (all but reserve, add-ready and add-one use the
 // shared key layout), for loading and for TestScriptsDeclareKeys.
-var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptClaim, scriptSettle, scriptCancel,
+var jobScripts = []script{scriptReserve, scriptAdd, scriptAddReady, scriptAddOne, scriptInbox, scriptClaim, scriptSettle, scriptCancel,
 	scriptReleaseHeld, scriptPromote, scriptHeartbeat, scriptRescue, scriptTrim, scriptPurge, scriptAdmin, scriptZPage,
 	scriptIndexReady}

@@ -41,6 +41,8 @@ local now, cap, coalesce, NS, TOK, SHIFT = tonumber(arg(1)), tonumber(arg(2)), a
 -- Before any write: a window check reads TIME after this script's first
 -- writes (see lease_now).
 redis.replicate_commands()
+-- Jobs in the inboxes were accepted before this call's: they go first.
+while drain(1000) > 0 do end
 ready_count()
 -- unow is the lease clock, read once and only by a call that needs it.
 local UNOW = nil
@@ -102,7 +104,7 @@ local function add(id, key, grp, label, at, restore, seen, off, pre, payload, bk
           redis.call('HDEL', GROUPS, grp)
         end
       end
-    elseif RC >= cap then
+    elseif not room(1, cap) then
       redis.call('SETBIT', seen, off, 0)
       return 'full'
     end
@@ -148,8 +150,8 @@ while A[i] do
   -- Arguments that go back to Redis stay strings: Redis would format a
   -- number back.
   out[#out + 1] = add(A[i], A[i + 1], A[i + 2], A[i + 3], A[i + 4], A[i + 5] == '1',
-    KEYS[18 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
-    KEYS[18 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]), A[i + 13])
+    KEYS[19 + NL + tonumber(A[i + 6])], A[i + 7], A[i + 8], A[i + 9],
+    KEYS[19 + NL + NS + tonumber(A[i + 10])], A[i + 11], tonumber(A[i + 12]), A[i + 13])
   i = i + 14
 end
 if #METAS > 0 then
@@ -172,7 +174,8 @@ return out
 // (Store.runAdd decides). It declares only the keys it touches: KEYS are
 // meta, data, count, wake, the ready index (declared, unused: see
 // scriptIndexReady), the ready lists the jobs go to, then their seen
-// bitmaps, then their block registration hashes. ARGV: capacity, number of
+// bitmaps, then their block registration hashes, then the inboxes hash
+// and the inbox the caller believes current (see inbox.go). ARGV: capacity, number of
 // those lists m, number of the shard's ready counters nf, number of seen
 // bitmaps ns, the caller's block token, the counters' fields, the counter
 // field of each of the m lists, then per job: id, index of its list among
@@ -181,7 +184,11 @@ return out
 // enqueue time (ms; unused).
 // Returns {ready, then per job 'ready', 'full', 'seen' or 'stale'}, like
 // Add, whose rules for these jobs it applies with about n + 6 commands and
-// no cjson.
+// no cjson; or {ready, 'drain', the current inbox's epoch or empty},
+// having written nothing, when the inbox holds jobs (they go first) or is
+// not the one named, or permits out may be in the way of the capacity:
+// the add script then adds the jobs, and the caller learns the inbox's
+// name (see shard.learnInbox).
 var scriptAddReady = newRawScript("add-ready", `
 local META, DATA, COUNT, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local A = ARGV
@@ -189,7 +196,22 @@ local cap, m, nf, ns, tok = tonumber(A[1]), tonumber(A[2]), tonumber(A[3]), tonu
 local fields = {}
 for i = 1, nf do fields[i] = A[5 + i] end
 local rc = 0
-for _, v in ipairs(redis.call('HMGET', COUNT, unpack(fields))) do rc = rc + (tonumber(v) or 0) end
+local v = redis.call('HMGET', COUNT, 'res', unpack(fields))
+local res = tonumber(v[1]) or 0
+for i = 2, #v do rc = rc + (tonumber(v[i]) or 0) end
+-- The inbox's jobs (see inbox.go) were accepted before: they go first,
+-- and permits out make the capacity check inexact. The add script
+-- handles both (Store.runAdd): the inbox's entries are not this
+-- script's to move, and a revoke drains them.
+-- res counts the inbox's entries not yet drained too: with none out,
+-- the inbox is empty and the capacity check exact.
+if res > 0 then
+  local E = redis.call('HGET', KEYS[#KEYS - 1], 'epoch')
+  if E and (string.sub(META, 1, -6) .. ':inbox:' .. E ~= KEYS[#KEYS] or redis.call('LLEN', KEYS[#KEYS]) > 1) then
+    return {rc, 'drain', E}
+  end
+  if rc + res + (#A - 5 - nf - m) / 9 > cap then return {rc, 'drain', E or ''} end
+end
 local out, metas, datas, push, blks = {0}, {}, {}, {}, {}
 local i = 6 + nf + m
 while A[i] do
@@ -249,40 +271,102 @@ return out
 
 // AddOne is add-ready for one job, the lone producer's case, with the
 // fewest arguments and commands: KEYS are meta, data, count, wake, the
-// job's ready list and its seen bitmap; ARGV: capacity, the list's
-// counter field, id, seen offset, meta record (complete: state q),
-// payload, the bit offset of its block's registration in the seen bitmap
-// (regOffset), the caller's token as registered there (tokenN), then the
-// shard's ready counters' fields. Like every push to a ready list's tail,
-// it leaves the job out of the ready index (see scriptIndexReady). Returns
-// {ready, 'ready', 'full', 'seen' or 'stale'}, as add-ready does. One
+// job's ready list, its seen bitmap, the inboxes hash, the inbox the
+// caller believes current and the inbox it would open (see inbox.go);
+// ARGV: capacity, the list's counter field, id, seen offset, meta record
+// (complete: state q), payload, the bit offset of its block's
+// registration in the seen bitmap (regOffset), the caller's token as
+// registered there (tokenN), the inbox permits it asks for, the epoch of
+// the inbox it would open, the job's sequence number and label (for
+// an inbox entry), 'res', then the shard's ready counters' fields. Like
+// every push to a ready list's tail, it leaves the job out of the ready
+// index (see scriptIndexReady). Returns {ready, status, permits granted,
+// the current inbox's epoch or empty}, status 'ready', 'full', 'seen' or
+// 'stale' as add-ready's, 'revoke' (nothing written: permits out are in
+// the way of the capacity; the add script revokes them) or 'inbox'
+// (nothing written: the current inbox is another than named). When the
+// inbox holds jobs the job goes to its tail, after them, on a permit
+// granted and used at once. One
 // BITFIELD reads the block's registration and sets the seen bit; a stale
 // call clears the bit again only if it set it (a bit already set belongs
 // to the job another process added under that number). A job among the
 // first 64 of its list pushes a wake-up token, and the wake list is
 // trimmed back to 64.
 var scriptAddOne = newRawScript("add-one", `
-local META, DATA, COUNT, WAKE, LIST, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id, off = ARGV[3], ARGV[4]
+local META, DATA, COUNT, WAKE, LIST, SEEN, INBOXES, INBOX, NEWINBOX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local id, off, cap, nonce = ARGV[3], ARGV[4], tonumber(ARGV[1]), ARGV[10]
+local v = redis.call('HMGET', COUNT, unpack(ARGV, 13))
+local res = tonumber(v[1]) or 0
 local rc = 0
-for _, v in ipairs(redis.call('HMGET', COUNT, unpack(ARGV, 9))) do rc = rc + (tonumber(v) or 0) end
-local b = redis.call('BITFIELD', SEEN, 'GET', '`+regType+`', ARGV[7], 'SET', 'u1', off, 1)
+for i = 2, #v do rc = rc + (tonumber(v[i]) or 0) end
+-- The caller names the inbox it believes current; told otherwise, it
+-- calls again (nothing written).
+local E = redis.call('HGET', INBOXES, 'epoch')
+if E and string.sub(META, 1, -6) .. ':inbox:' .. E ~= INBOX then return {rc, 'inbox', 0, E} end
+-- The inbox holds jobs accepted before: this one goes after them.
+local queued = E and redis.call('LLEN', INBOX) > 1
+local b
+if queued then
+  b = redis.call('BITFIELD', SEEN, 'GET', '`+regType+`', ARGV[7], 'GET', 'u1', off)
+else
+  b = redis.call('BITFIELD', SEEN, 'GET', '`+regType+`', ARGV[7], 'SET', 'u1', off, 1)
+end
 if b[1] ~= tonumber(ARGV[8]) then
-  if b[2] == 0 then redis.call('SETBIT', SEEN, off, 0) end
+  if b[2] == 0 and not queued then redis.call('SETBIT', SEEN, off, 0) end
   return {rc, 'stale'}
 end
 if b[2] == 1 then return {rc, 'seen'} end
-if rc >= tonumber(ARGV[1]) then
-  redis.call('SETBIT', SEEN, off, 0)
+if rc + res >= cap then
+  if not queued then redis.call('SETBIT', SEEN, off, 0) end
+  if res > 0 then return {rc, 'revoke'} end
   return {rc, 'full'}
 end
-redis.call('HSET', META, id, ARGV[5])
-redis.call('HSET', DATA, id, ARGV[6])
-if redis.call('RPUSH', LIST, id) <= 64 and redis.call('RPUSH', WAKE, '1') > 64 then
+if queued then
+  -- Into the inbox, on a permit granted and used at once.
+  redis.call('RPUSH', INBOX, id .. ',' .. ARGV[11] .. ',' .. #ARGV[12] .. ',' .. string.format('%08d', #ARGV[5]) .. ',' .. ARGV[12] .. ARGV[5] .. ARGV[6])
+  res = res + 1
+  redis.call('RPUSH', WAKE, '1')
   redis.call('LTRIM', WAKE, 0, 63)
+else
+  redis.call('HSET', META, id, ARGV[5])
+  redis.call('HSET', DATA, id, ARGV[6])
+  if redis.call('RPUSH', LIST, id) <= 64 and redis.call('RPUSH', WAKE, '1') > 64 then
+    redis.call('LTRIM', WAKE, 0, 63)
+  end
+  redis.call('HINCRBY', COUNT, ARGV[2], 1)
+  rc = rc + 1
 end
-redis.call('HINCRBY', COUNT, ARGV[2], 1)
-return {rc + 1, 'ready'}
+local want, k = tonumber(ARGV[9]), 0
+if want > 0 then
+  k = math.min(want, math.floor((cap - rc - res) / 8))
+  if k >= 16 then
+    if not E then
+      -- A new inbox, under the caller's fresh epoch: permits granted for
+      -- an inbox revoked or lost never reach this one.
+      E = nonce
+      redis.call('HSET', INBOXES, 'epoch', E)
+      redis.call('RPUSH', NEWINBOX, '')
+    end
+  else
+    k = 0
+  end
+end
+local add = k
+if queued then add = add + 1 end
+if add > 0 then redis.call('HINCRBY', COUNT, 'res', add) end
+return {rc, 'ready', k, E or ''}
+`)
+
+// Inbox: arg(1) 'drain' or 'revoke'. Drains the inbox (see inbox.go)
+// into the ready lists, and with 'revoke' deletes it too, returning the
+// permits not used. Returns the ready count.
+var scriptInbox = newScript("inbox", `
+if arg(1) == 'revoke' then
+  revoke()
+else
+  while drain(1000) > 0 do end
+end
+return ready_count()
 `)
 
 // Reserve: KEYS[1] the ID counter; ARGV: block size, the caller's last

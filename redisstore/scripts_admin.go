@@ -23,6 +23,8 @@ package redisstore
 // holds no such job.
 var scriptAdmin = newScript("admin", `
 local act, id, now = arg(1), arg(2), tonumber(arg(3))
+-- The inboxes' jobs were accepted before this call: drained first.
+while drain(1000) > 0 do end
 local m = load(id)
 if not m then return {'notfound', ready_count()} end
 local st = m.s
@@ -126,6 +128,8 @@ return out
 // when entries are left to index (call again), else 0.
 var scriptIndexReady = newScript("index-ready", `
 local budget = tonumber(arg(1))
+-- The inboxes' jobs were accepted before this call: drained first.
+while drain(1000) > 0 do end
 local more = 0
 local function indexed(id) return id and redis.call('ZSCORE', RIDX, pad(id)) end
 for i = 1, NL do

@@ -11,6 +11,7 @@ package redisstore
 // 'paused'}.
 var scriptClaim = newScript("claim", `
 local now, untl, owner = tonumber(arg(1)), lease_now(tonumber(arg(2))), arg(3)
+drain(1000)
 local _, requeued = promote(now, tonumber(arg(4)), tonumber(arg(5)), tonumber(arg(6)))
 -- Paused by the admin API: promotion goes on, claims do not.
 if redis.call('EXISTS', PAUSED) == 1 then return {ready_count(), requeued, -1, 'paused'} end

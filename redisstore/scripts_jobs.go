@@ -6,6 +6,8 @@ package redisstore
 // one that a lease rescue put back, so 'all' may cancel two.
 var scriptCancel = newScript("cancel", `
 local key, mode = arg(1), arg(2)
+-- The inboxes' jobs were accepted before this call: drained first.
+while drain(1000) > 0 do end
 local n = 0
 if mode == 'all' then
   local h = redis.call('HGET', KEYIDX, key)
@@ -29,6 +31,9 @@ return {n, ready_count()}
 // Promote: now, batch, capacity, requeue ms. Returns {moved, requeued,
 // ready, next due (-1 for none)}.
 var scriptPromote = newScript("promote", `
+-- The inboxes' jobs were accepted before this call: drained first (a
+-- batch, as a claim does), so that Len counts them by the next poll.
+drain(1000)
 local moved, requeued = promote(tonumber(arg(1)), tonumber(arg(2)), tonumber(arg(3)), tonumber(arg(4)))
 local nxt = redis.call('ZRANGE', SCHED, 0, 0, 'WITHSCORES')
 return {moved, requeued, ready_count(), nxt[2] or -1}
@@ -38,6 +43,8 @@ return {moved, requeued, ready_count(), nxt[2] or -1}
 // scheduled jobs. Returns {removed, more (1/0), ready}.
 var scriptPurge = newScript("purge", `
 local batch = tonumber(arg(1))
+-- The inboxes' jobs were accepted before this call: drained first.
+while drain(1000) > 0 do end
 local n, more = 0, 0
 for i = 1, NL do
   local list = LIST[LABELS[i]]

@@ -1,6 +1,7 @@
 package redisstore
 
-// Settle ends claimed jobs: now, then per job: id, lease, mode, at, error.
+// Settle ends claimed jobs: now, whether to drain the inbox first (1 or
+// 0), then per job: id, lease, mode, at, error.
 // Modes: done, dead (to the dead set with error), retry (scheduled at at
 // with error), defer (at at, giving the attempt back), hold (a defer held
 // for the job's target: see scriptReleaseHeld). A retry or defer of
@@ -11,6 +12,10 @@ package redisstore
 // caller's)}.
 var scriptSettle = newScript("settle", `
 local now = tonumber(arg(1))
+-- A retry due now, or a rerun a job with a key releases, goes to a ready
+-- list's tail: after the inbox's jobs, moved first (before any write).
+-- The caller says whether any job may (runSettle).
+if arg(2) == '1' then drain_all() end
 local function settle(id, tok, mode, at, err)
   local bad = check_lease(id, tok)
   if bad then return bad end
@@ -55,7 +60,7 @@ local function settle(id, tok, mode, at, err)
   return 'ok'
 end
 local out = {0}
-local i = 2
+local i = 3
 while arg(i) do
   table.insert(out, settle(arg(i), arg(i + 1), arg(i + 2), tonumber(arg(i + 3)), arg(i + 4)))
   i = i + 5

@@ -45,7 +45,7 @@ func TestScriptsDeclareKeys(t *testing.T) {
 		names[sc.Hash()] = sc.name
 	}
 	ran := map[string]int{}
-	checked := 0
+	checked, inboxed := 0, 0
 	var declared map[string]bool
 	var script string
 	for _, l := range lines() {
@@ -86,6 +86,9 @@ func TestScriptsDeclareKeys(t *testing.T) {
 		}
 		for _, k := range touched {
 			checked++
+			if strings.Contains(k, ":inbox:") {
+				inboxed++
+			}
 			if !declared[k] {
 				t.Errorf("script %s: %q touches undeclared key %q", script, strings.Join(args, " "), k)
 			}
@@ -95,6 +98,9 @@ func TestScriptsDeclareKeys(t *testing.T) {
 		if ran[name] == 0 {
 			t.Errorf("script %s never ran under MONITOR; the test must exercise it", name)
 		}
+	}
+	if inboxed == 0 {
+		t.Error("no script touched an inbox; the test must drain one")
 	}
 	if checked < 50 {
 		t.Fatalf("checked only %d key accesses; is MONITOR working?", checked)

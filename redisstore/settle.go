@@ -137,8 +137,18 @@ func (s *Store[T]) settle(sh *shard, op settleOp) (string, error) {
 }
 
 func (s *Store[T]) runSettle(ctx context.Context, sh *shard, ops []settleOp) ([]string, error) {
-	args := make([]any, 0, 1+5*len(ops))
-	args = append(args, s.now())
+	now := s.now()
+	// A job that may go to a ready list's tail (a retry or defer due now,
+	// the rerun of a job's key) must go after the inbox's jobs: the script
+	// drains the inbox first. Plain jobs done or dead need no drain.
+	drain := 0
+	for _, op := range ops {
+		if op.key != "" || (op.mode != "done" && op.mode != "dead" && op.at <= now) {
+			drain = 1
+		}
+	}
+	args := make([]any, 0, 2+5*len(ops))
+	args = append(args, now, drain)
 	for _, op := range ops {
 		args = append(args, op.id, op.lease, op.mode, op.at, op.err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,19 @@ type shard struct {
 	hwm       int64   // the last block reserved (its last number)
 	token     string  // registers this process's blocks; see reserve
 	tokenN    int64   // token as a registration in the seen bitmaps (regBits wide, never 0)
+	// Inbox permits (see inbox.go), with idMu held: the next permits
+	// Adds of plain jobs with IDs of block permitBlk may go to the inbox
+	// permitKey.
+	permits   int64
+	permitBlk int64
+	permitKey string
+	inbox     atomic.Pointer[string]   // the inbox believed current ("" for none)
+	epochN    atomic.Int64             // epochs this process made up (freshEpoch)
+	adding    atomic.Int64             // Adds in progress (loneAdd)
+	addSeq    atomic.Int64             // Adds made
+	sharedAt  atomic.Int64             // addSeq of the last Add made beside another
+	wakeReq   chan struct{}            // a push found the inbox empty: send a wake-up token
+	drainKeys atomic.Pointer[[]string] // the keys a drain reaches by name (see run)
 }
 
 func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool, token string) *shard {
@@ -79,6 +93,11 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	for i := range labels {
 		sh.listKeys = append(sh.listKeys, ks.fixed[nFixedKeys+i])
 	}
+	none := ks.inboxKey(noInbox)
+	sh.inbox.Store(&none)
+	sh.sharedAt.Store(loneStart - loneSpan) // lone from Add loneStart+1
+	sh.wakeReq = make(chan struct{}, 1)
+	sh.drainKeys.Store(&[]string{})
 	sh.adds.max = 128
 	sh.adds.flights = 4 // see combiner: 1.3× the rate of 1 with 10 producers
 	sh.claims.max = 64
@@ -130,15 +149,53 @@ func (sh *shard) serves(label string) bool { return sh.labelIndex(label) >= 0 }
 // labelIndex returns the index of label in sh.labels, or -1.
 func (sh *shard) labelIndex(label string) int { return slices.Index(sh.labels, label) }
 
-// run calls a job script with the shard's key layout.
+// run calls a job script with the shard's key layout, the drain keys
+// last. A script that needs drain keys it was not given (see drain in
+// luaBase) fails before any write, naming them; run learns them and calls
+// again (not in a pipeline, whose caller sees the error and calls again
+// alone).
 func (sh *shard) run(ctx context.Context, c redis.Scripter, s script, keys []string, args ...any) *redis.Cmd {
 	if keys == nil {
 		keys = sh.ks.fixed
 	}
-	all := make([]any, 0, len(sh.args)+len(args))
-	all = append(all, sh.args...)
-	all = append(all, args...)
-	return s.Run(ctx, c, keys, all...)
+	_, piped := c.(redis.Pipeliner)
+	for try := 0; ; try++ {
+		dk := *sh.drainKeys.Load()
+		all := make([]any, 0, len(sh.args)+len(args))
+		all = append(all, sh.args...)
+		all = append(all, args...)
+		cmd := s.Run(ctx, c, append(keys[:len(keys):len(keys)], dk...), all...)
+		if piped || try == 3 || !sh.learnDrainKeys(cmd.Err()) {
+			return cmd
+		}
+	}
+}
+
+// learnDrainKeys reports whether err is a script's request for drain keys
+// (see drain in luaBase), which become the keys the shard's script calls
+// declare.
+func (sh *shard) learnDrainKeys(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "INBOXKEYS ")
+	if i < 0 {
+		return false
+	}
+	msg = msg[i+len("INBOXKEYS "):]
+	j := strings.Index(msg, " INBOXEND")
+	if j < 0 {
+		return false
+	}
+	var keys []string
+	for _, k := range strings.Fields(msg[:j]) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	sh.drainKeys.Store(&keys)
+	return true
 }
 
 // loadScripts loads the scripts so that pipelined EVALSHA calls find them;
@@ -169,6 +226,29 @@ func (sh *shard) newID(ctx context.Context) (id, seq, blk int64, err error) {
 	seq = sh.next
 	sh.next++
 	return sh.idOf(seq), seq, sh.end - 1, nil
+}
+
+// newIDPermit is newID that also takes an inbox permit for the ID when
+// plain is set and the process holds one for the ID's block (see
+// inbox.go), returning the inbox it is for. want is how many more permits the slow path may ask for: the
+// IDs left in the block.
+func (sh *shard) newIDPermit(ctx context.Context, plain bool) (id, seq, blk int64, inbox string, want int64, err error) {
+	sh.idMu.Lock()
+	defer sh.idMu.Unlock()
+	if err := sh.refill(ctx, 1); err != nil {
+		return 0, 0, 0, "", 0, err
+	}
+	seq = sh.next
+	sh.next++
+	blk = sh.end - 1
+	if plain && sh.permits > 0 && sh.permitBlk == blk {
+		sh.permits--
+		return sh.idOf(seq), seq, blk, sh.permitKey, 0, nil
+	}
+	if plain {
+		want = sh.end - sh.next
+	}
+	return sh.idOf(seq), seq, blk, "", want, nil
 }
 
 // refill makes [next, end) non-empty, with sh.idMu held: from a spare

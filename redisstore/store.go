@@ -322,9 +322,10 @@ func (s *Store[T]) Start(ctx context.Context) error {
 	}
 	s.startOnce.Do(func() {
 		for _, sh := range s.shards {
-			s.wg.Add(2)
+			s.wg.Add(3)
 			go s.healthLoop(sh)
 			go s.listen(sh)
+			go s.inboxWaker(sh)
 		}
 		s.wg.Add(5)
 		go s.dueLoop()
@@ -495,6 +496,10 @@ func (s *Store[T]) Stats(ctx context.Context) (storekit.Stats, error) {
 }
 
 func (s *Store[T]) shardStats(ctx context.Context, sh *shard, st *storekit.Stats) error {
+	// The inboxes' jobs are ready jobs: drained into the counters first.
+	if err := s.runInbox(ctx, sh, false); err != nil {
+		return err
+	}
 	k := sh.ks.fixed
 	pipe := sh.client.Pipeline()
 	counts := pipe.HGetAll(ctx, k[kCount])

@@ -31,6 +31,21 @@
 #   scripts/redisbench.sh                 # 3 rounds of 20000 ops each
 #   ROUNDS=5 N=50000 BATCH=100 scripts/redisbench.sh
 #   REDISSTORE_TEST=/tmp/before.test BENCH_TEST=/tmp/bench.test scripts/redisbench.sh
+#   MODE=against BASE=main ROUNDS=5 scripts/redisbench.sh
+#
+# MODE=against sets the working tree beside a base commit (BASE, default
+# main; its tree exported with git archive, built beside this one) on two
+# Redis servers of its own (free ports; persistence off: --save ""
+# --appendonly no; AOF: --appendonly yes --appendfsync everysec), stopped
+# by PID at the end. Per round and server it runs, new then base (the
+# order swapped every other round): bench's
+# BenchmarkEnqueueOneProducer/interleaved-lone (Queue.Enqueue of a lone
+# producer and asynq's Client.Enqueue alternated op by op; x-asynq is
+# their ratio, N ops each) and redisstore's BenchmarkBurnDown
+# (BURN_JOBS, default 20000, jobs, 100 workers; BURN=0 skips it) and
+# BenchmarkEnqueue/producers=10 (N jobs from ten producers, nothing
+# claiming; MANY=0 skips it). It prints per run x-asynq, and per round
+# new ÷ base of x-asynq, of the burn-down rate and of the ten producers'.
 #
 # Redis: QUEUE_REDIS_ADDR (default 127.0.0.1:6379); the benchmarks work
 # under key prefixes of their own and delete them.
@@ -50,8 +65,89 @@ for bin in redis-benchmark redis-cli go; do
 done
 redis-cli -h "$host" -p "$port" ping >/dev/null || { echo "redisbench: no Redis at $addr" >&2; exit 1; }
 
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ "${MODE:-}" = against ]; then
+  base="${BASE:-main}"
+  burnjobs="${BURN_JOBS:-20000}"
+  mkdir -p "$tmp/base" "$tmp/new" "$tmp/src"
+  git archive "$base" | tar -x -C "$tmp/src"
+  for side in new base; do
+    dir=.
+    [ "$side" = base ] && dir="$tmp/src"
+    (cd "$dir/bench" && go test -tags redisstore -c -o "$tmp/$side/bench.test" .)
+    (cd "$dir/redisstore" && go test -c -o "$tmp/$side/redisstore.test" .)
+  done
+  pids=()
+  stop() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$tmp"
+  }
+  trap stop EXIT
+  ports=()
+  for mode in off aof; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$tmp/redis-$mode"
+    args=(--port "$port" --bind 127.0.0.1 --save "" --dir "$tmp/redis-$mode" --daemonize no)
+    if [ "$mode" = aof ]; then args+=(--appendonly yes --appendfsync everysec); else args+=(--appendonly no); fi
+    redis-server "${args[@]}" >"$tmp/redis-$mode.log" 2>&1 &
+    pids+=($!)
+    ports+=("$port")
+    for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  done
+  # lone BIN PORT prints x-asynq and Queue.Enqueue's µs a job.
+  lone() {
+    QUEUE_REDIS_ADDR="127.0.0.1:$2" "$1" -test.run '^$' -test.bench 'EnqueueOneProducer/interleaved-lone$' \
+      -test.benchtime "${n}x" -test.count 1 2>/dev/null |
+      awk '{ for (i = 2; i <= NF; i++) { if ($i == "x-asynq") x = $(i-1); if ($i == "redisstore-µs/job") q = $(i-1) } } END { printf "%s %s\n", x, q }'
+  }
+  # burn BIN PORT prints the burn-down's jobs/s.
+  burn() {
+    [ "${BURN:-1}" = 0 ] && { echo "-"; return; }
+    QUEUE_REDIS_ADDR="127.0.0.1:$2" QUEUE_BENCH_JOBS="$burnjobs" QUEUE_BENCH_WORKERS=100 "$1" -test.run '^$' \
+      -test.bench 'BurnDown$' -test.benchtime 1x -test.count 1 2>/dev/null |
+      awk '{ for (i = 2; i <= NF; i++) if ($i == "jobs/s") v = $(i-1) } END { print v }'
+  }
+  # many BIN PORT prints redisstore's BenchmarkEnqueue/producers=10 jobs/s
+  # (ten producers, nothing claiming; N jobs).
+  many() {
+    [ "${MANY:-1}" = 0 ] && { echo "-"; return; }
+    QUEUE_REDIS_ADDR="127.0.0.1:$2" "$1" -test.run '^$' -test.bench 'BenchmarkEnqueue/producers=10$' \
+      -test.benchtime "${n}x" -test.count 1 2>/dev/null |
+      awk '{ for (i = 2; i <= NF; i++) if ($i == "jobs/s") v = $(i-1) } END { print v }'
+  }
+  echo "redisbench against $base ($(git rev-parse --short "$base")): $(redis-server --version | awk '{print $3}'), $rounds rounds, $n ops per lone run, burn-down $burnjobs jobs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '%-5s %-4s | %9s %9s %9s | %11s %11s %9s | %9s %9s %9s\n' round pers "new÷asynq" "base÷asynq" "new÷base" "new burn/s" "base burn/s" "new÷base" \
+    "new 10p/s" "base 10p/s" "new÷base"
+  for r in $(seq 1 "$rounds"); do
+    for k in 0 1; do
+      mode=off
+      [ "$k" = 1 ] && mode=aof
+      port="${ports[$k]}"
+      order=(new base)
+      [ $((r % 2)) = 0 ] && order=(base new)
+      declare -A x b m
+      for side in "${order[@]}"; do
+        read -r xs _ < <(lone "$tmp/$side/bench.test" "$port")
+        x[$side]=$xs
+      done
+      for side in "${order[@]}"; do
+        b[$side]=$(burn "$tmp/$side/redisstore.test" "$port")
+      done
+      for side in "${order[@]}"; do
+        m[$side]=$(many "$tmp/$side/redisstore.test" "$port")
+      done
+      printf '%-5s %-4s | %9s %9s %9s | %11s %11s %9s | %9.0f %9.0f %9s\n' "$r" "$mode" "${x[new]}" "${x[base]}" "$(ratio "${x[new]}" "${x[base]}")" \
+        "${b[new]}" "${b[base]}" "$(ratio "${b[new]}" "${b[base]}")" "${m[new]}" "${m[base]}" "$(ratio "${m[new]}" "${m[base]}")"
+    done
+  done
+  echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 # REDISSTORE_TEST and BENCH_TEST name test binaries built already (say,
 # of two commits, to set them side by side); by default both are built
 # from the working tree.
@@ -106,7 +202,6 @@ threecmd() {
   redis-cli -h "$host" -p "$port" eval "for _, k in ipairs(redis.call('KEYS', 'redisbench:3cmd:*')) do redis.call('DEL', k) end" 0 >/dev/null
 }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "redisbench: $(redis-server --version | awk '{print $3}') at $addr, $rounds rounds, $n ops per run, batch $batch; load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-5s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s %10s %11s | %9s %9s %12s %12s | %10s %9s\n' round "PING/s" "goPING/s" "queue/s" "store/s" "many/s" "asynq/s" \
