@@ -366,18 +366,34 @@ func (q *Queue[T]) endCut(w *worker[T], job *Job[T]) {
 	q.emit(EventCancelled, job, errAdminCancelled, 0)
 }
 
-// pauseWait waits while the queue is paused; false when ctx ends first.
+// pauseWait waits while the queue is paused; false when ctx ends first,
+// or when Stop or Shutdown begins on a durable store. Stop lifts the
+// pause: the in-memory store's worker goes on to drain the ready jobs,
+// which would otherwise be lost with the process (true); a durable
+// store's worker has nothing to drain and exits, as its Claim would once
+// the store is drained (false).
 func (q *Queue[T]) pauseWait(ctx context.Context) bool {
 	for {
 		p, ch := q.pausedNow()
-		if !p {
-			return true
+		if !p || q.stopBegun() {
+			return !p || q.mem != nil
 		}
 		select {
 		case <-ch:
+		case <-q.stopping:
 		case <-ctx.Done():
 			return false
 		}
+	}
+}
+
+// stopBegun reports whether Stop or Shutdown has begun.
+func (q *Queue[T]) stopBegun() bool {
+	select {
+	case <-q.stopping:
+		return true
+	default:
+		return false
 	}
 }
 

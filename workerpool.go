@@ -145,8 +145,9 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
-		if q.adm.pausing.Load() && q.paused() {
-			// Paused while this worker waited for a job: put it back.
+		if q.adm.pausing.Load() && q.paused() && !q.stopBegun() {
+			// Paused while this worker waited for a job: put it back
+			// (unless Stop has begun, which lifts the pause).
 			q.deferJob(w, &job, q.clock.Now())
 			continue
 		}
