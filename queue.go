@@ -60,6 +60,7 @@ type Queue[T any] struct {
 	runStop  context.CancelFunc // cancels running jobs (Shutdown)
 	bgStop   context.CancelFunc // stops the scaler, heartbeats and fleet sync
 	pool     pool[T]
+	gate     gateState // SetConcurrency, WithClaimGate (gate.go)
 	done     chan struct{}
 	stopping chan struct{} // closed when Stop or Shutdown begins
 	stopOnce sync.Once
@@ -129,6 +130,7 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 		jobLog:   jobLog,
 		mwNames:  middlewareNames(cfg.middleware),
 	}
+	q.gate.init(cfg.claimGate, cfg.maxWorkers)
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.targets.onFreed = q.releaseHeld
 	q.per = newPeriodic(q)
@@ -439,6 +441,12 @@ func (q *Queue[T]) begin(cancel bool) {
 			q.mu.Unlock()
 		}
 		close(q.stopping)
+		// Lift the concurrency limit and the claim gate: workers waiting
+		// at either see stopping closed, or their gate's ctx end, and go
+		// on to drain (Stop) or exit (Shutdown).
+		q.mu.Lock()
+		q.liftGateLocked()
+		q.mu.Unlock()
 		// Drain now if nothing stands in the way, so that jobs Shutdown
 		// interrupts below are put back into a store that no longer
 		// promotes or hands out work (they stay scheduled, instead of
