@@ -92,9 +92,10 @@ func TestSetConcurrencyLimitsRunningJobs(t *testing.T) {
 		assert.Equal(t, 3, st.Running)
 		assert.Equal(t, 1, st.AtGate)
 		close(b.release)
-		require.NoError(t, q.Stop(context.Background()))
+		synctest.Wait()
 		assert.EqualValues(t, 8, q.Stats().Done)
 		assert.EqualValues(t, 3, b.most.Load())
+		require.NoError(t, q.Stop(context.Background()))
 	})
 }
 
