@@ -20,7 +20,6 @@ type blocker struct {
 	release       chan struct{}
 	running, most atomic.Int32
 	ran           atomic.Int32
-	ignoreRelease bool
 }
 
 func newBlocker() *blocker { return &blocker{release: make(chan struct{})} }
