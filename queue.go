@@ -401,7 +401,9 @@ func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Loa
 // the queue has stopped. Stop before Start closes the queue at once; jobs
 // enqueued before it stay in the store. A handler that calls Stop waits
 // for itself: Stop returns only when its ctx ends, and the queue stops
-// after the handler returns.
+// after the handler returns. Stop lifts SetConcurrency's limit and
+// WithClaimGate's gate (the gate's ctx ends): the drain runs on the
+// whole pool, and neither can keep the queue from stopping.
 func (q *Queue[T]) Stop(ctx context.Context) error {
 	q.begin(false)
 	return q.wait(ctx)
@@ -413,7 +415,9 @@ func (q *Queue[T]) Stop(ctx context.Context) error {
 // attempt. If ctx ends first — a handler that ignores its context never
 // returns — Shutdown returns a *StuckError listing the jobs whose handlers
 // have not returned; it matches ctx.Err() with errors.Is. The queue then
-// stops (and Done is closed) when the last of them returns.
+// stops (and Done is closed) when the last of them returns. Like Stop, it
+// lifts SetConcurrency's limit and WithClaimGate's gate: workers waiting
+// at either exit without claiming.
 func (q *Queue[T]) Shutdown(ctx context.Context) error {
 	q.begin(true)
 	return q.wait(ctx)
