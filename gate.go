@@ -76,7 +76,11 @@ func (g *gateState) wakeLocked() {
 // reports the limit as Concurrency and the waiting workers as AtGate.
 //
 // The limit is this process's (on a durable store shared by several
-// processes, each has its own) and is not kept across restarts. Stop and
+// processes, each has its own) and is not kept across restarts. A store
+// that claims ahead (pgstore's outcome write claims the worker's next
+// job in the same transaction) may hold one job per worker so claimed
+// while the worker waits, until a worker takes it; its lease is renewed
+// like a running job's. Stop and
 // Shutdown lift it, so that the drain runs on the whole pool. It may be
 // called before Start and at any time after; it is safe for concurrent
 // use. A value out of range returns an error wrapping

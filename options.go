@@ -509,9 +509,11 @@ func WithLogger(l *slog.Logger) Option {
 //
 // The gate admits a claim, not a job: a worker it lets through may then
 // wait in Claim for a job to come, so after an idle spell up to the
-// pool's workers can start jobs at once. Workers under SetConcurrency's
-// limit take their seat first, so at most the limit's workers are in
-// the gate at once. gate is called from many workers at once and must be
+// pool's workers can start jobs at once; and a store that claims ahead
+// (see SetConcurrency) may hold a job claimed for a worker that waits in
+// the gate. Workers under SetConcurrency's limit take their seat first,
+// so at most the limit's workers are in the gate at once (more, briefly,
+// just after it is lowered). gate is called from many workers at once and must be
 // safe for concurrent use; it should return when ctx ends, which happens
 // when the worker retires or the queue stops. An error other than one
 // returned because ctx ended is counted (Counts.GateErrors), logged, and
