@@ -23,8 +23,11 @@ const (
 	// 95, not 90: issue #36's middleware API (JobInfo, Middleware,
 	// WithMiddleware, WithEnqueueHook, Logger) is the host's, and so the
 	// root's; the five names would not read better in a sub-package.
+	// 276, not 270: the claim gate (SetConcurrency, WithClaimGate,
+	// ErrInvalidConcurrency, Stats.Concurrency, Stats.AtGate,
+	// Counts.GateErrors) adds six members, two of them names (93 → 95).
 	maxRootNames   = 95  // exported top-level names
-	maxRootMembers = 270 // the same, plus exported methods and fields (alias fields counted)
+	maxRootMembers = 276 // the same, plus exported methods and fields (alias fields counted)
 )
 
 // TestRootAPISize counts the root package's exported API over its

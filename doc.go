@@ -161,6 +161,12 @@
 // healthy, due, shuffled, capped — at top-N while the queue fills
 // (WithFanout).
 //
+// SetConcurrency narrows (or, at 0, pauses) how many jobs a process runs
+// at once, at run time; WithClaimGate gives every worker a host's gate to
+// pass before each claim (a token bucket, a CPU budget). Both hold
+// workers back before they claim, so a waiting worker holds no job; Stop
+// and Shutdown lift both.
+//
 // # Metrics
 //
 // Stats returns a snapshot; StatsHandler serves it as text and JSON.

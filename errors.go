@@ -57,6 +57,11 @@ var (
 	// accept a target not seen yet: a host may learn that a downstream
 	// is down before it sends it anything.
 	ErrUnknownTarget = errors.New("queue: unknown target")
+
+	// ErrInvalidConcurrency is wrapped by the error SetConcurrency
+	// returns for a limit outside 0..WithWorkers' max; the error names
+	// the value and the range.
+	ErrInvalidConcurrency = errors.New("queue: invalid concurrency limit")
 )
 
 // DuplicateError is the error Enqueue returns for a duplicate job. It

@@ -95,6 +95,8 @@ func newCollector[T any](q *Queue[T]) *collector {
 	d("queue_pending_keys", "Pending keys held by ready, scheduled or running jobs.")
 	d("queue_workers", "Active workers.")
 	d("queue_workers_max", "Most workers the pool may scale to.")
+	d("queue_concurrency_limit", "Most jobs this process runs at once (SetConcurrency; queue_workers_max unless set).")
+	d("queue_workers_at_gate", "Workers waiting, holding no job, at the concurrency limit or in the claim gate.")
 	d("queue_targets", "Targets in each state: suspended, disabled, breaker_open, breaker_half_open.", "state")
 	d("queue_target_state", "1 when the target is in the state; series only for targets in some state, at most 100 targets.", "target", "state")
 	d("queue_store_healthy", "1 when the store's backend is reachable.")
@@ -117,6 +119,7 @@ func newCollector[T any](q *Queue[T]) *collector {
 	d("queue_periodic_runs_total", "Runs of periodic jobs in this process, by periodic job and outcome: done, retried, dead or cancelled.", "name", "outcome")
 	d("queue_rate_limited_total", "Requests refused by Admit.")
 	d("queue_throttled_targets_total", "Targets left out of a Fanout by throttling.")
+	d("queue_claim_gate_errors_total", "Errors returned by the claim gate (WithClaimGate).")
 	return c
 }
 
@@ -149,6 +152,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	g("queue_pending_keys", float64(st.Store.PendingKeys))
 	g("queue_workers", float64(st.Workers))
 	g("queue_workers_max", float64(st.MaxWorkers))
+	g("queue_concurrency_limit", float64(st.Concurrency))
+	g("queue_workers_at_gate", float64(st.AtGate))
 	g("queue_store_healthy", b2f(st.Store.Healthy))
 	g("queue_store_leader", b2f(st.Store.Leader))
 
@@ -192,6 +197,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n("queue_jobs_rescued_total", st.Rescued)
 	n("queue_rate_limited_total", st.RateLimited)
 	n("queue_throttled_targets_total", st.Throttled)
+	n("queue_claim_gate_errors_total", st.GateErrors)
 	c.waitTime.Collect(ch)
 	c.runTime.Collect(ch)
 }

@@ -208,6 +208,15 @@ queue_workers 1
 # HELP queue_workers_max Most workers the pool may scale to.
 # TYPE queue_workers_max gauge
 queue_workers_max 1
+# HELP queue_workers_at_gate Workers waiting, holding no job, at the concurrency limit or in the claim gate.
+# TYPE queue_workers_at_gate gauge
+queue_workers_at_gate 0
+# HELP queue_concurrency_limit Most jobs this process runs at once (SetConcurrency; queue_workers_max unless set).
+# TYPE queue_concurrency_limit gauge
+queue_concurrency_limit 1
+# HELP queue_claim_gate_errors_total Errors returned by the claim gate (WithClaimGate).
+# TYPE queue_claim_gate_errors_total counter
+queue_claim_gate_errors_total 0
 `
 
 // scenarioMetricNames are the metrics of scenarioMetrics: all but the

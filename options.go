@@ -105,6 +105,7 @@ type config struct {
 	logger          *slog.Logger
 	middleware      []Middleware                            // WithMiddleware, outermost first
 	enqueueHooks    []func(context.Context, *JobInfo) error // WithEnqueueHook, in order
+	claimGate       func(context.Context) error             // WithClaimGate
 
 	admission admissionConfig
 	targets   targetConfig
@@ -493,6 +494,37 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l != nil {
 			c.logger = l
+		}
+		return nil
+	}
+}
+
+// WithClaimGate sets a gate every worker passes before it claims a job
+// (default: none; nil keeps it). A worker calls gate and claims only once
+// it returns nil, so a worker waiting in the gate holds no job: the jobs
+// stay in the store, visible, cancellable and claimable by other
+// processes. Use it to meter how fast jobs start (a token bucket, a
+// budget that watches a shared resource) where a middleware would hold
+// a claimed job while it waits.
+//
+// The gate admits a claim, not a job: a worker it lets through may then
+// wait in Claim for a job to come, so after an idle spell up to the
+// pool's workers can start jobs at once; and a store that claims ahead
+// (see SetConcurrency) may hold a job claimed for a worker that waits in
+// the gate. Workers under SetConcurrency's limit take their seat first,
+// so at most the limit's workers are in the gate at once (more, briefly,
+// just after it is lowered). gate is called from many workers at once and must be
+// safe for concurrent use; it should return when ctx ends, which happens
+// when the worker retires or the queue stops. An error other than one
+// returned because ctx ended is counted (Counts.GateErrors), logged, and
+// the worker calls the gate again after a backoff: 50 ms doubling with
+// each error in a row up to 5 s, with jitter. Stop and Shutdown lift the
+// gate: its ctx ends, and workers drain (Stop) or exit (Shutdown) without
+// calling it again. Stats.AtGate counts the workers in the gate.
+func WithClaimGate(gate func(ctx context.Context) error) Option {
+	return func(c *config) error {
+		if gate != nil {
+			c.claimGate = gate
 		}
 		return nil
 	}

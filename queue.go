@@ -60,6 +60,7 @@ type Queue[T any] struct {
 	runStop  context.CancelFunc // cancels running jobs (Shutdown)
 	bgStop   context.CancelFunc // stops the scaler, heartbeats and fleet sync
 	pool     pool[T]
+	gate     gateState // SetConcurrency, WithClaimGate (gate.go)
 	done     chan struct{}
 	stopping chan struct{} // closed when Stop or Shutdown begins
 	stopOnce sync.Once
@@ -129,6 +130,7 @@ func newQueue[T any](store storekit.Store[T], fn string, handler Handler[T], opt
 		jobLog:   jobLog,
 		mwNames:  middlewareNames(cfg.middleware),
 	}
+	q.gate.init(cfg.claimGate, cfg.maxWorkers)
 	q.targets = newTargets[T](cfg.targets, cfg.clock, q.targetEvent)
 	q.targets.onFreed = q.releaseHeld
 	q.per = newPeriodic(q)
@@ -399,7 +401,9 @@ func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Loa
 // the queue has stopped. Stop before Start closes the queue at once; jobs
 // enqueued before it stay in the store. A handler that calls Stop waits
 // for itself: Stop returns only when its ctx ends, and the queue stops
-// after the handler returns.
+// after the handler returns. Stop lifts SetConcurrency's limit and
+// WithClaimGate's gate (the gate's ctx ends): the drain runs on the
+// whole pool, and neither can keep the queue from stopping.
 func (q *Queue[T]) Stop(ctx context.Context) error {
 	q.begin(false)
 	return q.wait(ctx)
@@ -411,7 +415,9 @@ func (q *Queue[T]) Stop(ctx context.Context) error {
 // attempt. If ctx ends first — a handler that ignores its context never
 // returns — Shutdown returns a *StuckError listing the jobs whose handlers
 // have not returned; it matches ctx.Err() with errors.Is. The queue then
-// stops (and Done is closed) when the last of them returns.
+// stops (and Done is closed) when the last of them returns. Like Stop, it
+// lifts SetConcurrency's limit and WithClaimGate's gate: workers waiting
+// at either exit without claiming.
 func (q *Queue[T]) Shutdown(ctx context.Context) error {
 	q.begin(true)
 	return q.wait(ctx)
@@ -439,6 +445,12 @@ func (q *Queue[T]) begin(cancel bool) {
 			q.mu.Unlock()
 		}
 		close(q.stopping)
+		// Lift the concurrency limit and the claim gate: workers waiting
+		// at either see stopping closed, or their gate's ctx end, and go
+		// on to drain (Stop) or exit (Shutdown).
+		q.mu.Lock()
+		q.liftGateLocked()
+		q.mu.Unlock()
 		// Drain now if nothing stands in the way, so that jobs Shutdown
 		// interrupts below are put back into a store that no longer
 		// promotes or hands out work (they stay scheduled, instead of

@@ -45,6 +45,9 @@ func (q *Queue[T]) scale() {
 		}
 		want = min(max(want, q.cfg.baseWorkers), q.cfg.maxWorkers)
 	}
+	// No worker above the concurrency limit: it would only wait. The
+	// base workers stay, waiting, for the limit to rise.
+	want = min(want, max(q.gate.concurrency(), q.cfg.baseWorkers))
 	switch {
 	case want > n:
 		q.pool.add()

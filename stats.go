@@ -58,6 +58,7 @@ type Counts struct {
 	Panics       uint64 `json:"panics"`       // handler panics recovered
 	RateLimited  uint64 `json:"rate_limited"` // Admit refusals
 	Throttled    uint64 `json:"throttled"`    // targets left out of a Fanout by throttling
+	GateErrors   uint64 `json:"gate_errors"`  // errors returned by WithClaimGate's gate
 }
 
 // Stats is a snapshot of a queue. What the store alone knows (ready jobs
@@ -85,6 +86,12 @@ type Stats struct {
 	Workers      int `json:"workers"`      // active workers
 	BaseWorkers  int `json:"base_workers"` // the pool's floor (WithWorkers' base)
 	MaxWorkers   int `json:"max_workers"`  // the pool's ceiling (WithWorkers' max)
+	// Concurrency is the limit on jobs running at once (SetConcurrency;
+	// MaxWorkers unless set).
+	Concurrency int `json:"concurrency"`
+	// AtGate counts the workers waiting, holding no job, at the
+	// concurrency limit or in WithClaimGate's gate.
+	AtGate int `json:"at_gate"`
 	// Counts are the event counters since New.
 	Counts
 	// NextScheduled lists the next 10 scheduled jobs, earliest first.
@@ -120,6 +127,8 @@ func (q *Queue[T]) Stats() Stats {
 		MaxPending:  q.cfg.maxPending,
 		BaseWorkers: q.cfg.baseWorkers,
 		MaxWorkers:  q.cfg.maxWorkers,
+		Concurrency: q.gate.concurrency(),
+		AtGate:      int(q.gate.waiting.Load()),
 	}
 	if p, _ := q.pausedNow(); p && st.State == "running" {
 		st.State = "paused" // the admin API paused it: workers do not claim
@@ -170,5 +179,6 @@ func (q *Queue[T]) counts() Counts {
 		DroppedFull: c.dropped.Load(), DroppedLimit: c.droppedLimit.Load(), Coalesced: c.coalesced.Load(), Requeued: c.requeued.Load(),
 		Deferred: c.deferred.Load(), Rescued: c.rescued.Load(), Panics: c.panics.Load(),
 		RateLimited: c.rateLimited.Load(), Throttled: c.throttled.Load(),
+		GateErrors: q.gate.errs.Load(),
 	}
 }

@@ -34,7 +34,7 @@ type worker[T any] struct {
 	run    *workerRun[T] // the running job, for the admin API (admin.go)
 	ended  time.Time     // when the last timed run ended (endedAt)
 	slot   string        // the SlotStore slot the job it runs, or holds, holds (slots.go); "" for none
-	_      [8]byte       // 256 bytes in all: workers on other cores share no cache line
+	seat   *seat         // its part in the concurrency limit and claim gate (gate.go); 256 bytes in all: workers on other cores share no cache line
 }
 
 // endedAt returns when the run that took took ended, if it was timed;
@@ -52,7 +52,10 @@ func (p *pool[T]) init(q *Queue[T]) { p.q = q }
 func (p *pool[T]) add() {
 	p.nextID++
 	ctx, cancel := context.WithCancel(p.q.runCtx)
-	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID), run: &workerRun[T]{}}
+	w := &worker[T]{id: p.nextID, ctx: ctx, retire: cancel, mc: memstore.NewWorkerClaim(p.nextID), run: &workerRun[T]{}, seat: &seat{}}
+	if p.q.gate.fn != nil {
+		w.seat.ctx, w.seat.stop = context.WithCancel(ctx)
+	}
 	w.run.base = p.q.newRunBase(w)
 	if len(p.q.cfg.middleware) > 0 {
 		w.run.mw = p.q.newMW(w)
@@ -127,6 +130,9 @@ func (q *Queue[T]) work(w *worker[T]) {
 		if q.adm.pausing.Load() && !q.pauseWait(w.ctx) { // the admin API paused the queue
 			return
 		}
+		if q.gate.on.Load() && !q.enterGate(w) { // SetConcurrency, WithClaimGate
+			return
+		}
 		if q.mem != nil {
 			err = q.mem.ClaimJob(w.ctx, &job, &w.mc)
 		} else {
@@ -151,6 +157,11 @@ func (q *Queue[T]) work(w *worker[T]) {
 			q.deferJob(w, &job, q.clock.Now())
 			continue
 		}
+		if q.gate.on.Load() && !q.mayRun(w) {
+			// The limit fell while this worker waited for a job.
+			q.deferJob(w, &job, q.clock.Now())
+			continue
+		}
 		handed = q.run(w, &job, false)
 	}
 }
@@ -166,6 +177,7 @@ func (q *Queue[T]) leave(w *worker[T]) {
 	p.exited.add(&w.ctr)
 	q.leaveRuns(w)
 	w.run.stop()
+	q.leaveSeat(w)
 }
 
 func remove[E comparable](s []E, e E) []E {

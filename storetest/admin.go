@@ -27,7 +27,9 @@ import (
 // Resume, actions racing the workers, and the target actions: through
 // the queue, and, on a store with an admin backend of its own that
 // implements admin.Targets (pgstore, redisstore: what queuectl uses),
-// through that backend, seen by the running queue. It uses the system clock but
+// through that backend, seen by the running queue; and the concurrency
+// limit (Queue.SetConcurrency) and claim gate (queue.WithClaimGate), whose
+// waiting workers hold no job on any store. It uses the system clock but
 // makes no timing assumption: it waits on the queue's events, never on
 // time passing.
 func RunAdmin(t *testing.T, newStore func(t *testing.T) storekit.Store[Payload]) {
@@ -45,6 +47,9 @@ func RunAdmin(t *testing.T, newStore func(t *testing.T) storekit.Store[Payload])
 	t.Run("CancelRacesComplete", func(t *testing.T) { adminCancelRace(t, newStore(t)) })
 	t.Run("RetryRacesDelete", func(t *testing.T) { adminRetryRace(t, newStore(t)) })
 	t.Run("Targets", func(t *testing.T) { adminTargets(t, newStore(t)) })
+	t.Run("ConcurrencyLimit", func(t *testing.T) { concurrencyLimit(t, newStore(t)) })
+	t.Run("ConcurrencyZeroStop", func(t *testing.T) { concurrencyZeroStop(t, newStore(t)) })
+	t.Run("ClaimGate", func(t *testing.T) { claimGate(t, newStore(t)) })
 }
 
 // events counts a queue's events by kind and wakes waiters.

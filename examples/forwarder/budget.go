@@ -5,8 +5,6 @@ import (
 	"runtime/metrics"
 	"sync"
 	"time"
-
-	"github.com/queuekit/queue"
 )
 
 // The forwarding budget: forwards get only the CPU the announces leave.
@@ -25,9 +23,13 @@ import (
 // for reasons of its own (a long GC, a neighbour): a shed forward waits
 // for the peer's next announce, but one already queued would otherwise
 // wait for as long as the load lasts. Each window's forwards are let
-// through evenly over it, not in a burst. A forward that waits keeps its
-// job; one the queue cannot take while the workers wait is shed at
-// admission and sent at the peer's next announce, as any shed forward is.
+// through evenly over it, not in a burst. The budget is the queue's claim
+// gate (queue.WithClaimGate): a worker waits for it before it claims a
+// forward, so a worker that waits holds no job. The forwards stay queued,
+// where a peer's next announce finds its forward pending (and adds none),
+// and where their depth feeds admission: one the queue cannot take while
+// the workers wait is shed at admission and sent at the peer's next
+// announce, as any shed forward is.
 
 // budgetWindow is how often the budget reads the scheduler's latency and
 // moves its limit: short enough to close within a few milliseconds of a
@@ -59,7 +61,7 @@ const budgetRaiseAfter = 10
 // how many goroutine wake-ups, and how many of them waited at least d.
 type schedSample func(d time.Duration) (total, over uint64)
 
-// forwardBudget gates the queue's runs. Its methods are safe for
+// forwardBudget gates the queue's claims. Its methods are safe for
 // concurrent use.
 type forwardBudget struct {
 	latency time.Duration // the scheduler p99 above which forwarding narrows
@@ -85,12 +87,14 @@ func newForwardBudget(latency time.Duration, sample schedSample) *forwardBudget 
 	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor, raise: budgetRaiseAfter}
 }
 
-// middleware holds each run until the budget lets it through. When ctx
-// ends first (Shutdown), the run goes ahead with the ended ctx, and the
-// handler returns its error, so the queue puts the job back.
-func (b *forwardBudget) middleware(ctx context.Context, _ *queue.JobInfo, next func(context.Context)) {
-	b.acquire(ctx)
-	next(ctx)
+// gate is the queue's claim gate: it returns nil once the budget lets a
+// forward start, and ctx's error if ctx ends first (the worker retires,
+// or the queue stops, which then claims without the gate to drain).
+func (b *forwardBudget) gate(ctx context.Context) error {
+	if b.acquire(ctx) {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // acquire waits until a forward may run; false if ctx ended first.

@@ -170,25 +170,22 @@ func TestForwardBudgetWaiterLeavesWhenCtxEnds(t *testing.T) {
 	})
 }
 
-func TestForwardBudgetMiddlewareRunsNextOnce(t *testing.T) {
+func TestForwardBudgetGateReturnsCtxErr(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s fakeSched
 		b := newForwardBudget(time.Millisecond, s.read)
 		ctx, cancel := context.WithCancel(t.Context())
-		var calls atomic.Int32
-		var seen error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			b.middleware(ctx, &queue.JobInfo{}, func(c context.Context) { calls.Add(1); seen = c.Err() })
-		}()
+		got := make(chan error, 1)
+		go func() { got <- b.gate(ctx) }()
 		synctest.Wait()
-		assert.Zero(t, calls.Load(), "the run waits for the budget")
-		cancel() // shutting down: the run goes ahead with the ended ctx
-		<-done
-		assert.Equal(t, int32(1), calls.Load())
-		assert.ErrorIs(t, seen, context.Canceled)
+		assert.Equal(t, budgetState{limit: budgetFloor, waiting: 1}, b.state(), "the gate waits for the budget")
+		cancel() // the worker retires, or the queue stops
+		assert.ErrorIs(t, <-got, context.Canceled)
 		assert.Equal(t, budgetState{limit: budgetFloor}, b.state())
+		go func() { got <- b.gate(t.Context()) }()
+		synctest.Wait()
+		b.tick(budgetTicks - 1)
+		assert.NoError(t, <-got, "let through")
 	})
 }
 
@@ -225,7 +222,11 @@ func TestForwarderHoldsForwardsWhileSchedulerBusy(t *testing.T) {
 		synctest.Wait()
 		n := up.n.Load()
 		assert.True(t, n >= 5 && n <= 11, "%d forwards in 10 busy windows: the floor's one a window", n)
-		assert.Equal(t, 2, f.budget.state().waiting, "both workers hold a job")
+		assert.Equal(t, 2, f.budget.state().waiting, "both workers wait for the budget")
+		st := f.q.Stats()
+		assert.Equal(t, 2, st.AtGate, "at the queue's claim gate")
+		assert.Zero(t, st.Running, "holding no forward")
+		assert.Positive(t, st.Depth, "the forwards wait in the queue")
 
 		s.set(1000, 0)
 		time.Sleep(2 * time.Second) // quiet: 200 windows, the limit rising by one every 10

@@ -237,9 +237,9 @@ func NewForwarder(o Options, qopts ...queue.Option) (*Forwarder, error) {
 		if err := f.registerBudgetMetrics(); err != nil {
 			return nil, err
 		}
-		// Outermost: a run waiting for the budget has not started its
-		// timeout.
-		opts = append(opts, queue.WithMiddleware(f.budget.middleware))
+		// Before the claim: a worker waiting for the budget holds no
+		// forward.
+		opts = append(opts, queue.WithClaimGate(f.budget.gate))
 	}
 	opts = append(opts, qopts...)
 	q, err := newQueue(o.Store, f.runJob, opts)
@@ -289,7 +289,7 @@ func (f *Forwarder) registerBudgetMetrics() error {
 		}, func() float64 { return float64(b.state().limit) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "forwarder_forward_budget_waiting",
-			Help: "Forwards claimed by a worker and waiting for the budget.",
+			Help: "Workers waiting for the budget before they claim a forward (holding none).",
 		}, func() float64 { return float64(b.state().waiting) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "forwarder_forward_budget_narrowed_total",
