@@ -375,7 +375,7 @@ func (q *Queue[T]) endCut(w *worker[T], job *Job[T]) {
 func (q *Queue[T]) pauseWait(ctx context.Context) bool {
 	for {
 		p, ch := q.pausedNow()
-		if !p || q.stopBegun() {
+		if !p || q.lifted() {
 			return !p || q.mem != nil
 		}
 		select {
@@ -384,16 +384,6 @@ func (q *Queue[T]) pauseWait(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		}
-	}
-}
-
-// stopBegun reports whether Stop or Shutdown has begun.
-func (q *Queue[T]) stopBegun() bool {
-	select {
-	case <-q.stopping:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -111,8 +111,8 @@ func (g *gateState) concurrency() int {
 	return g.limit
 }
 
-// lifted reports whether Stop or Shutdown has begun: the limit and the
-// gate no longer hold workers back.
+// lifted reports whether Stop or Shutdown has begun: the limit, the gate
+// and the admin API's pause no longer hold workers back.
 func (q *Queue[T]) lifted() bool {
 	select {
 	case <-q.stopping:

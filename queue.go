@@ -403,7 +403,11 @@ func (q *Queue[T]) depth() int { return q.store.Len() + int(q.targets.parked.Loa
 // for itself: Stop returns only when its ctx ends, and the queue stops
 // after the handler returns. Stop lifts SetConcurrency's limit and
 // WithClaimGate's gate (the gate's ctx ends): the drain runs on the
-// whole pool, and neither can keep the queue from stopping.
+// whole pool, and neither can keep the queue from stopping. It lifts a
+// pause of the admin API (Admin().Pause) in the same way, for this
+// process: the in-memory store's drain runs its ready jobs, which would
+// otherwise be lost with the process; a durable store's jobs stay ready
+// in it, and the pause stays for the other processes.
 func (q *Queue[T]) Stop(ctx context.Context) error {
 	q.begin(false)
 	return q.wait(ctx)

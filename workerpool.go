@@ -151,7 +151,7 @@ func (q *Queue[T]) work(w *worker[T]) {
 			continue
 		}
 		storeErrs = 0
-		if q.adm.pausing.Load() && q.paused() && !q.stopBegun() {
+		if q.adm.pausing.Load() && q.paused() && !q.lifted() {
 			// Paused while this worker waited for a job: put it back
 			// (unless Stop has begun, which lifts the pause).
 			q.deferJob(w, &job, q.clock.Now())
