@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -694,45 +695,112 @@ func (s *swarms) size() (peers int64, evicted uint64) {
 	return s.count.Load(), s.evicted.Load()
 }
 
-// addrSet is a set of addresses: a slice while small, a map beyond.
+// addrSet is a set of addresses: a slice while small, beyond that an
+// open-addressing table of pointer-free entries that is emptied by
+// bumping a generation rather than cleared, and grows only when a larger
+// swarm needs it. A set pooled with its scratch thus allocates nothing
+// once it has met the largest swarm (a map grew, and was garbage, with
+// every swarm larger than the last one it held).
 type addrSet struct {
-	small  []netip.AddrPort
-	big    map[netip.AddrPort]struct{}
-	useMap bool // big is in use, not small
+	small    []netip.AddrPort
+	table    []setSlot // len a power of two; a slot is in use when its gen is gen
+	gen      uint32
+	n        int // addresses in table
+	useTable bool
+	seed     maphash.Seed
+}
+
+type setSlot struct {
+	key addrKey
+	gen uint32
+}
+
+// addrKey is an address and port as bytes: 16 of address, 2 of port, its
+// kind (peerAddr's).
+type addrKey [19]byte
+
+func keyOf(a netip.AddrPort) addrKey {
+	p := packAddr(a)
+	var k addrKey
+	copy(k[:16], p.ip[:])
+	k[16], k[17], k[18] = byte(p.port>>8), byte(p.port), p.kind
+	return k
 }
 
 // reset empties s for about n addresses and adds first, as a local
-// peer's. It keeps s's storage: a slice up to 32 addresses, a map beyond.
+// peer's. It keeps s's storage: a slice up to 32 addresses, a table
+// beyond.
 func (s *addrSet) reset(n int, first netip.AddrPort) {
 	s.small = s.small[:0]
-	s.useMap = n > 32
-	if s.useMap {
-		if s.big == nil || len(s.big) > maxPooledSet {
-			s.big = make(map[netip.AddrPort]struct{}, n+1)
-		} else {
-			clear(s.big)
+	s.useTable = n > 32
+	if s.useTable {
+		// Room for n addresses and their loopback aliases at a load of
+		// at most one half.
+		size := 64
+		for size < 4*(n+1) {
+			size *= 2
 		}
+		if len(s.table) < size || len(s.table) > 4*maxPooledSet {
+			s.table = make([]setSlot, size)
+			s.gen = 0
+			s.seed = maphash.MakeSeed()
+		}
+		s.gen++
+		if s.gen == 0 { // wrapped: old stamps could read as current
+			clear(s.table)
+			s.gen = 1
+		}
+		s.n = 0
 	}
 	s.addLocal(first)
 }
 
-// maxPooledSet is the most addresses an addrSet's map may have held to be
-// cleared and used again rather than dropped: clearing costs as much as
-// the map ever held.
+// maxPooledSet is, in addresses, the largest set kept for use again
+// rather than dropped: a set is sized for the largest swarm it met.
 const maxPooledSet = 1024
 
 // add adds a and reports whether it was new.
 func (s *addrSet) add(a netip.AddrPort) bool {
-	if s.useMap {
-		if _, ok := s.big[a]; ok {
+	if !s.useTable {
+		if slices.Contains(s.small, a) {
 			return false
 		}
-		s.big[a] = struct{}{}
+		s.small = append(s.small, a)
 		return true
 	}
-	if slices.Contains(s.small, a) {
+	if 2*(s.n+1) > len(s.table) {
+		s.grow()
+	}
+	if !s.insert(keyOf(a)) {
 		return false
 	}
-	s.small = append(s.small, a)
+	s.n++
 	return true
+}
+
+// insert adds k to the table, which has a free slot, and reports whether
+// it was new.
+func (s *addrSet) insert(k addrKey) bool {
+	mask := uint64(len(s.table) - 1)
+	for i := maphash.Comparable(s.seed, k) & mask; ; i = (i + 1) & mask {
+		sl := &s.table[i]
+		if sl.gen != s.gen {
+			sl.key, sl.gen = k, s.gen
+			return true
+		}
+		if sl.key == k {
+			return false
+		}
+	}
+}
+
+// grow doubles the table, keeping what it holds.
+func (s *addrSet) grow() {
+	old, gen := s.table, s.gen
+	s.table, s.gen = make([]setSlot, 2*len(old)), 1
+	for _, sl := range old {
+		if sl.gen == gen {
+			s.insert(sl.key)
+		}
+	}
 }

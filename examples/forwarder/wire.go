@@ -426,7 +426,7 @@ var scratchPool = sync.Pool{New: func() any { return new(announceScratch) }}
 // reply grew it: such a one is left to the garbage collector rather than
 // kept for every later announce.
 func (sc *announceScratch) release() {
-	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 {
+	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 || len(sc.seen.table) > 4*maxPooledSet {
 		return
 	}
 	scratchPool.Put(sc)
