@@ -2,8 +2,8 @@ package main
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -707,7 +707,7 @@ type addrSet struct {
 	gen      uint32
 	n        int // addresses in table
 	useTable bool
-	seed     maphash.Seed
+	seed     [4]uint64
 }
 
 type setSlot struct {
@@ -715,16 +715,32 @@ type setSlot struct {
 	gen uint32
 }
 
-// addrKey is an address and port as bytes: 16 of address, 2 of port, its
-// kind (peerAddr's).
-type addrKey [19]byte
+// addrKey is an address and port as numbers: the 16 bytes of the
+// address, then its port and kind (peerAddr's).
+type addrKey struct {
+	hi, lo uint64
+	pk     uint32
+}
 
 func keyOf(a netip.AddrPort) addrKey {
-	p := packAddr(a)
-	var k addrKey
-	copy(k[:16], p.ip[:])
-	k[16], k[17], k[18] = byte(p.port>>8), byte(p.port), p.kind
+	ip := a.Addr()
+	b := ip.As16()
+	k := addrKey{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), pk: uint32(a.Port())}
+	switch {
+	case ip.Is4():
+		k.pk |= 4 << 16
+	case ip.Is6():
+		k.pk |= 6 << 16
+	}
 	return k
+}
+
+// hash mixes k with the set's seed (wyhash's multiply-fold): the
+// addresses come from clients and upstreams, so the seed is random.
+func (s *addrSet) hash(k addrKey) uint64 {
+	h1, l1 := bits.Mul64(k.hi^s.seed[0], k.lo^s.seed[1])
+	h2, l2 := bits.Mul64(h1^l1^s.seed[2], uint64(k.pk)^s.seed[3])
+	return h2 ^ l2
 }
 
 // reset empties s for about n addresses and adds first, as a local
@@ -743,7 +759,9 @@ func (s *addrSet) reset(n int, first netip.AddrPort) {
 		if len(s.table) < size || len(s.table) > 4*maxPooledSet {
 			s.table = make([]setSlot, size)
 			s.gen = 0
-			s.seed = maphash.MakeSeed()
+			for i := range s.seed {
+				s.seed[i] = rand.Uint64()
+			}
 		}
 		s.gen++
 		if s.gen == 0 { // wrapped: old stamps could read as current
@@ -782,7 +800,7 @@ func (s *addrSet) add(a netip.AddrPort) bool {
 // it was new.
 func (s *addrSet) insert(k addrKey) bool {
 	mask := uint64(len(s.table) - 1)
-	for i := maphash.Comparable(s.seed, k) & mask; ; i = (i + 1) & mask {
+	for i := s.hash(k) & mask; ; i = (i + 1) & mask {
 		sl := &s.table[i]
 		if sl.gen != s.gen {
 			sl.key, sl.gen = k, s.gen
