@@ -144,3 +144,23 @@ func TestAddrSetTable(t *testing.T) {
 	})
 	assert.Zero(t, n)
 }
+
+// An announce's scratch stays pooled after a swarm of peers on loopback
+// (each also entered under its alias) just below the set's table.
+func TestScratchReusableAfterLoopbackSwarm(t *testing.T) {
+	s := newSwarms(time.Hour, defaultMaxPeers)
+	var as []*Announce
+	for i := range 31 { // and an upstream's: 32 addresses, the most the slice takes
+		a := peerAnnounce(i+1, 1, EventNone)
+		a.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(7000+i))
+		s.update(a, t0)
+		as = append(as, a)
+	}
+	s.recordReply(as[0], "up", &Reply{Peers: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9")}}, t0, time.Hour)
+	sc := new(announceScratch)
+	peers, _, _ := s.appendPeers(sc.peers, &sc.seen, as[0], maxNumWant, t0)
+	require.Len(t, peers, 31, "30 local peers and the upstream's")
+	sc.peers = peers[:0]
+	assert.False(t, sc.seen.useTable)
+	assert.True(t, sc.reusable(), "the set's slice holds %d", cap(sc.seen.small))
+}
