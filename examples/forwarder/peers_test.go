@@ -264,9 +264,8 @@ func TestSwarmStopStrikesUpstreamCopies(t *testing.T) {
 	s.recordReply(a2, "B", &Reply{Peers: []netip.AddrPort{a1.Addr}}, t0, time.Hour)
 
 	s.remove(peerAnnounce(1, 1, EventStopped), t0)
-	sw := s.shard(a1.InfoHash).m[a1.InfoHash]
-	assert.Equal(t, []netip.AddrPort{other}, sw.upstream["A"].peers)
-	assert.Empty(t, sw.upstream["B"].peers)
+	assert.Equal(t, []netip.AddrPort{other}, upstreamOf(s, a1.InfoHash, "A").peers)
+	assert.Empty(t, upstreamOf(s, a1.InfoHash, "B").peers)
 	peers, _, _ := s.peers(a2, 50, t0)
 	assert.Equal(t, []netip.AddrPort{other}, addrs(peers))
 

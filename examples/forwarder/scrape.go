@@ -114,13 +114,16 @@ func (s *swarms) scrape(h [20]byte, now time.Time) scrapeFile {
 	sh := s.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(h, false)
-	if sw == nil {
+	swi := sh.getLocked(h, false)
+	if swi == none {
 		return scrapeFile{}
 	}
+	sw := &sh.sws[swi]
+	t := s.ns(now)
 	var c scrapeFile
-	for _, p := range sw.local {
-		if now.Sub(p.seen) >= s.peerTTL {
+	for i := sw.first; i != none; i = sh.peers[i].swNext {
+		p := &sh.peers[i]
+		if t-p.seen >= int64(s.peerTTL) {
 			continue
 		}
 		if p.seeder {

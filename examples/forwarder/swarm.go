@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -15,54 +16,117 @@ import (
 // (local peers) and the peers each upstream last returned. It is sharded
 // by info hash so concurrent announces for different torrents rarely
 // share a lock. All methods are safe for concurrent use; none blocks on
-// anything but a shard's mutex, and none holds two shards' at once.
+// anything but a shard's mutex (and, briefly, the upstream names'), and
+// none holds two shards' at once.
 //
 // The local peers are bounded twice: by age (a peer silent for peerTTL is
 // dropped) and by number (beyond maxPeers the least recently seen peer is
 // evicted). Each shard keeps its peers in a list ordered by when they were
 // last seen, and publishes its oldest's time, so that eviction finds the
 // table's oldest peer by reading 64 numbers rather than by a scan.
+//
+// The table holds up to a million peers, and every one is a peer a
+// garbage collection would otherwise mark: each shard keeps its swarms and
+// peers by value in slices, linked by index, found through maps whose keys
+// and values hold no pointer, a peer's address as bytes, its times as
+// durations, and the upstreams it was sent to as bits. The collector skips
+// all of that; only each swarm's upstream replies hold pointers.
 type swarms struct {
 	peerTTL     time.Duration // a local peer silent this long is dropped
 	maxPeers    int64         // local peers (stopped ones included) kept at most
 	shards      [64]swarmShard
 	upstreamMax int // peers kept per upstream reply
+	// epoch is what peers' times are counted from: a time.Time holds a
+	// pointer, a duration does not. Times are compared as time.Time.Sub
+	// compares them (by the monotonic clock when both have it).
+	epoch time.Time
+	names upstreamNames
 
 	count   atomic.Int64  // local peers held, stopped ones included
 	evicted atomic.Uint64 // local peers evicted for maxPeers
 }
 
+// none is the null index of the shards' lists.
+const none = -1
+
 type swarmShard struct {
-	mu sync.Mutex
-	m  map[[20]byte]*swarm
+	mu  sync.Mutex
+	m   map[[20]byte]int32 // info hash → index in sws
+	sws []swarm            // by index; free slots chained through next
+	// byID finds a peer (index in peers) by its swarm's index and its id.
+	byID  map[peerKey]int32
+	peers []localPeer // by index; free slots chained through next
+	// The first free slot of sws and of peers, or none.
+	freeSw, freePeer int32
 	// The shard's local peers, least recently seen first; mu guards them.
-	head, tail *localPeer
-	// oldest is head's seen in Unix nanoseconds, or math.MaxInt64 when the
+	head, tail int32
+	// extra holds, by peer index, the upstreams beyond the first 64 names
+	// (upstreamNames) that a peer was sent to: a forwarder has a handful.
+	extra map[int32][]string
+	// oldest is head's seen (ns since epoch), or math.MaxInt64 when the
 	// shard holds no peer; read without mu by evict.
 	oldest atomic.Int64
 }
 
+type peerKey struct {
+	sw int32
+	id [20]byte
+}
+
 type swarm struct {
 	hash       [20]byte
-	local      map[[20]byte]*localPeer
 	upstream   map[string]*upstreamPeers
 	downloaded int64 // local peers' first completed events (scrape's downloaded)
+	first      int32 // the swarm's local peers, linked by swNext; none when it has none
+	local      int32 // local peers held, stopped ones included
+	next       int32 // the next free slot, while this one is free
 }
 
 type localPeer struct {
-	addr      netip.AddrPort
-	seeder    bool
-	seen      time.Time
-	forwarded []string // upstreams sent an announce of this peer
-	completed bool     // completed already forwarded
+	id        [20]byte
+	addr      peerAddr
+	seen      int64  // ns since epoch
+	forwarded uint64 // upstreams sent an announce of this peer, by upstreamNames id (and extra)
+	sw        int32  // its swarm's index
+	// prev, next: the shard's list, by seen (next also chains free slots);
+	// swPrev, swNext: the swarm's peers.
+	prev, next, swPrev, swNext int32
+	seeder                     bool
+	completed                  bool // completed already forwarded
 	// stopped: the peer sent event=stopped. It is kept (until peerTTL
 	// passes) only so that its address, which upstreams may still list,
 	// is never handed out.
 	stopped bool
+}
 
-	sw         *swarm
-	id         [20]byte
-	prev, next *localPeer // the shard's list, by seen
+// peerAddr is a netip.AddrPort without its pointer (the zone's): a local
+// peer's address never has a zone (parseAnnounce drops it).
+type peerAddr struct {
+	ip   [16]byte
+	port uint16
+	kind uint8 // 0: the zero AddrPort; 4: IPv4; 6: IPv6
+}
+
+func packAddr(a netip.AddrPort) peerAddr {
+	ip := a.Addr()
+	p := peerAddr{ip: ip.As16(), port: a.Port()}
+	switch {
+	case ip.Is4():
+		p.kind = 4
+	case ip.Is6():
+		p.kind = 6
+	}
+	return p
+}
+
+func (p peerAddr) addrPort() netip.AddrPort {
+	switch p.kind {
+	case 4:
+		return netip.AddrPortFrom(netip.AddrFrom16(p.ip).Unmap(), p.port)
+	case 6:
+		return netip.AddrPortFrom(netip.AddrFrom16(p.ip), p.port)
+	}
+	return netip.AddrPort{}
 }
 
 type upstreamPeers struct {
@@ -80,16 +144,74 @@ type evictedPeer struct {
 	forwarded []string
 }
 
+// upstreamNames numbers the upstream names peers are sent to, so that a
+// peer records them as bits: the first 64 get one each.
+type upstreamNames struct {
+	mu   sync.RWMutex
+	ids  map[string]uint8
+	list []string // by id
+}
+
+const maxNameBits = 64
+
+// id returns name's bit, numbering it when it is new, or ok false past
+// the 64th name.
+func (n *upstreamNames) id(name string) (id uint8, ok bool) {
+	n.mu.RLock()
+	id, ok = n.ids[name]
+	full := len(n.list) >= maxNameBits
+	n.mu.RUnlock()
+	if ok || full {
+		return id, ok
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if id, ok = n.ids[name]; ok {
+		return id, true
+	}
+	if len(n.list) >= maxNameBits {
+		return 0, false
+	}
+	if n.ids == nil {
+		n.ids = make(map[string]uint8)
+	}
+	id = uint8(len(n.list))
+	n.ids[name] = id
+	n.list = append(n.list, name)
+	return id, true
+}
+
+// appendNames appends the names of mask's bits to dst.
+func (n *upstreamNames) appendNames(dst []string, mask uint64) []string {
+	if mask == 0 {
+		return dst
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for i, name := range n.list {
+		if mask&(1<<i) != 0 {
+			dst = append(dst, name)
+		}
+	}
+	return dst
+}
+
 // newSwarms returns an empty table dropping peers silent for peerTTL and
 // holding at most maxPeers local peers (at least 1).
 func newSwarms(peerTTL time.Duration, maxPeers int) *swarms {
-	s := &swarms{peerTTL: peerTTL, maxPeers: int64(max(maxPeers, 1)), upstreamMax: 200}
+	s := &swarms{peerTTL: peerTTL, maxPeers: int64(max(maxPeers, 1)), upstreamMax: 200, epoch: time.Now()}
 	for i := range s.shards {
-		s.shards[i].m = make(map[[20]byte]*swarm)
-		s.shards[i].oldest.Store(math.MaxInt64)
+		sh := &s.shards[i]
+		sh.m = make(map[[20]byte]int32)
+		sh.byID = make(map[peerKey]int32)
+		sh.freeSw, sh.freePeer, sh.head, sh.tail = none, none, none, none
+		sh.oldest.Store(math.MaxInt64)
 	}
 	return s
 }
+
+// ns is t in ns since the table's epoch.
+func (s *swarms) ns(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
 
 // shard returns h's shard. Real info hashes are SHA-1 digests, uniform in
 // every byte, but torrents named by a benchmark or a test often share a
@@ -100,67 +222,157 @@ func (s *swarms) shard(h [20]byte) *swarmShard {
 	return &s.shards[(x*0x9E3779B97F4A7C15)>>58]
 }
 
-// getLocked returns h's swarm, creating it when create is set.
-func (sh *swarmShard) getLocked(h [20]byte, create bool) *swarm {
-	sw := sh.m[h]
-	if sw == nil && create {
-		sw = &swarm{hash: h, local: make(map[[20]byte]*localPeer, 1)}
-		sh.m[h] = sw
+// getLocked returns h's swarm's index, creating the swarm when create is
+// set, or none.
+func (sh *swarmShard) getLocked(h [20]byte, create bool) int32 {
+	if i, ok := sh.m[h]; ok {
+		return i
 	}
-	return sw
+	if !create {
+		return none
+	}
+	i := sh.freeSw
+	if i != none {
+		sh.freeSw = sh.sws[i].next
+	} else {
+		i = int32(len(sh.sws))
+		sh.sws = append(sh.sws, swarm{})
+	}
+	sh.sws[i] = swarm{hash: h, first: none, next: none}
+	sh.m[h] = i
+	return i
 }
 
-// pushLocked appends p to the shard's list: it is the most recently seen.
-func (sh *swarmShard) pushLocked(p *localPeer) {
-	p.prev, p.next = sh.tail, nil
-	if sh.tail != nil {
-		sh.tail.next = p
-	} else {
-		sh.head = p
+// freeSwarmLocked drops swarm i when it holds nothing.
+func (sh *swarmShard) freeSwarmLocked(i int32) {
+	sw := &sh.sws[i]
+	if sw.local > 0 || len(sw.upstream) > 0 {
+		return
 	}
-	sh.tail = p
+	delete(sh.m, sw.hash)
+	*sw = swarm{first: none, next: sh.freeSw}
+	sh.freeSw = i
+}
+
+// peerLocked returns the index of peer id of swarm swi, or none.
+func (sh *swarmShard) peerLocked(swi int32, id [20]byte) int32 {
+	if swi == none {
+		return none
+	}
+	if i, ok := sh.byID[peerKey{swi, id}]; ok {
+		return i
+	}
+	return none
+}
+
+// addPeerLocked adds peer id to swarm swi and returns its index; it is in
+// no list by seen yet.
+func (sh *swarmShard) addPeerLocked(swi int32, id [20]byte) int32 {
+	i := sh.freePeer
+	if i != none {
+		sh.freePeer = sh.peers[i].next
+	} else {
+		i = int32(len(sh.peers))
+		sh.peers = append(sh.peers, localPeer{})
+	}
+	sw := &sh.sws[swi]
+	sh.peers[i] = localPeer{id: id, sw: swi, prev: none, next: none, swPrev: none, swNext: sw.first}
+	if sw.first != none {
+		sh.peers[sw.first].swPrev = i
+	}
+	sw.first = i
+	sw.local++
+	sh.byID[peerKey{swi, id}] = i
+	return i
+}
+
+// pushLocked appends peer i to the shard's list: it is the most recently
+// seen.
+func (sh *swarmShard) pushLocked(i int32) {
+	p := &sh.peers[i]
+	p.prev, p.next = sh.tail, none
+	if sh.tail != none {
+		sh.peers[sh.tail].next = i
+	} else {
+		sh.head = i
+	}
+	sh.tail = i
 	sh.setOldestLocked()
 }
 
-// unlinkLocked takes p out of the shard's list.
-func (sh *swarmShard) unlinkLocked(p *localPeer) {
-	if p.prev != nil {
-		p.prev.next = p.next
+// unlinkLocked takes peer i out of the shard's list.
+func (sh *swarmShard) unlinkLocked(i int32) {
+	p := &sh.peers[i]
+	if p.prev != none {
+		sh.peers[p.prev].next = p.next
 	} else {
 		sh.head = p.next
 	}
-	if p.next != nil {
-		p.next.prev = p.prev
+	if p.next != none {
+		sh.peers[p.next].prev = p.prev
 	} else {
 		sh.tail = p.prev
 	}
-	p.prev, p.next = nil, nil
+	p.prev, p.next = none, none
 	sh.setOldestLocked()
 }
 
 func (sh *swarmShard) setOldestLocked() {
-	if sh.head == nil {
+	if sh.head == none {
 		sh.oldest.Store(math.MaxInt64)
 		return
 	}
-	sh.oldest.Store(sh.head.seen.UnixNano())
+	sh.oldest.Store(sh.peers[sh.head].seen)
 }
 
-// dropLocked removes p from its swarm and the shard's list, and the swarm
-// too once it holds nothing.
-func (s *swarms) dropLocked(sh *swarmShard, p *localPeer) {
-	sh.unlinkLocked(p)
-	delete(p.sw.local, p.id)
-	s.count.Add(-1)
-	if len(p.sw.local) == 0 && len(p.sw.upstream) == 0 {
-		delete(sh.m, p.sw.hash)
+// dropLocked removes peer i from its swarm and the shard's list, and the
+// swarm too once it holds nothing.
+func (s *swarms) dropLocked(sh *swarmShard, i int32) {
+	sh.unlinkLocked(i)
+	p := &sh.peers[i]
+	swi := p.sw
+	sw := &sh.sws[swi]
+	if p.swPrev != none {
+		sh.peers[p.swPrev].swNext = p.swNext
+	} else {
+		sw.first = p.swNext
 	}
+	if p.swNext != none {
+		sh.peers[p.swNext].swPrev = p.swPrev
+	}
+	sw.local--
+	delete(sh.byID, peerKey{swi, p.id})
+	if sh.extra != nil {
+		delete(sh.extra, i)
+	}
+	*p = localPeer{next: sh.freePeer}
+	sh.freePeer = i
+	s.count.Add(-1)
+	sh.freeSwarmLocked(swi)
 }
 
 // live reports whether p is a peer to serve: not stopped, not silent for
 // the TTL.
-func (s *swarms) live(p *localPeer, now time.Time) bool {
-	return p != nil && !p.stopped && now.Sub(p.seen) < s.peerTTL
+func (s *swarms) live(p *localPeer, now int64) bool {
+	return !p.stopped && now-p.seen < int64(s.peerTTL)
+}
+
+// forwardedLocked returns the upstreams peer i was sent to, appended to
+// dst.
+func (s *swarms) forwardedLocked(sh *swarmShard, dst []string, i int32) []string {
+	dst = s.names.appendNames(dst, sh.peers[i].forwarded)
+	if sh.extra != nil {
+		dst = append(dst, sh.extra[i]...)
+	}
+	return dst
+}
+
+// clearForwardedLocked forgets the upstreams peer i was sent to.
+func (sh *swarmShard) clearForwardedLocked(i int32) {
+	sh.peers[i].forwarded = 0
+	if sh.extra != nil {
+		delete(sh.extra, i)
+	}
 }
 
 // known reports whether a's peer is a live local peer of its torrent.
@@ -168,10 +380,8 @@ func (s *swarms) known(a *Announce, now time.Time) bool {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sw := sh.getLocked(a.InfoHash, false); sw != nil {
-		return s.live(sw.local[a.PeerID], now)
-	}
-	return false
+	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
+	return i != none && s.live(&sh.peers[i], s.ns(now))
 }
 
 // update records a's peer (any event but stopped). It reports whether the
@@ -179,30 +389,32 @@ func (s *swarms) known(a *Announce, now time.Time) bool {
 // a's completed event is the peer's first, which is forwarded once. A new
 // peer may take the table past its bound: see evict.
 func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool) {
+	t := s.ns(now)
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(a.InfoHash, true)
-	p := sw.local[a.PeerID]
+	swi := sh.getLocked(a.InfoHash, true)
+	i := sh.peerLocked(swi, a.PeerID)
 	switch {
-	case p == nil:
+	case i == none:
 		isNew = true
-		p = &localPeer{sw: sw, id: a.PeerID}
-		sw.local[a.PeerID] = p
+		i = sh.addPeerLocked(swi, a.PeerID)
 		s.count.Add(1)
-	case !s.live(p, now):
+	case !s.live(&sh.peers[i], t):
 		isNew = true
-		sh.unlinkLocked(p)
-		p.forwarded, p.completed, p.stopped = nil, false, false
+		sh.unlinkLocked(i)
+		sh.clearForwardedLocked(i)
+		sh.peers[i].completed, sh.peers[i].stopped = false, false
 	default:
-		sh.unlinkLocked(p)
+		sh.unlinkLocked(i)
 	}
-	p.addr, p.seen = a.Addr, now
+	p := &sh.peers[i]
+	p.addr, p.seen = packAddr(a.Addr), t
 	p.seeder = a.Left == 0
-	sh.pushLocked(p)
+	sh.pushLocked(i)
 	if a.Event == EventCompleted && !p.completed {
 		p.completed, firstCompleted = true, true
-		sw.downloaded++
+		sh.sws[swi].downloaded++
 	}
 	return isNew, firstCompleted
 }
@@ -219,18 +431,19 @@ func (s *swarms) evict(keep *Announce) []evictedPeer {
 			break
 		}
 		sh.mu.Lock()
-		p := sh.head
-		if p != nil && p.id == keep.PeerID && p.sw.hash == keep.InfoHash {
-			p = p.next
-			if p == nil {
+		i := sh.head
+		if i != none && sh.peers[i].id == keep.PeerID && sh.sws[sh.peers[i].sw].hash == keep.InfoHash {
+			i = sh.peers[i].next
+			if i == none {
 				// Seen at the same instant as another shard's oldest,
 				// keep is not to be evicted: look elsewhere.
 				skip = sh
 			}
 		}
-		if p != nil {
-			out = append(out, evictedPeer{hash: p.sw.hash, id: p.id, forwarded: p.forwarded})
-			s.dropLocked(sh, p)
+		if i != none {
+			p := &sh.peers[i]
+			out = append(out, evictedPeer{hash: sh.sws[p.sw].hash, id: p.id, forwarded: s.forwardedLocked(sh, nil, i)})
+			s.dropLocked(sh, i)
 			s.evicted.Add(1)
 		}
 		sh.mu.Unlock()
@@ -263,24 +476,24 @@ func (s *swarms) remove(a *Announce, now time.Time) (forwarded []string, foreign
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(a.InfoHash, false)
-	if sw == nil {
+	swi := sh.getLocked(a.InfoHash, false)
+	i := sh.peerLocked(swi, a.PeerID)
+	if i == none || sh.peers[i].stopped {
 		return nil, false
 	}
-	p := sw.local[a.PeerID]
-	if p == nil || p.stopped {
-		return nil, false
-	}
-	if p.addr.Addr() != a.Addr.Addr() {
+	addr := sh.peers[i].addr.addrPort()
+	if addr.Addr() != a.Addr.Addr() {
 		return nil, true
 	}
-	forwarded = p.forwarded
-	p.stopped, p.forwarded, p.seeder = true, nil, false
-	p.seen = now
-	sh.unlinkLocked(p)
-	sh.pushLocked(p)
-	for _, u := range sw.upstream {
-		u.peers = slices.DeleteFunc(u.peers, func(x netip.AddrPort) bool { return x == p.addr })
+	forwarded = s.forwardedLocked(sh, nil, i)
+	sh.clearForwardedLocked(i)
+	p := &sh.peers[i]
+	p.stopped, p.seeder = true, false
+	p.seen = s.ns(now)
+	sh.unlinkLocked(i)
+	sh.pushLocked(i)
+	for _, u := range sh.sws[swi].upstream {
+		u.peers = slices.DeleteFunc(u.peers, func(x netip.AddrPort) bool { return x == addr })
 	}
 	return forwarded, false
 }
@@ -290,12 +503,11 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sw := sh.getLocked(a.InfoHash, false); sw != nil {
-		if p := sw.local[a.PeerID]; p != nil && !p.stopped {
-			return slices.Clone(p.forwarded)
-		}
+	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
+	if i == none || sh.peers[i].stopped {
+		return nil
 	}
-	return nil
+	return s.forwardedLocked(sh, nil, i)
 }
 
 // recordReply stores an upstream's successful reply about a's torrent:
@@ -305,7 +517,7 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(a.InfoHash, true)
+	sw := &sh.sws[sh.getLocked(a.InfoHash, true)]
 	if sw.upstream == nil {
 		sw.upstream = make(map[string]*upstreamPeers, 1)
 	}
@@ -328,30 +540,38 @@ func (s *swarms) recordReply(a *Announce, upstream string, r *Reply, now time.Ti
 }
 
 // markForwarded records that a's peer was sent to upstreams, which will
-// hear its stop. The swarm keeps upstreams (the caller's fresh Fanout
-// result) rather than copying it.
+// hear its stop.
 func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 	if len(upstreams) == 0 {
 		return
 	}
+	// The names' bits first, outside the shard's lock.
+	var bits uint64
+	var over []string
+	for _, u := range upstreams {
+		if id, ok := s.names.id(u); ok {
+			bits |= 1 << id
+		} else {
+			over = append(over, u)
+		}
+	}
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(a.InfoHash, false)
-	if sw == nil {
+	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
+	if i == none || sh.peers[i].stopped {
 		return
 	}
-	p := sw.local[a.PeerID]
-	if p == nil || p.stopped {
+	sh.peers[i].forwarded |= bits
+	if len(over) == 0 {
 		return
 	}
-	if len(p.forwarded) == 0 {
-		p.forwarded = slices.Clip(upstreams)
-		return
+	if sh.extra == nil {
+		sh.extra = make(map[int32][]string)
 	}
-	for _, u := range upstreams {
-		if !slices.Contains(p.forwarded, u) {
-			p.forwarded = append(p.forwarded, u)
+	for _, u := range over {
+		if !slices.Contains(sh.extra[i], u) {
+			sh.extra[i] = append(sh.extra[i], u)
 		}
 	}
 }
@@ -370,15 +590,17 @@ func (s *swarms) peers(a *Announce, numwant int, now time.Time) (out []Peer, com
 // appendPeers is peers appending to dst and using seen (whatever it
 // holds) to drop duplicates, so that a caller can reuse both.
 func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int, now time.Time) (out []Peer, complete, incomplete int64) {
+	t := s.ns(now)
 	sh := s.shard(a.InfoHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sw := sh.getLocked(a.InfoHash, false)
-	if sw == nil {
+	swi := sh.getLocked(a.InfoHash, false)
+	if swi == none {
 		return nil, 0, 0
 	}
+	sw := &sh.sws[swi]
 	var upC, upI int64
-	n := len(sw.local)
+	n := int(sw.local)
 	for _, u := range sw.upstream {
 		if now.Before(u.expires) {
 			n += len(u.peers)
@@ -388,8 +610,9 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 	cand := slices.Grow(dst[:0], n)
 	seen.reset(n, a.Addr)
 	stopped := 0
-	for id, p := range sw.local {
-		if !s.live(p, now) {
+	for i := sw.first; i != none; i = sh.peers[i].swNext {
+		p := &sh.peers[i]
+		if !s.live(p, t) {
 			if p.stopped {
 				stopped++
 			}
@@ -400,20 +623,21 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 		} else {
 			incomplete++
 		}
-		if id == a.PeerID {
+		if p.id == a.PeerID {
 			continue
 		}
-		if !seen.addLocal(p.addr) {
+		addr := p.addr.addrPort()
+		if !seen.addLocal(addr) {
 			continue
 		}
-		cand = append(cand, Peer{Addr: p.addr, ID: id, HasID: true, Seeder: p.seeder})
+		cand = append(cand, Peer{Addr: addr, ID: p.id, HasID: true, Seeder: p.seeder})
 	}
 	if stopped > 0 && len(sw.upstream) > 0 {
 		// After the live peers: a live peer may use a stopped one's
 		// address (a client restarted with a new peer id).
-		for _, p := range sw.local {
-			if p.stopped && now.Sub(p.seen) < s.peerTTL {
-				seen.add(p.addr)
+		for i := sw.first; i != none; i = sh.peers[i].swNext {
+			if p := &sh.peers[i]; p.stopped && t-p.seen < int64(s.peerTTL) {
+				seen.add(p.addr.addrPort())
 			}
 		}
 	}
@@ -442,22 +666,22 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 // old), expired upstream replies and empty swarms. It reports how many
 // torrents remain.
 func (s *swarms) sweep(now time.Time) int {
+	t := s.ns(now)
 	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for sh.head != nil && now.Sub(sh.head.seen) >= s.peerTTL {
+		for sh.head != none && t-sh.peers[sh.head].seen >= int64(s.peerTTL) {
 			s.dropLocked(sh, sh.head)
 		}
-		for h, sw := range sh.m {
+		for _, swi := range sh.m {
+			sw := &sh.sws[swi]
 			for name, u := range sw.upstream {
 				if !now.Before(u.expires) {
 					delete(sw.upstream, name)
 				}
 			}
-			if len(sw.local) == 0 && len(sw.upstream) == 0 {
-				delete(sh.m, h)
-			}
+			sh.freeSwarmLocked(swi)
 		}
 		total += len(sh.m)
 		sh.mu.Unlock()
@@ -471,45 +695,130 @@ func (s *swarms) size() (peers int64, evicted uint64) {
 	return s.count.Load(), s.evicted.Load()
 }
 
-// addrSet is a set of addresses: a slice while small, a map beyond.
+// addrSet is a set of addresses: a slice while small, beyond that an
+// open-addressing table of pointer-free entries that is emptied by
+// bumping a generation rather than cleared, and grows only when a larger
+// swarm needs it. A set pooled with its scratch thus allocates nothing
+// once it has met the largest swarm (a map grew, and was garbage, with
+// every swarm larger than the last one it held).
 type addrSet struct {
-	small  []netip.AddrPort
-	big    map[netip.AddrPort]struct{}
-	useMap bool // big is in use, not small
+	small    []netip.AddrPort
+	table    []setSlot // len a power of two; a slot is in use when its gen is gen
+	gen      uint32
+	n        int // addresses in table
+	useTable bool
+	seed     [4]uint64
+}
+
+type setSlot struct {
+	key addrKey
+	gen uint32
+}
+
+// addrKey is an address and port as numbers: the 16 bytes of the
+// address, then its port and kind (peerAddr's).
+type addrKey struct {
+	hi, lo uint64
+	pk     uint32
+}
+
+func keyOf(a netip.AddrPort) addrKey {
+	ip := a.Addr()
+	b := ip.As16()
+	k := addrKey{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), pk: uint32(a.Port())}
+	switch {
+	case ip.Is4():
+		k.pk |= 4 << 16
+	case ip.Is6():
+		k.pk |= 6 << 16
+	}
+	return k
+}
+
+// hash mixes k with the set's seed (wyhash's multiply-fold): the
+// addresses come from clients and upstreams, so the seed is random.
+func (s *addrSet) hash(k addrKey) uint64 {
+	h1, l1 := bits.Mul64(k.hi^s.seed[0], k.lo^s.seed[1])
+	h2, l2 := bits.Mul64(h1^l1^s.seed[2], uint64(k.pk)^s.seed[3])
+	return h2 ^ l2
 }
 
 // reset empties s for about n addresses and adds first, as a local
-// peer's. It keeps s's storage: a slice up to 32 addresses, a map beyond.
+// peer's. It keeps s's storage: a slice up to 32 addresses, a table
+// beyond.
 func (s *addrSet) reset(n int, first netip.AddrPort) {
 	s.small = s.small[:0]
-	s.useMap = n > 32
-	if s.useMap {
-		if s.big == nil || len(s.big) > maxPooledSet {
-			s.big = make(map[netip.AddrPort]struct{}, n+1)
-		} else {
-			clear(s.big)
+	s.useTable = n > 32
+	if s.useTable {
+		// Room for n addresses and their loopback aliases at a load of
+		// at most one half.
+		size := 64
+		for size < 4*(n+1) {
+			size *= 2
 		}
+		if len(s.table) < size || len(s.table) > 4*maxPooledSet {
+			s.table = make([]setSlot, size)
+			s.gen = 0
+			for i := range s.seed {
+				s.seed[i] = rand.Uint64()
+			}
+		}
+		s.gen++
+		if s.gen == 0 { // wrapped: old stamps could read as current
+			clear(s.table)
+			s.gen = 1
+		}
+		s.n = 0
 	}
 	s.addLocal(first)
 }
 
-// maxPooledSet is the most addresses an addrSet's map may have held to be
-// cleared and used again rather than dropped: clearing costs as much as
-// the map ever held.
+// maxPooledSet is, in addresses, the largest set kept for use again
+// rather than dropped: a set is sized for the largest swarm it met.
 const maxPooledSet = 1024
 
 // add adds a and reports whether it was new.
 func (s *addrSet) add(a netip.AddrPort) bool {
-	if s.useMap {
-		if _, ok := s.big[a]; ok {
+	if !s.useTable {
+		if slices.Contains(s.small, a) {
 			return false
 		}
-		s.big[a] = struct{}{}
+		s.small = append(s.small, a)
 		return true
 	}
-	if slices.Contains(s.small, a) {
+	if 2*(s.n+1) > len(s.table) {
+		s.grow()
+	}
+	if !s.insert(keyOf(a)) {
 		return false
 	}
-	s.small = append(s.small, a)
+	s.n++
 	return true
+}
+
+// insert adds k to the table, which has a free slot, and reports whether
+// it was new.
+func (s *addrSet) insert(k addrKey) bool {
+	mask := uint64(len(s.table) - 1)
+	for i := s.hash(k) & mask; ; i = (i + 1) & mask {
+		sl := &s.table[i]
+		if sl.gen != s.gen {
+			sl.key, sl.gen = k, s.gen
+			return true
+		}
+		if sl.key == k {
+			return false
+		}
+	}
+}
+
+// grow doubles the table, keeping what it holds.
+func (s *addrSet) grow() {
+	old, gen := s.table, s.gen
+	s.table, s.gen = make([]setSlot, 2*len(old)), 1
+	for _, sl := range old {
+		if sl.gen == gen {
+			s.insert(sl.key)
+		}
+	}
 }

@@ -135,7 +135,7 @@ func TestSwarmKeepsOnlyTheUpstreamPeersItUses(t *testing.T) {
 		many[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}), 6881)
 	}
 	s.recordReply(a, "A", &Reply{Peers: many}, t0, time.Minute)
-	kept := s.shard(a.InfoHash).m[a.InfoHash].upstream["A"].peers
+	kept := upstreamOf(s, a.InfoHash, "A").peers
 	assert.Len(t, kept, s.upstreamMax)
 	assert.Less(t, cap(kept), 2*s.upstreamMax, "a copy, not the reply's array")
 	peers, _, _ := s.peers(peerAnnounce(2, 1, EventNone), maxNumWant, t0)
@@ -144,7 +144,7 @@ func TestSwarmKeepsOnlyTheUpstreamPeersItUses(t *testing.T) {
 	// A dict list of entries without a usable address parses to few
 	// peers in a large array.
 	s.recordReply(a, "A", &Reply{Peers: many[:1:len(many)]}, t0, time.Minute)
-	assert.Less(t, cap(s.shard(a.InfoHash).m[a.InfoHash].upstream["A"].peers), 8)
+	assert.Less(t, cap(upstreamOf(s, a.InfoHash, "A").peers), 8)
 }
 
 // Torrents whose hashes share all but their last bytes (a benchmark's)
@@ -162,4 +162,16 @@ func TestShardSpreadsSharedPrefixes(t *testing.T) {
 	for _, n := range used {
 		assert.InDelta(t, 100, n, 50, "each shard holds about its share")
 	}
+}
+
+// upstreamOf returns the reply kept from upstream about h, or nil.
+func upstreamOf(s *swarms, h [20]byte, upstream string) *upstreamPeers {
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.m[h]
+	if !ok {
+		return nil
+	}
+	return sh.sws[i].upstream[upstream]
 }

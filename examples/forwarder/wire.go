@@ -426,8 +426,16 @@ var scratchPool = sync.Pool{New: func() any { return new(announceScratch) }}
 // reply grew it: such a one is left to the garbage collector rather than
 // kept for every later announce.
 func (sc *announceScratch) release() {
-	if cap(sc.peers) > 4096 || cap(sc.buf) > 64<<10 || cap(sc.seen.small) > 64 {
-		return
+	if sc.reusable() {
+		scratchPool.Put(sc)
 	}
-	scratchPool.Put(sc)
+}
+
+// reusable reports whether sc is of the sizes an ordinary announce grows
+// it to. The set's slice holds up to 66 addresses (32 peers on loopback
+// and their aliases, as every local peer is in scripts/loadbench.sh):
+// with a limit of 64, every swarm of more than 16 such peers dropped its
+// scratch, and the next announce built all of it again.
+func (sc *announceScratch) reusable() bool {
+	return cap(sc.peers) <= 4096 && cap(sc.buf) <= 64<<10 && cap(sc.seen.small) <= 128 && len(sc.seen.table) <= 4*maxPooledSet
 }
