@@ -59,23 +59,14 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 	for try := 0; ; try++ {
 		id, seq, blk, inbox, want, err := sh.newIDPermit(ctx, lone && plainJob(&fj.job, fj.due, now))
 		if err != nil {
-			if !isOutage(ctx, err) {
-				return storekit.Added{}, err
-			}
-			s.markDown(sh, err)
-			return s.addFallback(fj.clone(), now, err)
+			return s.addFailed(ctx, &fj, now, false, err)
 		}
 		fj.job.ID, fj.seq, fj.blk = id, seq, blk
 		if inbox != "" {
 			it := s.itemOf(&fj, false)
 			ok, err := s.pushInbox(ctx, sh, inbox, &it)
 			if err != nil {
-				if !isOutage(ctx, err) {
-					return storekit.Added{}, err
-				}
-				s.markDown(sh, err)
-				fj.inRedis = true
-				return s.addFallback(fj.clone(), now, err)
+				return s.addFailed(ctx, &fj, now, true, err)
 			}
 			if ok {
 				status = "ready"
@@ -87,12 +78,7 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 		fj.want = want
 		status, err = s.addOne(sh, &fj, false)
 		if err != nil {
-			if !isOutage(ctx, err) {
-				return storekit.Added{}, err
-			}
-			s.markDown(sh, err)
-			fj.inRedis = true
-			return s.addFallback(fj.clone(), now, err)
+			return s.addFailed(ctx, &fj, now, true, err)
 		}
 		if status != "stale" {
 			break
@@ -124,6 +110,21 @@ func (s *Store[T]) Add(ctx context.Context, job queue.Job[T]) (storekit.Added, e
 		s.signal()
 	}
 	return added, nil
+}
+
+// addFailed ends an Add whose write to Redis failed with err. An outage
+// marks the shard down and hands a copy of fj to the fallback; sent says
+// the write may have reached Redis (its reply was lost), so the fallback
+// holds the job for writing back, unchecked, and Redis decides about it
+// when it answers again. Any other error is the caller's.
+func (s *Store[T]) addFailed(ctx context.Context, fj *fbJob[T], now int64, sent bool, err error) (storekit.Added, error) {
+	if !isOutage(ctx, err) {
+		return storekit.Added{}, err
+	}
+	s.markDown(fj.sh, err)
+	c := fj.clone()
+	c.inRedis = sent
+	return s.addFallback(c, now, err)
 }
 
 // plainJob reports whether j (due at due, ms) may go to an inbox.
