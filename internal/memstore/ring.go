@@ -21,9 +21,10 @@ import (
 // by an admin scan (Store.popLock) to keep pops off the items it reads:
 // a pop's own compare-and-swap on the head orders it before or after the
 // freeze, so pops pay nothing more for it (a lock would cost every claim
-// two atomic additions). A push that loses the tail to another yields
-// its P (see push): 4 producers on 2 cores then pushed ~1.2× as many
-// jobs per second as without (docs/benchmarks.md, "P=4 against P=1").
+// two atomic additions). A push or pop that loses its compare-and-swap
+// to another yields its P once (contended): 4 producers and 10 workers on
+// 2 cores moved jobs faster with it, 1 producer too (docs/benchmarks.md,
+// "P=4 against P=1, yielding on a lost compare-and-swap").
 type ring[T any] struct {
 	_         [64]byte
 	head      atomic.Uint64 // next position to pop, | frozenBit while frozen
@@ -78,6 +79,7 @@ func newRing[T any](limit int) *ring[T] {
 func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 	limit = min(limit, r.limit)
 	t := r.tail.Load()
+	yielded := false
 	for {
 		if fresh && t&closedBit != 0 {
 			return pushClosed
@@ -101,15 +103,28 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 			}
 			// Another push won pos between the load and the swap: pushes
 			// run on more than one core at once, and the tail's cache
-			// line then moves between them at every push. Yielding hands
-			// this P to a worker, so that one core pushes while the other
-			// pops, each keeping its own end of the ring.
-			runtime.Gosched()
+			// line moves between them at every push.
+			yielded = contended(yielded)
 		case seq < pos:
 			return pushFull // the slot's previous item has not been popped
 		}
 		t = r.tail.Load() // another push took pos, or the ring was closed
 	}
+}
+
+// contended yields the P, once per push or pop (yielded says whether
+// this one already has), after its compare-and-swap on the tail or head
+// lost to another goroutine's: the two ran on different cores at once.
+// Another goroutine of the P runs meanwhile, often a worker where a push
+// yields and a producer where a pop does, so that one core tends to push
+// while another pops, each end of the ring's cache lines staying on its
+// core, instead of both cores pushing or both popping and trading the
+// tail's or head's line at every job. It reports true.
+func contended(yielded bool) bool {
+	if !yielded {
+		runtime.Gosched()
+	}
+	return true
 }
 
 // close closes the ring to new jobs: every later fresh push fails, and
@@ -136,6 +151,7 @@ const (
 // frozen.
 func (r *ring[T]) pop(dst *item[T]) popResult {
 	pos := r.head.Load()
+	yielded := false
 	for {
 		if pos&frozenBit != 0 {
 			return popFrozen
@@ -149,6 +165,9 @@ func (r *ring[T]) pop(dst *item[T]) popResult {
 				s.seq.Store(pos + r.mask + 1)
 				return popped
 			}
+			// Another pop won pos: pops run on more than one core at
+			// once, and the head's cache line moves between them.
+			yielded = contended(yielded)
 			pos = r.head.Load()
 		case seq < pos+1:
 			return popEmpty
