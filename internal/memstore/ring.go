@@ -75,11 +75,13 @@ func newRing[T any](limit int) *ring[T] {
 // push appends it unless the ring already holds limit items (or its own
 // limit, if that is smaller), or, for a new job (fresh), the ring is
 // closed. Jobs already accepted (reruns, promotions) may still be pushed
-// into a closed ring, so that a drain runs them.
-func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
+// into a closed ring, so that a drain runs them. yield says that the
+// caller holds no lock, so that a push that meets another may yield its
+// P (contended).
+func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult {
 	limit = min(limit, r.limit)
 	t := r.tail.Load()
-	yielded := false
+	yielded := !yield
 	for {
 		if fresh && t&closedBit != 0 {
 			return pushClosed
@@ -113,7 +115,7 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 }
 
 // contended yields the P, once per push or pop (yielded says whether
-// this one already has), after its compare-and-swap on the tail or head
+// this one already has, or must not), after its compare-and-swap on the tail or head
 // lost to another goroutine's: the two ran on different cores at once.
 // Another goroutine of the P runs meanwhile, often a worker where a push
 // yields and a producer where a pop does, so that one core tends to push
@@ -148,10 +150,11 @@ const (
 )
 
 // pop removes the oldest item into *dst, unless the ring is empty or
-// frozen.
-func (r *ring[T]) pop(dst *item[T]) popResult {
+// frozen. yield says that the caller holds no lock, so that a pop that
+// meets another may yield its P (contended).
+func (r *ring[T]) pop(dst *item[T], yield bool) popResult {
 	pos := r.head.Load()
-	yielded := false
+	yielded := !yield
 	for {
 		if pos&frozenBit != 0 {
 			return popFrozen
