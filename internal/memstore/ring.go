@@ -23,8 +23,9 @@ import (
 // freeze, so pops pay nothing more for it (a lock would cost every claim
 // two atomic additions). A push or pop that loses its compare-and-swap
 // to another yields its P once (contended): 4 producers and 10 workers on
-// 2 cores moved jobs faster with it, 1 producer too (docs/benchmarks.md,
-// "P=4 against P=1, yielding on a lost compare-and-swap").
+// 2 cores moved jobs faster with it, 1 producer no slower
+// (docs/benchmarks.md, "P=4 against P=1, yielding on a lost
+// compare-and-swap").
 type ring[T any] struct {
 	_         [64]byte
 	head      atomic.Uint64 // next position to pop, | frozenBit while frozen
