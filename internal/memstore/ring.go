@@ -116,8 +116,9 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult 
 }
 
 // contended yields the P, once per push or pop (yielded says whether
-// this one already has, or must not), after its compare-and-swap on the tail or head
-// lost to another goroutine's: the two ran on different cores at once.
+// this one already has, or must not), after its compare-and-swap on the
+// tail or head lost to another goroutine's: the two ran on different
+// cores at once.
 // Another goroutine of the P runs meanwhile, often a worker where a push
 // yields and a producer where a pop does, so that one core tends to push
 // while another pops, each end of the ring's cache lines staying on its
