@@ -174,7 +174,10 @@ func (s *Store[T]) push(it *item[T], fresh bool) pushResult {
 	if room <= 0 {
 		room = 0 // still tell a closed ring from a full one
 	}
-	res := r.push(it, uint64(room), fresh)
+	// A new job without a key comes from Add holding no lock: only its
+	// push may yield. A keyed one holds its key's shard lock, and reruns
+	// and promotions may hold the schedule's or a shard's.
+	res := r.push(it, uint64(room), fresh, fresh && it.ent == nil)
 	if res == pushed {
 		s.wakeOne()
 	}

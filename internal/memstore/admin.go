@@ -42,10 +42,11 @@ func (s *Store[T]) popUnlock() {
 }
 
 // pop pops the oldest item of r into *it, waiting out a scan that froze
-// r; false when r is empty.
-func (s *Store[T]) pop(r *ring[T], it *item[T]) bool {
+// r; false when r is empty. yield says that the caller holds no lock
+// (ring.pop).
+func (s *Store[T]) pop(r *ring[T], it *item[T], yield bool) bool {
 	for {
-		switch r.pop(it) {
+		switch r.pop(it, yield) {
 		case popped:
 			return true
 		case popEmpty:

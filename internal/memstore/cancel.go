@@ -94,7 +94,7 @@ func (s *Store[T]) Purge(context.Context) (int, error) {
 	for i := range s.rings {
 		if r := s.rings[i].Load(); r != nil {
 			var it item[T]
-			for s.pop(r, &it) {
+			for s.pop(r, &it, false) {
 				if it.id > 0 && purged(&it) {
 					n++
 				} else {

@@ -123,12 +123,12 @@ func (s *Store[T]) publishing() bool {
 func (s *Store[T]) poll(it *item[T]) bool {
 	if c := s.cycle; c != nil && s.multi.Load() {
 		p := c[(s.tick.Add(1)-1)%uint64(len(c))]
-		if r := s.rings[p].Load(); r != nil && s.pop(r, it) {
+		if r := s.rings[p].Load(); r != nil && s.pop(r, it, true) {
 			return true
 		}
 	}
 	for i := range s.rings {
-		if r := s.rings[i].Load(); r != nil && s.pop(r, it) {
+		if r := s.rings[i].Load(); r != nil && s.pop(r, it, true) {
 			return true
 		}
 	}

@@ -1,6 +1,9 @@
 package memstore
 
-import "sync/atomic"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // ring is a bounded multi-producer multi-consumer FIFO of items: Dmitry
 // Vyukov's array queue, where each slot carries a sequence number that
@@ -18,7 +21,11 @@ import "sync/atomic"
 // by an admin scan (Store.popLock) to keep pops off the items it reads:
 // a pop's own compare-and-swap on the head orders it before or after the
 // freeze, so pops pay nothing more for it (a lock would cost every claim
-// two atomic additions).
+// two atomic additions). A push or pop that loses its compare-and-swap
+// to another yields its P once (contended): 4 producers and 10 workers on
+// 2 cores moved jobs faster with it, 1 producer no slower
+// (docs/benchmarks.md, "P=4 against P=1, yielding on a lost
+// compare-and-swap").
 type ring[T any] struct {
 	_         [64]byte
 	head      atomic.Uint64 // next position to pop, | frozenBit while frozen
@@ -69,10 +76,13 @@ func newRing[T any](limit int) *ring[T] {
 // push appends it unless the ring already holds limit items (or its own
 // limit, if that is smaller), or, for a new job (fresh), the ring is
 // closed. Jobs already accepted (reruns, promotions) may still be pushed
-// into a closed ring, so that a drain runs them.
-func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
+// into a closed ring, so that a drain runs them. yield says that the
+// caller holds no lock, so that a push that meets another may yield its
+// P (contended).
+func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult {
 	limit = min(limit, r.limit)
 	t := r.tail.Load()
+	yielded := !yield
 	for {
 		if fresh && t&closedBit != 0 {
 			return pushClosed
@@ -94,11 +104,31 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh bool) pushResult {
 				s.seq.Store(pos + 1) // publishes it to the pop at pos
 				return pushed
 			}
+			// Another push won pos between the load and the swap: pushes
+			// run on more than one core at once, and the tail's cache
+			// line moves between them at every push.
+			yielded = contended(yielded)
 		case seq < pos:
 			return pushFull // the slot's previous item has not been popped
 		}
 		t = r.tail.Load() // another push took pos, or the ring was closed
 	}
+}
+
+// contended yields the P, once per push or pop (yielded says whether
+// this one already has, or must not), after its compare-and-swap on the
+// tail or head lost to another goroutine's: the two ran on different
+// cores at once.
+// Another goroutine of the P runs meanwhile, often a worker where a push
+// yields and a producer where a pop does, so that one core tends to push
+// while another pops, each end of the ring's cache lines staying on its
+// core, instead of both cores pushing or both popping and trading the
+// tail's or head's line at every job. It reports true.
+func contended(yielded bool) bool {
+	if !yielded {
+		runtime.Gosched()
+	}
+	return true
 }
 
 // close closes the ring to new jobs: every later fresh push fails, and
@@ -122,9 +152,11 @@ const (
 )
 
 // pop removes the oldest item into *dst, unless the ring is empty or
-// frozen.
-func (r *ring[T]) pop(dst *item[T]) popResult {
+// frozen. yield says that the caller holds no lock, so that a pop that
+// meets another may yield its P (contended).
+func (r *ring[T]) pop(dst *item[T], yield bool) popResult {
 	pos := r.head.Load()
+	yielded := !yield
 	for {
 		if pos&frozenBit != 0 {
 			return popFrozen
@@ -138,6 +170,9 @@ func (r *ring[T]) pop(dst *item[T]) popResult {
 				s.seq.Store(pos + r.mask + 1)
 				return popped
 			}
+			// Another pop won pos: pops run on more than one core at
+			// once, and the head's cache line moves between them.
+			yielded = contended(yielded)
 			pos = r.head.Load()
 		case seq < pos+1:
 			return popEmpty

@@ -605,7 +605,7 @@ func TestScanFreezesPops(t *testing.T) {
 	s.popLock()
 	r := s.ring(uint8(s.cfg.PriorityIndex("")))
 	var it item[int]
-	assert.Equal(t, popFrozen, r.pop(&it))
+	assert.Equal(t, popFrozen, r.pop(&it, false))
 	claimed := make(chan queuetype.Job[int])
 	go func() {
 		j, err := s.Claim(ctx)

@@ -40,7 +40,7 @@ func (s *Store[T]) TryClaim(below int) (queuetype.Job[T], bool) {
 	var it item[T]
 	for p := range min(below, len(s.rings)) {
 		r := s.rings[p].Load()
-		for r != nil && s.pop(r, &it) {
+		for r != nil && s.pop(r, &it, false) {
 			if it.id < 0 {
 				s.tombs[it.prio].Add(-1) // removed by ID while it was ready
 				continue
@@ -77,7 +77,7 @@ func (s *Store[T]) Take(n int, want func(prio int) bool) []queuetype.Job[T] {
 		if r == nil || !want(p) {
 			continue
 		}
-		for len(out) < n && s.pop(r, &it) {
+		for len(out) < n && s.pop(r, &it, false) {
 			if j, ok := s.takeReady(&it); ok {
 				out = append(out, j)
 			}
