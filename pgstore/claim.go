@@ -15,10 +15,10 @@ import (
 	"github.com/queuekit/queue/storekit/durable"
 )
 
-// Claim implements storekit.Store. Claims are batched: the writer claims the
-// next jobs of the workers whose outcomes it writes in the same
-// transaction, and a fetcher goroutine claims for the other Claim callers
-// waiting, each up to the claim batch size in one statement, with FOR
+// Claim implements storekit.Store. Claims are batched: a fetcher goroutine
+// claims for the Claim callers waiting and for the workers whose outcomes
+// are being written (claimed beside the outcomes' batch, on another
+// connection), up to the claim batch size in one statement, with FOR
 // UPDATE SKIP LOCKED; the jobs go to the callers in priority, run_at, id
 // order, first come first served. No transaction stays open while a job
 // runs: the claim is a lease recorded in the row.
@@ -89,62 +89,30 @@ func (s *Store[T]) withdraw(w chan queue.Job[T]) {
 // worker about to come back for its next job (see expectClaims), less the
 // jobs kept in spare and those being claimed already. fetch releases the
 // reservation as it hands the claimed jobs out, or when the claim fails.
+//
+// The jobs claimed for workers about to come back are owed to them: those
+// that go to spare are promised (see freeSpare) until they come back.
 func (s *Store[T]) want(limit int) int {
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
-	n := min(max(len(s.waiters)+int(s.expect.Swap(0))-s.freeSpare()-s.claiming, 0), limit)
+	back := int(s.expect.Swap(0))
+	n := min(max(len(s.waiters)+back-s.freeSpare()-s.claiming, 0), limit)
 	s.claiming += n
+	s.owed = min(back, n)
 	return n
 }
 
 // freeSpare is the number of spare jobs not promised to workers about to
-// come back from an outcome: a write batch hands out the jobs it claimed
-// for its workers (see handOutClaimed) before they return, and a claim
-// decision made meanwhile must not count those jobs as free.
+// come back from an outcome: the jobs the fetcher claimed for them while
+// their outcomes were written (see promise) wait in spare until they
+// return, and a claim decision made meanwhile must not count those jobs
+// as free.
 func (s *Store[T]) freeSpare() int {
 	s.promised = min(s.promised, len(s.spare))
 	return len(s.spare) - s.promised
 }
 
-// maxRefill bounds the jobs a write batch claims in its own transaction.
-// The fetcher claims the rest at once, on another connection, in
-// statements of up to the claim batch size: with a thousand workers on a
-// database short of CPU, claiming them all in the write transaction put
-// the work of both on one backend (burn-down 10-15 % slower than with the
-// fetcher's claims beside it), while many round trips of a hundred jobs
-// each held back a distant database's workers.
-const maxRefill = 100
-
-// refill reserves and returns how many jobs a write batch that ends n
-// runs claims in its own transaction, for the workers about to call Claim
-// again and those waiting (less the free spare jobs and those being
-// claimed already), so that each finds its next job waiting when its
-// outcome returns: one round trip and one commit per worker cycle instead
-// of two. rest is what it leaves to the fetcher (beyond maxRefill or the
-// claim batch size). None once drained, nor while the last claim found no
-// job left and nothing has made one claimable since (see dryClaims).
-func (s *Store[T]) refill(n int) (claim, rest int) {
-	if n <= 0 || s.drained.Load() || s.dry.dry() {
-		return 0, 0
-	}
-	s.handMu.Lock()
-	defer s.handMu.Unlock()
-	need := max(n+len(s.waiters)-s.freeSpare()-s.claiming, 0)
-	claim = min(need, s.o.claimBatch, maxRefill)
-	s.claiming += claim
-	return claim, need - claim
-}
-
-// claimDone releases a reservation of refill whose claim failed; a caller
-// still waiting then gets the fetcher's attention, which the reservation
-// may have held back.
-func (s *Store[T]) claimDone(n int) {
-	if s.unreserve(n) {
-		kick(s.wantFetch)
-	}
-}
-
-// unreserve releases a reservation of want or refill and reports whether
+// unreserve releases a reservation of want and reports whether
 // Claim callers are still waiting. The fetcher releases its own without
 // waking itself: a claim that found fewer jobs than it wanted found the
 // queue empty, and the fetcher waits for a wake-up (an add, a
@@ -285,9 +253,9 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 // dryClaims records that the last claim found no job left to claim, until
 // something may have made one claimable: a wake-up of the fetcher (an Add,
 // a notification, a promotion, a job put back), a due time of a job
-// promoted ahead, a poll. Meanwhile a Claim caller that starts waiting
-// does not make the fetcher claim, and a write batch claims nothing for
-// its workers: those claims would find nothing. With scheduled jobs
+// promoted ahead, a poll. Meanwhile a Claim caller that starts waiting,
+// or a write batch's workers about to come back, do not make the fetcher
+// claim: those claims would find nothing. With scheduled jobs
 // falling due one at a time, each worker's return made two claims (one
 // in its outcome's transaction, one by the fetcher) that found nothing:
 // 1 000-1 600 empty claim statements a second in
@@ -339,50 +307,96 @@ func backoff(n int, limit time.Duration) time.Duration {
 // it reports how many rows it claimed. It does not wake the fetcher (see
 // unreserve).
 func (s *Store[T]) fetch(ctx context.Context, n int) (int, error) {
-	gen := s.dry.mark()
-	now := s.cfg.Clock.Now()
-	// Its own transaction, which only claims: async (see asyncCommit),
-	// with its plan cached (see sqlGenericPlans).
-	sql, args := s.claimSQL(now, n, true)
-	var got []claimed[T]
-	b := &pgx.Batch{}
-	b.Queue(sqlGenericPlans)
-	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-		var err error
-		got, err = s.scanClaimed(rows)
-		return err
-	})
-	err := s.pool.SendBatch(ctx, b).Close()
-	s.noteErr(err)
-	if err != nil {
-		// The claim may have committed: those jobs are leased to this
-		// process and come back when the lease expires.
-		s.unreserve(n)
-		return 0, fmt.Errorf("pgstore: claim: %w", err)
+	done := 0
+	for {
+		gen := s.dry.mark()
+		now := s.cfg.Clock.Now()
+		// Its own transaction, which only claims: async (see asyncCommit),
+		// with its plan cached (see sqlGenericPlans).
+		c := s.claimSQL(now, n-done, gen)
+		var got []claimed[T]
+		b := &pgx.Batch{}
+		b.Queue(sqlGenericPlans)
+		b.Queue(c.sql, c.args...).Query(func(rows pgx.Rows) error {
+			var err error
+			got, err = s.scanClaimed(rows)
+			return err
+		})
+		err := s.pool.SendBatch(ctx, b).Close()
+		s.noteErr(err)
+		if err != nil {
+			// The claim may have committed: those jobs are leased to this
+			// process and come back when the lease expires.
+			s.hint.invalidate()
+			s.unreserve(n - done)
+			return done, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		s.claimedNow(c, got, n-done)
+		// A claim from the hint that got fewer jobs than it asked for
+		// may have missed some before it: the rest of the reservation
+		// is claimed again without the hint (which claimedNow dropped).
+		again := c.from && len(got) < n-done
+		release := n - done
+		if again {
+			release = len(got)
+		}
+		s.handOutClaimed(got, release)
+		done += len(got)
+		if !again {
+			return done, nil
+		}
 	}
-	s.dry.claimed(gen, len(got), n)
-	s.handOutClaimed(got, n, 0)
-	return len(got), nil
 }
 
-// claimSQL returns the claim statement for up to n jobs due by now and
-// its arguments: strict, or weighted by this process's passes. async
-// picks the statement whose commit does not wait for the WAL flush, for a
-// transaction that writes nothing else (see asyncCommit).
-func (s *Store[T]) claimSQL(now time.Time, n int, async bool) (string, []any) {
+// claimStmt is a claim statement with its arguments, and what claimedNow
+// needs to record its result.
+type claimStmt struct {
+	sql   string
+	args  []any
+	gen   uint64 // dryClaims' count when it started
+	from  bool   // from the claim hint
+	epoch uint64 // the claim hint's
+}
+
+// claimSQL returns the fetcher's claim statement for up to n jobs due by
+// now and its arguments: strict (from the claim hint where it holds), or
+// weighted by this process's passes. Its transaction only claims, and
+// commits without waiting for the WAL flush (see asyncCommit). gen is
+// s.dry.mark() at the claim's start.
+func (s *Store[T]) claimSQL(now time.Time, n int, gen uint64) claimStmt {
+	prio, runAt, id, from, epoch := s.hint.start(gen, len(s.wakeFetch) > 0, time.Now())
+	c := claimStmt{gen: gen, epoch: epoch, args: []any{s.cfg.Name, now, n, s.owner, s.leaseUntil()}}
 	if s.passes == nil {
-		sql := s.q.claim
-		if async {
-			sql = s.q.fetchClaim
+		c.sql, c.from = s.q.fetchClaim, from
+		if from {
+			c.sql, c.args = s.q.fetchClaimFrom, append(c.args, prio, runAt, id)
 		}
-		return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil()}
+		return c
 	}
-	sql := s.q.claimWeighted
-	if async {
-		sql = s.q.fetchClaimWeighted
-	}
+	// The hint serves the strict branch, taken while only the last
+	// claim's priority has ready jobs: from it when it is that
+	// priority's.
 	weights, pass, stride, last := s.passes.args()
-	return sql, []any{s.cfg.Name, now, n, s.owner, s.leaseUntil(), weights, pass, stride, last}
+	c.sql, c.from = s.q.fetchClaimWeighted, from && prio == int(last)
+	c.args = append(c.args, weights, pass, stride, last)
+	if c.from {
+		c.sql, c.args = s.q.fetchClaimWeightedFrom, append(c.args, runAt, id)
+	}
+	return c
+}
+
+// claimedNow records a committed claim c that got got of the want jobs it
+// asked for: in dryClaims, and in the claim hint.
+func (s *Store[T]) claimedNow(c claimStmt, got []claimed[T], want int) {
+	if !c.from || len(got) >= want {
+		// Short of jobs from the hint is not dry: see fetch.
+		s.dry.claimed(c.gen, len(got), want)
+	}
+	keys := make([]claimKey, len(got))
+	for i, g := range got {
+		keys[i] = claimKey{prio: g.weight, runAt: g.runAt, id: g.job.ID}
+	}
+	s.hint.done(c.gen, c.epoch, c.from, keys, want, time.Now())
 }
 
 // claimed is one row returned by the claim statement.
@@ -428,14 +442,13 @@ func (s *Store[T]) scanClaimed(rows pgx.Rows) ([]claimed[T], error) {
 // the next callers; a job whose payload does not decode is dead-lettered.
 //
 // In the same critical section it releases reserved claims of the
-// reservation that claimed them (see want and refill) and promises
-// promised spare jobs to workers returning from an outcome (see freeSpare),
-// so that no claim decision sees the jobs handed out with the
-// reservation still held: a write batch built by a worker that took one
-// of these jobs and came straight back with its outcome then counted the
-// worker as claimed for, and claimed nothing. It reports whether Claim
+// reservation that claimed them (see want) and promises the spare jobs
+// owed to workers about to come back (see freeSpare), so that no claim
+// decision sees the jobs handed out with the reservation still held, or
+// counts those jobs as free: claimed while a worker's outcome was being
+// written, its next job waits in spare for it. It reports whether Claim
 // callers are still waiting.
-func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (waiting bool) {
+func (s *Store[T]) handOutClaimed(got []claimed[T], reserved int) (waiting bool) {
 	jobs := make([]queue.Job[T], 0, len(got))
 	if len(got) > 0 {
 		s.ready.Add(-int64(len(got)))
@@ -475,7 +488,8 @@ func (s *Store[T]) handOutClaimed(got []claimed[T], reserved, promised int) (wai
 		}
 		s.spare = append(s.spare, j)
 	}
-	s.promised = min(s.promised+promised, len(s.spare))
+	s.promised = min(s.promised+s.owed, len(s.spare))
+	s.owed = 0
 	return len(s.waiters) > 0
 }
 

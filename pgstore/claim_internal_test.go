@@ -66,13 +66,13 @@ func internalStore(t *testing.T) (*Store[int], *pgxpool.Pool) {
 
 // TestFetchedJobFreesItsReservation: the fetcher's reservation for a
 // waiting Claim caller ends when the caller has its job, not some time
-// after. The worker that took it may come back with its outcome at once,
-// and the write batch claims its next job only if nobody is still
-// reserved to claim for it: a reservation the fetcher had not released
-// yet (its goroutine descheduled between the hand-out and the release)
-// made the batch claim nothing, and the worker waited for a claim of its
-// own — seen as TestReleasedJobsWakeOtherProcess failing under load with
-// "the second job was not claimed ahead by the completion".
+// after; a worker's outcome asks the fetcher for its next job, which
+// waits in spare, promised to it, when it lands before the worker is
+// back. A reservation the fetcher had not released yet (its goroutine
+// descheduled between the hand-out and the release) once made the next
+// claim decision claim nothing for the returning worker, which then
+// waited for a claim of its own; a job claimed for a returning worker and
+// counted as free does the same.
 //
 // The test does the fetcher's steps by hand and comes back with the
 // outcome right after the hand-out, where the fetcher's goroutine may
@@ -101,21 +101,30 @@ func TestFetchedJobFreesItsReservation(t *testing.T) {
 	if !s.take(j.ID) || j.ID != added[0].ID {
 		t.Fatalf("handed job %d, want %d", j.ID, added[0].ID)
 	}
-	// The worker's outcome comes back before the fetcher runs again.
+	// The worker's outcome comes back before the fetcher runs again: it
+	// asks for the worker's next job.
 	if err := s.Complete(ctx, j); err != nil {
 		t.Fatal(err)
+	}
+	want = s.want(s.o.claimBatch)
+	if want != 1 {
+		t.Fatalf("fetcher reserved %d claims for the worker coming back, want 1", want)
+	}
+	if n, err := s.fetch(ctx, want); err != nil || n != 1 {
+		t.Fatalf("fetch = %d, %v", n, err)
 	}
 	var state string
 	if err := pool.QueryRow(ctx, "SELECT state FROM "+s.q.jobs+" WHERE id = $1", added[1].ID).Scan(&state); err != nil {
 		t.Fatal(err)
 	}
 	if state != stRunning {
-		t.Fatalf("the completion did not claim the worker's next job (state %s)", state)
+		t.Fatalf("the worker's next job was not claimed (state %s)", state)
 	}
 	s.handMu.Lock()
 	defer s.handMu.Unlock()
-	if s.claiming != 0 || len(s.spare) != 1 {
-		t.Fatalf("after the hand-outs: %d claims reserved, %d spare; want 0 and 1", s.claiming, len(s.spare))
+	if s.claiming != 0 || len(s.spare) != 1 || s.freeSpare() != 0 {
+		t.Fatalf("after the hand-outs: %d claims reserved, %d spare, %d of them free; want 0, 1 and 0",
+			s.claiming, len(s.spare), s.freeSpare())
 	}
 }
 

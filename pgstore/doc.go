@@ -135,17 +135,21 @@
 // retried; a job whose outcome could not be written is rescued when its
 // lease expires and runs again (at-least-once).
 //
-// The writer's batch also claims, in the same transaction, the next jobs
-// of the workers whose runs it ends (and of Claim callers waiting), up to
-// the claim batch size: a busy worker's cycle costs one round trip and one
-// commit, and it finds its next job waiting when its outcome returns. A
-// fetcher goroutine claims for the Claim callers nobody else claims for
-// (at start, after an idle spell, beyond the claim batch size). Once a
-// claim found no job left, neither a write batch nor a worker that starts
-// waiting claims again until something may have made a job claimable (an
-// Add, a notification, a promotion, a job put back, the due time of a job
-// promoted ahead, a poll): with scheduled jobs falling due one at a time,
-// each worker's return cost two claims that found nothing. Before it
+// A fetcher goroutine claims jobs for the Claim callers waiting and, as
+// the writer sends a batch, for the workers whose runs it ends, on its own
+// connection beside the batch, up to the claim batch size a statement: a
+// busy worker finds its next job waiting when its outcome returns, and
+// the claim's work runs on the database beside the outcomes' (one
+// backend each) instead of after it in one transaction. A claim reads the
+// claim index from the first job the last claim took while nothing can
+// have made an earlier job claimable, rather than stepping over the dead
+// index entries every claimed job leaves until VACUUM. Once a claim
+// found no job left, neither a write batch's workers nor a worker that
+// starts waiting make the fetcher claim again until something may have
+// made a job claimable (an Add, a notification, a promotion, a job put
+// back, the due time of a job promoted ahead, a poll): with scheduled
+// jobs falling due one at a time, each worker's return cost two claims
+// that found nothing. Before it
 // writes a batch, the writer gives the workers its last batch answered a
 // moment to come back (for at most half that batch's write, and only while
 // they keep coming), so that workers with short jobs share one commit per
@@ -154,8 +158,8 @@
 // The fetcher's claims commit without waiting for the WAL flush
 // (synchronous_commit off for their own transaction, which only claims);
 // everything else that writes jobs waits for it: enqueues (alone, many,
-// or in the caller's transaction), outcomes, and a write batch's claims,
-// which share the transaction of its outcomes. A PostgreSQL crash (not a
+// or in the caller's transaction) and outcomes; an outcome's commit also
+// makes the claim of its job durable, being later in the WAL. A PostgreSQL crash (not a
 // process's) may therefore forget the fetcher's last claims, those of
 // roughly the last three wal_writer_delay (600 ms by default) before it:
 // their jobs are available again, at the attempt before, and are claimed

@@ -56,6 +56,7 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 	claimSQL, promoteSQL, rescueSQL := pgstore.HotSQL(s)
 	completeSQL, heartbeatSQL := pgstore.OutcomeSQL(s)
 	fetchSQL, fetchWeightedSQL := pgstore.FetchClaimSQL(s)
+	fromSQL, weightedFromSQL := pgstore.ClaimFromSQL(s)
 	// A write batch of a few hundred outcomes: their rows are found by
 	// primary key, never by reading the table or every running job.
 	var ids []int64
@@ -71,6 +72,9 @@ LATERAL (SELECT CASE WHEN i % 100 < 85 THEN 'completed' WHEN i % 100 < 95 THEN '
 		{"claim", claimSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"weighted claim", pgstore.WeightedClaimSQL(s), "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
 			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0)}},
+		{"claim from the hint", fromSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(), 0, now.Add(-time.Hour), int64(5000)}},
+		{"weighted claim from the hint", weightedFromSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
+			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0), now.Add(-time.Hour), int64(5000)}},
 		{"fetcher's claim", fetchSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds()}},
 		{"fetcher's weighted claim", fetchWeightedSQL, "queuekit_jobs_claim_idx", []any{"explain", now, 100, "me", time.Minute.Microseconds(),
 			[]int32{0, 5, 10}, []int64{0, 0, 0}, []int64{1, 2, 6}, int32(0)}},

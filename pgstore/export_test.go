@@ -10,7 +10,7 @@ import (
 // HotSQL returns the statements that run on every claim, promotion and
 // rescue, for EXPLAIN.
 func HotSQL[T any](s *Store[T]) (claim, promote, rescue string) {
-	return s.q.claim, s.q.promote, s.q.rescue
+	return s.q.fetchClaim, s.q.promote, s.q.rescue
 }
 
 // OutcomeSQL returns the statements that end runs and extend leases by
@@ -19,8 +19,14 @@ func OutcomeSQL[T any](s *Store[T]) (complete, heartbeat string) {
 	return s.q.complete, s.q.heartbeat
 }
 
+// ClaimFromSQL returns the claims that read the claim index from a start
+// key (claimHint): strict, and weighted (its strict branch).
+func ClaimFromSQL[T any](s *Store[T]) (strict, weighted string) {
+	return s.q.fetchClaimFrom, s.q.fetchClaimWeightedFrom
+}
+
 // WeightedClaimSQL returns the claim statement under weighted dispatch.
-func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.claimWeighted }
+func WeightedClaimSQL[T any](s *Store[T]) string { return s.q.fetchClaimWeighted }
 
 // GenericPlansSQL is sqlGenericPlans, which the fetcher's claim batch
 // and every write batch send first.
@@ -37,7 +43,7 @@ func FetchClaimSQL[T any](s *Store[T]) (strict, weighted string) {
 // batch's or the fetcher's, strict or weighted.
 func IsClaimSQL[T any](s *Store[T], sql string) bool {
 	switch sql {
-	case s.q.claim, s.q.claimWeighted, s.q.fetchClaim, s.q.fetchClaimWeighted:
+	case s.q.fetchClaim, s.q.fetchClaimWeighted, s.q.fetchClaimFrom, s.q.fetchClaimWeightedFrom:
 		return true
 	}
 	return false

@@ -48,7 +48,7 @@ WHERE j.id = ANY (CASE WHEN NOT EXISTS (
     WHERE o.prio <> $9::integer)
 THEN ARRAY(
     SELECT id FROM {jobs}
-    WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz AND priority = $9::integer
+    WHERE queue = $1::text AND state = 'available' AND run_at <= $2::timestamptz AND priority = $9::integer{from}
         AND ` + notPaused + `
     ORDER BY run_at, id
     LIMIT $3::bigint

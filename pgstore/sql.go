@@ -28,13 +28,17 @@ type queries struct {
 	jobs, leaders, marks, queues string // quoted, possibly schema-qualified table names
 	jobsIdent                    pgx.Identifier
 
-	add, claim, claimWeighted, promote, nextDue, heartbeat string
-	fetchClaim, fetchClaimWeighted                         string // claim and claimWeighted, committing without the WAL flush (asyncCommit)
-	complete, dead, lockRows, retry, releaseReruns         string
-	cancel, cancelIDs, waitingKeys, purge, stats, sched    string
-	rescue, prune, elect, resign, insertMany, release      string
-	insertPlain, insertAlike                               string
-	markMany, unmark, pruneMarks, releaseHeld              string
+	add, promote, nextDue, heartbeat string
+	// The fetcher's claims, strict and weighted, committing without the
+	// WAL flush (asyncCommit), and the same reading the claim index from a
+	// start key (strict: all of it; weighted: the strict branch; see
+	// claimHint).
+	fetchClaim, fetchClaimWeighted, fetchClaimFrom, fetchClaimWeightedFrom string
+	complete, dead, lockRows, retry, releaseReruns                         string
+	cancel, cancelIDs, waitingKeys, purge, stats, sched                    string
+	rescue, prune, elect, resign, insertMany, release                      string
+	insertPlain, insertAlike                                               string
+	markMany, unmark, pruneMarks, releaseHeld                              string
 
 	// admin API (admin_sql.go)
 	adminGet, adminGetKey, adminState, adminCounts, adminRetry      string
@@ -60,7 +64,7 @@ func newQueries(schema string) *queries {
 		dst *string
 		src string
 	}{
-		{&q.add, sqlAdd}, {&q.claim, sqlClaim}, {&q.claimWeighted, sqlClaimWeighted}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue},
+		{&q.add, sqlAdd}, {&q.fetchClaim, sqlClaim}, {&q.fetchClaimWeighted, sqlClaimWeighted}, {&q.promote, sqlPromote}, {&q.nextDue, sqlNextDue},
 		{&q.heartbeat, sqlHeartbeat}, {&q.complete, sqlComplete}, {&q.dead, sqlDead},
 		{&q.lockRows, sqlLockRows}, {&q.retry, sqlRetry}, {&q.releaseReruns, sqlReleaseReruns},
 		{&q.cancel, sqlCancel}, {&q.cancelIDs, sqlCancelIDs}, {&q.waitingKeys, sqlWaitingKeys},
@@ -75,8 +79,11 @@ func newQueries(schema string) *queries {
 	} {
 		*s.dst = r.Replace(s.src)
 	}
-	q.claim, q.fetchClaim = asyncCommit(q.claim)
-	q.claimWeighted, q.fetchClaimWeighted = asyncCommit(q.claimWeighted)
+	q.fetchClaimFrom = asyncCommit(claimFrom(q.fetchClaim))
+	q.fetchClaim = asyncCommit(q.fetchClaim)
+	q.fetchClaimWeightedFrom = asyncCommit(strings.Replace(q.fetchClaimWeighted, "{from}",
+		"\n        AND (run_at, id) >= ($10::timestamptz, $11::bigint)", 1))
+	q.fetchClaimWeighted = asyncCommit(strings.Replace(q.fetchClaimWeighted, "{from}", "", 1))
 	return q
 }
 
@@ -86,15 +93,14 @@ func newQueries(schema string) *queries {
 const sqlAsyncCommit = `
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`
 
-// asyncCommit returns a claim statement (with its {async} mark) as it
-// commits: sync, waiting for the WAL flush, and async, not waiting.
+// asyncCommit returns a claim statement (with its {async} mark) as the
+// fetcher sends it: committing without waiting for the WAL flush.
 //
-// The fetcher's claims are async: its statement is a transaction of its
-// own that only claims, and its commit no longer waits for the flush,
-// the largest wait of such a claim. Scheduled jobs, which the fetcher
-// claims at their due time, start sooner (BenchmarkScheduleLateness p99
-// about half); the burn-down, whose claims are mostly a write batch's, is
-// unchanged. A claim that a PostgreSQL crash forgets leaves its jobs
+// Every claim is the fetcher's: its statement is a transaction of its own
+// that only claims, and its commit does not wait for the flush, the
+// largest wait of such a claim. Scheduled jobs, which the fetcher claims
+// at their due time, start sooner (BenchmarkScheduleLateness p99 about
+// half). A claim that a PostgreSQL crash forgets leaves its jobs
 // available, and they are claimed again; a run already handed out goes
 // on as a run whose lease was lost (the heartbeat finds the job no longer
 // running for this process, and its outcome returns ErrLeaseLost; see the
@@ -104,11 +110,11 @@ FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async`
 // the WAL and makes the claim durable too, so an outcome that returned
 // never refers to a forgotten claim.
 //
-// A write batch's claim stays sync: it shares the transaction of the
-// batch's outcomes (see Store.writeOnce), whose commit must wait for the
-// flush, and the claim then costs no wait of its own.
-func asyncCommit(claim string) (sync, async string) {
-	return strings.Replace(claim, "{async}", "", 1), strings.Replace(claim, "{async}", sqlAsyncCommit, 1)
+// Until issue #35 item 5, a write batch claimed its workers' next jobs in
+// its own transaction, sync; the fetcher now claims them beside the batch
+// (see Store.writeOnce).
+func asyncCommit(claim string) string {
+	return strings.Replace(claim, "{async}", sqlAsyncCommit, 1)
 }
 
 // sqlGenericPlans, sent first in a pipeline (one implicit transaction),
@@ -220,6 +226,18 @@ WHERE j.id = ANY (ARRAY(
     FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.priority, j.run_at, j.scheduled_at, j.attempt, j.max_attempts, j.key, j.group_key, j.target, j.payload,
     j.key_bytes, j.group_bytes, j.meta`
+
+// claimFrom returns the strict claim that reads the claim index from
+// ($6 priority, $7 run_at, $8 id) on, a start key the index scan descends
+// to (see claimHint).
+func claimFrom(claim string) string {
+	const order = "ORDER BY priority, run_at, id"
+	if strings.Count(claim, order) != 1 {
+		panic("pgstore: the claim statement's order changed")
+	}
+	return strings.Replace(claim, order,
+		"AND (priority, run_at, id) >= ($6::integer, $7::timestamptz, $8::bigint)\n    "+order, 1)
+}
 
 // sqlPromote moves up to $3 due scheduled and retryable jobs of queue $1
 // to available while the queue has room ($4, 0: no check); the rest wait

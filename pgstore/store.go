@@ -108,6 +108,7 @@ type Store[T any] struct {
 	spare       []queue.Job[T]
 	claiming    int          // jobs being claimed by statements in flight (handMu)
 	promised    int          // spare jobs claimed for workers returning from an outcome (handMu)
+	owed        int          // of the fetch under way, the jobs claimed for workers returning from an outcome (handMu; see want)
 	expect      atomic.Int64 // workers about to call Claim again
 	heldMu      sync.Mutex
 	held        map[int64]int
@@ -117,6 +118,7 @@ type Store[T any] struct {
 	wantFetch   chan struct{}  // a Claim caller may need a claim (see dryClaims)
 	wakePromote chan struct{}
 	dry         dryClaims
+	hint        claimHint
 
 	w   writer
 	nt  notifier    // wake-ups for Add, sent after its commit
@@ -426,8 +428,9 @@ func (s *Store[T]) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
-		// The writer first: a batch in flight may claim jobs (see
-		// refill), which must be given back too.
+		// The writer first: a batch in flight asks the fetcher for its
+		// workers' next jobs (see writeOnce), which must be given back
+		// too.
 		s.w.close()
 		s.releaseHeld(context.WithoutCancel(ctx))
 		s.closeNotifier()

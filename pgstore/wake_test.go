@@ -40,9 +40,9 @@ func TestWakeOnClaimable(t *testing.T) {
 			}))
 		}},
 		// A process that is not drained claims the rerun its Complete
-		// releases in the same transaction, for the worker about to come
-		// back for its next job (a write batch's refill), unless its last
-		// claim found nothing: nothing is left for the others to claim.
+		// releases (its fetcher, woken by the release), for the worker
+		// about to come back for its next job: nothing is left for the
+		// others to claim.
 		// Only a drained process's completion leaves the rerun to them.
 		{name: "coalesced rerun released by complete of a drained process", setup: func(t *testing.T, _ *env, other *pgstore.Store[P]) any {
 			_, err := other.Add(bg, queue.Job[P]{Key: "k", Payload: P{N: 1}})

@@ -489,34 +489,20 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 				return row.Scan(&rerunReady, &reruns, &notes)
 			})
 	}
-	// The workers whose runs end here come back for their next jobs:
-	// claim them in the same transaction.
-	var got []claimed[T]
-	gen := s.dry.mark()
-	refill, rest := s.refill(ended)
-	if refill > 0 {
-		// Sync: it commits with the batch's outcomes (see asyncCommit).
-		sql, args := s.claimSQL(now, refill, false)
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			got, err = s.scanClaimed(rows)
-			return err
-		})
+	// The workers whose runs end here come back for their next jobs: the
+	// fetcher claims them now, on its own connection, while this batch is
+	// written (see expectClaims). Claimed in this transaction, they cost
+	// no round trip of their own, but the claim's row work and the
+	// outcomes' ran one after the other on one backend before the commit,
+	// with the other core idle: beside it, the burn-down ran 1.2x faster
+	// at 100 and 1 000 workers (docs/benchmarks.md, issue #35 item 5).
+	// A retry writes the same outcomes: their workers were counted.
+	if !retried {
+		s.expectClaims(ended)
 	}
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err != nil {
-		// Jobs claimed by a batch whose commit is unknown come back when
-		// their lease expires.
-		s.claimDone(refill)
 		return err
-	}
-	// Committed: hand out the claims first, so that each worker finds its
-	// next job when its outcome returns; then set the results.
-	if refill > 0 {
-		s.dry.claimed(gen, len(got), refill)
-	}
-	if s.handOutClaimed(got, refill, ended) {
-		kick(s.wantFetch) // the reservation may have held the fetcher back
 	}
 	for _, o := range batch {
 		var r opResult
@@ -533,7 +519,6 @@ func (s *Store[T]) writeOnce(ctx context.Context, batch []*op, retried bool) err
 		}
 		o.out = r
 	}
-	s.expectClaims(rest)
 	if rerunReady > 0 {
 		s.ready.Add(rerunReady)
 		kick(s.wakeFetch)
