@@ -253,10 +253,19 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		return err
 	}
 	srv := &http.Server{Handler: tr.wrap(f.Handler()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, len(lns))
+	errc := make(chan error, len(lns)+1)
+	serveLn, shutdown := srv.Serve, srv.Shutdown
+	if s.otel == "" {
+		// Plain announces are answered without net/http's per-request
+		// goroutine (httpserve.go); everything else, and every traced
+		// announce, goes through srv.
+		as := newAnnounceServer(f.ServeAnnounce, srv)
+		go func() { errc <- as.ServeSlow() }()
+		serveLn, shutdown = as.Serve, as.Shutdown
+	}
 	for _, ln := range lns {
 		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store))
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- serveLn(ln) }()
 	}
 	select {
 	case err = <-errc:
@@ -264,7 +273,7 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
+	shutdown(sctx)
 	f.Shutdown(sctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
