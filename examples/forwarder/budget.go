@@ -167,7 +167,7 @@ func (b *forwardBudget) adjust() {
 	if b.spanTotal > 0 && b.spanTotal < budgetMinSamples && b.span < budgetMaxSpan {
 		return
 	}
-	total, over = b.spanTotal, b.spanOver
+	total, over, span := b.spanTotal, b.spanOver, b.span
 	b.spanTotal, b.spanOver, b.span = 0, 0, 0
 	busy := total >= budgetMinSamples && over*100 > total
 	switch {
@@ -178,7 +178,9 @@ func (b *forwardBudget) adjust() {
 		b.limit = max(b.limit/2, budgetFloor)
 		b.quiet = 0
 	case len(b.waiters) > 0:
-		if b.quiet++; b.quiet >= b.raise {
+		// Quiet windows, not spans: a span of few wake-ups (an idle
+		// forwarder draining its queue) raises as fast as before.
+		if b.quiet += span; b.quiet >= b.raise {
 			b.limit++
 			b.quiet = 0
 		}

@@ -164,11 +164,25 @@ func TestForwardBudgetJudgesFewWakeUpsTogether(t *testing.T) {
 		window(b) // 120 wake-ups, 4 over: busy
 		assert.Equal(t, budgetState{limit: 8, narrows: 1}, b.state())
 
+		// Quiet spans count their windows toward a raise: with a forward
+		// waiting, ten quiet windows raise the limit, however they were
+		// judged.
+		ctx, cancel := context.WithCancel(t.Context())
+		for range 200 { // more than the windows below let through
+			waiter(ctx, b)
+		}
+		synctest.Wait()
 		s.set(30, 0)
+		for range 8 {
+			window(b)
+		}
+		assert.Equal(t, 8, b.state().limit, "two quiet spans of four windows: not raised yet")
 		for range 4 {
 			window(b)
 		}
-		assert.Equal(t, 8, b.state().limit, "120 quiet wake-ups: a quiet span, not a raise")
+		assert.Equal(t, 9, b.state().limit, "a third: twelve quiet windows")
+		cancel()
+		synctest.Wait()
 
 		// A span that never reaches budgetMinSamples is judged after
 		// budgetMaxSpan windows, as idle; a window with none at once.
@@ -176,7 +190,7 @@ func TestForwardBudgetJudgesFewWakeUpsTogether(t *testing.T) {
 		for range budgetMaxSpan {
 			window(b)
 		}
-		assert.Equal(t, 8, b.state().limit)
+		assert.Equal(t, 9, b.state().limit, "idle, and no forward waiting: unchanged")
 		assert.Zero(t, b.span, "judged")
 		s.set(0, 0)
 		window(b)
