@@ -81,12 +81,12 @@ func TestAnnounceServerServesPlainAnnouncesItself(t *testing.T) {
 	}
 	host := "Host: x\r\n"
 	for _, tc := range []struct {
-		name    string
-		raw     string
-		bodies  []string
-		proto   string
-		conn    string // the reply's Connection header (close: resp.Close)
-		closed  bool   // the server closes the connection after the replies
+		name   string
+		raw    string
+		bodies []string
+		proto  string
+		conn   string // the reply's Connection header (close: resp.Close)
+		closed bool   // the server closes the connection after the replies
 	}{
 		{name: "keep-alive, two in turn", raw: get("/announce?"+q1, "HTTP/1.1", host) + get("/announce?"+q2, "HTTP/1.1", host+"Connection: keep-alive\r\n"),
 			bodies: []string{"fast:" + q1, "fast:" + q2}, proto: "HTTP/1.1"},
