@@ -25,9 +25,9 @@ import (
 // (to cancel the request's context if the client goes away), the read
 // deadlines that stop it again, the wake-ups between the two goroutines,
 // and a parsed header map and URL. A client that announces on a
-// keep-alive connection pays them on every announce; on two CPUs beside
-// the client, those wake-ups are most of the announce's queueing (see
-// docs/benchmarks.md, "the announce path's own HTTP server").
+// keep-alive connection pays them on every announce, and each wake-up is
+// one more turn in a run queue (docs/benchmarks.md, "the announce path's
+// own HTTP server").
 //
 // announceServer reads each request's head from the connection's buffer
 // without consuming it. A plain GET of the announce path (HTTP/1.0 or
