@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -247,7 +248,7 @@ func (s *announceServer) serveConn(c net.Conn) {
 			handedOff = s.handoff.put(&bufferedConn{Conn: c, r: ac.br})
 			return
 		}
-		if !ac.serve(s.announce, head, s.slow.ErrorLog) {
+		if !ac.serve(s.announce, &head, s.slow.ErrorLog) {
 			return
 		}
 		// A connection that misses stopping here stops at its next
@@ -295,6 +296,12 @@ func (s *announceServer) readHead(ac *announceConn) (requestHead, error) {
 			headDeadline, ac.deadline = true, time.Time{}
 		}
 		if _, err := ac.br.Peek(len(buf) + 1); err != nil {
+			if err == io.EOF {
+				// The client sent part of a head and stopped sending:
+				// net/http answers what it has (400, or a request
+				// line without a version), so it gets those bytes.
+				return requestHead{}, nil
+			}
 			return requestHead{}, err
 		}
 	}
@@ -359,7 +366,7 @@ func parseHead(buf []byte) (h requestHead, complete bool) {
 		}
 	}
 	h.target = target
-	host, closeTok := false, false
+	host, conn := false, false
 	for {
 		line, rest, ok = bytes.Cut(rest, []byte("\n"))
 		if !ok {
@@ -374,25 +381,31 @@ func parseHead(buf []byte) (h requestHead, complete bool) {
 			break
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(name) == 0 || name[0] == ' ' || name[0] == '\t' || bytes.ContainsAny(name, " \t") {
-			return requestHead{}, false // malformed or folded: net/http's to refuse
+		if !ok || !isToken(name) || !isPlainValue(value) {
+			return requestHead{}, false // malformed, folded or unusual: net/http's to judge
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
 		case bytes.EqualFold(name, []byte("Host")):
-			if host {
+			if host || !isPlainHost(value) {
 				return requestHead{}, false
 			}
 			host = true
 		case bytes.EqualFold(name, []byte("Connection")):
-			for _, tok := range bytes.Split(value, []byte(",")) {
-				tok = bytes.Trim(tok, " \t")
-				if bytes.EqualFold(tok, []byte("close")) {
-					closeTok = true // wins over a keep-alive
-				} else if bytes.EqualFold(tok, []byte("keep-alive")) && h.http10 {
-					h.keepAlive = true
-				}
+			// One header with one token: net/http reads the first
+			// Connection header for some decisions and all of them for
+			// others, and the two may disagree.
+			switch {
+			case conn:
+				return requestHead{}, false
+			case bytes.EqualFold(value, []byte("close")):
+				h.keepAlive = false
+			case bytes.EqualFold(value, []byte("keep-alive")):
+				h.keepAlive = true
+			default:
+				return requestHead{}, false
 			}
+			conn = true
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			if string(value) != "0" {
 				return requestHead{}, false
@@ -405,10 +418,48 @@ func parseHead(buf []byte) (h requestHead, complete bool) {
 	if !host && !h.http10 {
 		return requestHead{}, false // HTTP/1.1 requires Host: net/http answers 400
 	}
-	h.keepAlive = h.keepAlive && !closeTok
 	h.n = len(buf) - len(rest)
 	h.fast = true
 	return h, true
+}
+
+// isToken reports whether name is a header name net/http takes: an RFC
+// 9110 token.
+func isToken(name []byte) bool {
+	if len(name) == 0 {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// isPlainValue reports whether a header value holds printable ASCII,
+// spaces and tabs only; anything else is net/http's to judge.
+func isPlainValue(v []byte) bool {
+	for _, c := range v {
+		if (c < ' ' && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isPlainHost reports whether a Host value is a name or an address with
+// an optional port: bytes net/http's Host check takes. Anything else,
+// valid or not, is net/http's to judge.
+func isPlainHost(v []byte) bool {
+	for _, c := range v {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '-' || c == ':' || c == '[' || c == ']') {
+			return false
+		}
+	}
+	return true
 }
 
 // serve answers the request head h on ac with announce, leaving the
@@ -416,7 +467,7 @@ func parseHead(buf []byte) (h requestHead, complete bool) {
 // false if announce panicked: as net/http does, the panic is logged (to
 // logger, or the log package's default) and the connection closed
 // without a reply.
-func (ac *announceConn) serve(announce http.HandlerFunc, h requestHead, logger *log.Logger) (ok bool) {
+func (ac *announceConn) serve(announce http.HandlerFunc, h *requestHead, logger *log.Logger) (ok bool) {
 	ac.url.RawQuery = ""
 	if len(h.target) > len(announcePath) {
 		ac.url.RawQuery = string(h.target[len(announcePath)+1:])
@@ -443,9 +494,13 @@ func (ac *announceConn) serve(announce http.HandlerFunc, h requestHead, logger *
 	return true
 }
 
-// appendReply appends the response to h written by the handler.
-func (ac *announceConn) appendReply(b []byte, h requestHead) []byte {
-	status := ac.w.status
+// appendReply appends the response to h written by the handler, framed
+// as net/http frames it: with a Content-Length when the body fit
+// net/http's buffer, else chunked (HTTP/1.1) or ended by closing the
+// connection (HTTP/1.0, which then clears h.keepAlive).
+func (ac *announceConn) appendReply(b []byte, h *requestHead) []byte {
+	w := &ac.w
+	status := w.status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -458,10 +513,7 @@ func (ac *announceConn) appendReply(b []byte, h requestHead) []byte {
 	b = append(b, ' ')
 	b = append(b, http.StatusText(status)...)
 	b = append(b, "\r\n"...)
-	hdr := ac.w.h
-	if _, ok := hdr["Content-Type"]; !ok && len(ac.w.body) > 0 {
-		hdr["Content-Type"] = []string{http.DetectContentType(ac.w.body)}
-	}
+	hdr := w.h
 	var keysBuf [8]string
 	keys := keysBuf[:0]
 	for k := range hdr {
@@ -478,19 +530,50 @@ func (ac *announceConn) appendReply(b []byte, h requestHead) []byte {
 			b = append(b, "\r\n"...)
 		}
 	}
+	// Then net/http's own headers, in its order.
 	b = append(b, "Date: "...)
 	b = append(b, ac.httpDate()...)
-	b = append(b, "\r\nContent-Length: "...)
-	b = strconv.AppendInt(b, int64(len(ac.w.body)), 10)
 	b = append(b, "\r\n"...)
+	chunked := len(w.chunks) > 0
+	if !chunked {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(w.body)), 10)
+		b = append(b, "\r\n"...)
+	} else if h.http10 {
+		h.keepAlive = false
+	}
+	if _, ok := hdr["Content-Type"]; !ok && len(w.body) > 0 {
+		b = append(b, "Content-Type: "...)
+		b = append(b, http.DetectContentType(w.body)...)
+		b = append(b, "\r\n"...)
+	}
 	switch {
 	case !h.keepAlive && !h.http10:
 		b = append(b, "Connection: close\r\n"...)
 	case h.keepAlive && h.http10:
 		b = append(b, "Connection: keep-alive\r\n"...)
 	}
-	b = append(b, "\r\n"...)
-	return append(b, ac.w.body...)
+	if !chunked {
+		b = append(b, "\r\n"...)
+		return append(b, w.body...)
+	}
+	if h.http10 {
+		b = append(b, "\r\n"...)
+		return append(b, w.body...)
+	}
+	b = append(b, "Transfer-Encoding: chunked\r\n\r\n"...)
+	body := w.body
+	for _, n := range append(w.chunks, w.pending) {
+		if n == 0 {
+			continue
+		}
+		b = strconv.AppendInt(b, int64(n), 16)
+		b = append(b, "\r\n"...)
+		b = append(b, body[:n]...)
+		b = append(b, "\r\n"...)
+		body = body[n:]
+	}
+	return append(b, "0\r\n\r\n"...)
 }
 
 // httpDate is the Date header's value, formatted once a second.
@@ -504,17 +587,34 @@ func (ac *announceConn) httpDate() []byte {
 }
 
 // announceWriter is the http.ResponseWriter of the fast path: it keeps
-// the status, headers and body for appendReply.
+// the status, headers and body for appendReply, and where net/http would
+// have cut the body into chunks.
+//
+// It serves handlers that write as Forwarder.ServeAnnounce does: status
+// 200, headers set before the first Write, and none of Content-Length,
+// Transfer-Encoding, Connection, Date or trailers among them, no Flush.
 type announceWriter struct {
 	h      http.Header
 	status int
 	body   []byte
+	// net/http holds a reply's first bufferBeforeChunking bytes to send
+	// it with a Content-Length; a body that outgrows the buffer while
+	// the handler runs goes out chunked, one chunk per flush of the
+	// buffer. chunks are those flushes' lengths (none: the body fit),
+	// pending the bytes held after them.
+	chunks  []int
+	pending int
 }
+
+// bufferBeforeChunking is net/http's bufferBeforeChunkingSize.
+const bufferBeforeChunking = 2048
 
 func (w *announceWriter) reset() {
 	clear(w.h)
 	w.status = 0
 	w.body = w.body[:0]
+	w.chunks = w.chunks[:0]
+	w.pending = 0
 }
 
 // Header returns the reply's headers.
@@ -527,12 +627,24 @@ func (w *announceWriter) WriteHeader(code int) {
 	}
 }
 
-// Write appends to the reply's body.
+// Write appends to the reply's body, noting the flushes net/http's
+// buffer (a bufio.Writer) would make.
 func (w *announceWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	w.body = append(w.body, b...)
+	n := len(b)
+	for n > bufferBeforeChunking-w.pending {
+		if w.pending == 0 { // written through, whole
+			w.chunks = append(w.chunks, n)
+			return len(b), nil
+		}
+		fill := bufferBeforeChunking - w.pending
+		w.chunks = append(w.chunks, bufferBeforeChunking)
+		w.pending, n = 0, n-fill
+	}
+	w.pending += n
 	return len(b), nil
 }
 

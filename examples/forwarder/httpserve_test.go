@@ -91,7 +91,7 @@ func TestAnnounceServerServesPlainAnnouncesItself(t *testing.T) {
 		{name: "keep-alive, two in turn", raw: get("/announce?"+q1, "HTTP/1.1", host) + get("/announce?"+q2, "HTTP/1.1", host+"Connection: keep-alive\r\n"),
 			bodies: []string{"fast:" + q1, "fast:" + q2}, proto: "HTTP/1.1"},
 		{name: "no query", raw: get("/announce", "HTTP/1.1", host), bodies: []string{"fast:"}, proto: "HTTP/1.1"},
-		{name: "Connection: close", raw: get("/announce?"+q1, "HTTP/1.1", host+"Connection: keep-alive, Close\r\n"),
+		{name: "Connection: close", raw: get("/announce?"+q1, "HTTP/1.1", host+"Connection: Close\r\n"),
 			bodies: []string{"fast:" + q1}, proto: "HTTP/1.1", conn: "close", closed: true},
 		{name: "HTTP/1.0", raw: get("/announce?"+q1, "HTTP/1.0", ""), bodies: []string{"fast:" + q1}, proto: "HTTP/1.0", closed: true},
 		{name: "HTTP/1.0 keep-alive", raw: get("/announce?"+q1, "HTTP/1.0", "Connection: keep-alive\r\n") + get("/announce?"+q2, "HTTP/1.0", ""),
@@ -141,6 +141,8 @@ func TestAnnounceServerHandsEverythingElseToNetHTTP(t *testing.T) {
 		{name: "bare LF lines", raw: "GET /announce?" + q1 + " HTTP/1.1\nHost: x\n\n",
 			status: []int{200}, bodies: []string{"slow:GET /announce?" + q1}},
 		{name: "a head longer than the buffer", raw: "GET /announce?" + q1 + " HTTP/1.1\r\nHost: x\r\n" + long + "\r\n",
+			status: []int{200}, bodies: []string{"slow:GET /announce?" + q1}},
+		{name: "two Connection tokens", raw: "GET /announce?" + q1 + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n",
 			status: []int{200}, bodies: []string{"slow:GET /announce?" + q1}},
 		{name: "HTTP/2 preface", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", status: []int{http.StatusBadRequest}},
 	} {
