@@ -32,11 +32,12 @@ import (
 //
 // announceServer reads each request's head from the connection's buffer
 // without consuming it. A plain GET of the announce path (HTTP/1.0 or
-// 1.1, CRLF lines, no body, no Expect, a head that fits the buffer) it
-// serves itself: it calls the announce handler with a request that
-// carries the query, the client's address and a background context, and
-// writes the reply with a Content-Length, a Date and the handler's
-// headers. Anything else — another path or method, a malformed or
+// 1.1, CRLF lines, no body, no Expect, plain header names and values, at
+// most one Connection header with one token, a head that fits the
+// buffer) it serves itself: it calls the announce handler with a request
+// that carries the query, the client's address and a background context,
+// and writes the reply as net/http would (FuzzAnnounceServer compares
+// the two byte for byte). Anything else — another path or method, a malformed or
 // unusual request — hands the connection, with what it has buffered,
 // to a net/http server, which serves it from then on: the fast path
 // keeps none of net/http's behaviour from the requests it does not
@@ -214,6 +215,7 @@ type announceConn struct {
 	// deadline is when the read deadline was last moved (zero: it must
 	// be moved before the next wait).
 	deadline time.Time
+	served   bool // a request has been answered on the connection
 }
 
 func (s *announceServer) serveConn(c net.Conn) {
@@ -251,6 +253,7 @@ func (s *announceServer) serveConn(c net.Conn) {
 		if !ac.serve(s.announce, &head, s.slow.ErrorLog) {
 			return
 		}
+		ac.served = true
 		// A connection that misses stopping here stops at its next
 		// read: Shutdown has moved its deadline into the past.
 		if _, err := c.Write(ac.out); err != nil || !head.keepAlive || s.stopping.Load() {
@@ -271,10 +274,17 @@ type requestHead struct {
 // readHead waits for a request and reads its head from the buffer
 // without consuming it. It returns a head that is not fast as soon as
 // the request cannot be one for the fast path. The wait for the head's
-// first byte is bounded by the idle deadline; once it has begun, the
+// first bytes is bounded by the idle deadline; once it has begun, the
 // rest must come within s.header.
 func (s *announceServer) readHead(ac *announceConn) (requestHead, error) {
-	if _, err := ac.br.Peek(1); err != nil {
+	// Between requests net/http waits for 4 bytes (conn.serve's
+	// Peek(4)) and closes the connection without a reply if it ends
+	// before them; before the first it reads whatever comes.
+	first := 1
+	if ac.served {
+		first = 4
+	}
+	if _, err := ac.br.Peek(first); err != nil {
 		return requestHead{}, err
 	}
 	headDeadline := false
