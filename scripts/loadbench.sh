@@ -25,8 +25,11 @@
 #   forwards shed by admission, and the CPU the forwarder spent: while
 #   loaded, per client announce; and, after the load stops, while it
 #   drains its queue, per forward (the cost of one forwarded announce, with
-#   no client traffic beside it). Lines starting RESULT compare each
-#   variant's p99 with opentracker's in the same round.
+#   no client traffic beside it). Every run prints the load generator's
+#   own CPU (user + system, in % of one CPU): wrk is one thread, and near
+#   100 % the latencies it measures include its own queueing. Lines
+#   starting RESULT compare each variant's p99 with opentracker's in the
+#   same round.
 #
 # Settings (environment):
 #   LOADBENCH_DURATION     each run, default 20s
@@ -172,22 +175,34 @@ load() {
 	local name=$1 port=$2 rate=$3 tool=announceload out line
 	if [ "$rate" = 0 ] && [ "${USE_WRK:-0}" = 1 ]; then
 		tool=wrk
+		# times, in the same subshell: the generator's own CPU time.
 		out=$(LOADBENCH_TORRENTS=$TORRENTS LOADBENCH_PREFIX=$PREFIX \
 			wrk -t1 -c"$CONNS" -d"$DURATION" --latency -s "$ROOT/scripts/loadbench.lua" \
-			"http://127.0.0.1:$port/announce" 2>&1) || fail "wrk against $name: $out"
+			"http://127.0.0.1:$port/announce" 2>&1
+			rc=$?
+			echo GENCPU
+			times
+			exit $rc) || fail "wrk against $name: $out"
 	else
 		out=$("$WORK/announceload" -url "http://127.0.0.1:$port/announce" -rate "$rate" -c "$CONNS" \
-			-d "$DURATION" -torrents "$TORRENTS" -prefix "$PREFIX" 2>&1) || fail "announceload against $name: $out"
+			-d "$DURATION" -torrents "$TORRENTS" -prefix "$PREFIX" 2>&1
+			rc=$?
+			echo GENCPU
+			times
+			exit $rc) || fail "announceload against $name: $out"
 	fi
+	# The generator's user and system CPU, "XmY.YYYs XmY.YYYs", in ms.
+	local gen_ms
+	gen_ms=$(grep -A2 '^GENCPU' <<<"$out" | tail -n1 | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%d", t * 1000 }')
 	line=$(grep '^LOADBENCH ' <<<"$out") || fail "no summary from $tool against $name: $out"
 	local requests=0 p50_us=0 p99_us=0 max_us=0 failures=0 busy=0 non200=0 sockerr=0 duration_us=1 late_us=0
 	eval "$(sed 's/^LOADBENCH //; s/ /;/g' <<<"$line")"
 	[ "$requests" -gt 0 ] || fail "no requests completed against $name"
 	REQ=$requests P50=$p50_us P99=$p99_us FAIL=$failures BUSY=$busy DUR=$duration_us
 	awk -v n="$name" -v r="$requests" -v d="$duration_us" -v a="$p50_us" -v b="$p99_us" -v m="$max_us" \
-		-v f="$failures" -v e="$non200" -v k="$sockerr" -v l="$late_us" -v t="$tool" \
-		'BEGIN { printf "  %-12s %-12s %7d answered (%6.0f/s)  p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  failures %d  non-200 %d  socket errors %d%s\n",
-			n, t, r, r * 1e6 / d, a / 1e3, b / 1e3, m / 1e3, f, e, k, (l > 20000 ? sprintf("  (generator %.0f ms behind schedule)", l / 1e3) : "") }'
+		-v f="$failures" -v e="$non200" -v k="$sockerr" -v l="$late_us" -v t="$tool" -v g="${gen_ms:-0}" \
+		'BEGIN { printf "  %-12s %-12s %7d answered (%6.0f/s)  p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  failures %d  non-200 %d  socket errors %d  generator CPU %.0f %%%s\n",
+			n, t, r, r * 1e6 / d, a / 1e3, b / 1e3, m / 1e3, f, e, k, 100 * g * 1000 / d, (l > 20000 ? sprintf("  (generator %.0f ms behind schedule)", l / 1e3) : "") }'
 }
 
 # run_forwarder VARIANT RATE: a fresh forwarder, one load run, its costs,

@@ -42,10 +42,19 @@ const budgetWindow = 10 * time.Millisecond
 // start evenly rather than in a burst at each window's start.
 const budgetTicks = 10
 
-// budgetMinSamples is the fewest goroutine wake-ups a window must hold to
-// count as loaded: a window with fewer is taken as idle (a quantile of a
-// handful of samples says nothing).
+// budgetMinSamples is the fewest goroutine wake-ups the budget judges a
+// p99 from (a quantile of a handful of samples says nothing): a window
+// with fewer is judged together with the next ones, up to
+// budgetMaxSpan windows, and one with none is idle. An announce served
+// outside net/http (httpserve.go) is one wake-up, not four: at a few
+// thousand announces a second a window holds only dozens, and taking
+// each such window as idle would open the budget under load.
 const budgetMinSamples = 100
+
+// budgetMaxSpan is how many windows the budget judges together, at most,
+// while they hold fewer than budgetMinSamples wake-ups: past it, the
+// span is taken as idle.
+const budgetMaxSpan = 10
 
 // budgetFloor is the fewest forwards a window lets start, however busy
 // the scheduler: 100 a second, a few percent of one CPU at the cost of a
@@ -75,6 +84,10 @@ type forwardBudget struct {
 	narrows uint64          // windows that lowered limit
 	quiet   int             // quiet windows in a row since the limit last moved
 	raise   int             // budgetRaiseAfter (tests may change it)
+	// The wake-ups of the windows not judged yet (fewer than
+	// budgetMinSamples), and how many windows they span.
+	spanTotal, spanOver uint64
+	span                int
 }
 
 // newForwardBudget returns a budget that keeps the scheduler's p99 latency
@@ -142,14 +155,21 @@ func (b *forwardBudget) grantLocked() {
 
 // adjust ends one window and moves the limit for the next: halved (not
 // below budgetFloor) when the window's p99 was above the latency, one
-// higher after budgetRaiseAfter
-// windows in a row that were not and in which a forward waited.
+// higher after budgetRaiseAfter windows in a row that were not and in
+// which a forward waited. A window of too few wake-ups to judge leaves
+// the limit as it is, and is judged with the next (budgetMaxSpan).
 func (b *forwardBudget) adjust() {
 	total, over := b.sample(b.latency)
-	busy := total >= budgetMinSamples && over*100 > total
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.started, b.allowed = 0, 0
+	b.spanTotal, b.spanOver, b.span = b.spanTotal+total, b.spanOver+over, b.span+1
+	if b.spanTotal > 0 && b.spanTotal < budgetMinSamples && b.span < budgetMaxSpan {
+		return
+	}
+	total, over, span := b.spanTotal, b.spanOver, b.span
+	b.spanTotal, b.spanOver, b.span = 0, 0, 0
+	busy := total >= budgetMinSamples && over*100 > total
 	switch {
 	case busy:
 		if b.limit > budgetFloor {
@@ -158,7 +178,9 @@ func (b *forwardBudget) adjust() {
 		b.limit = max(b.limit/2, budgetFloor)
 		b.quiet = 0
 	case len(b.waiters) > 0:
-		if b.quiet++; b.quiet >= b.raise {
+		// Quiet windows, not spans: a span of few wake-ups (an idle
+		// forwarder draining its queue) raises as fast as before.
+		if b.quiet += span; b.quiet >= b.raise {
 			b.limit++
 			b.quiet = 0
 		}

@@ -149,6 +149,55 @@ func TestForwardBudgetHalvesInBusyWindows(t *testing.T) {
 	})
 }
 
+// Windows of too few wake-ups to judge are judged together: a lean
+// announce path wakes few goroutines, and its windows are not idle.
+func TestForwardBudgetJudgesFewWakeUpsTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s fakeSched
+		b := newForwardBudget(time.Millisecond, s.read)
+		b.limit = 16
+		s.set(30, 1) // 3 % of the wake-ups waited longer than the budget
+		for i := range 3 {
+			window(b)
+			require.Equal(t, 16, b.state().limit, "window %d: %d wake-ups so far, not judged", i, 30*(i+1))
+		}
+		window(b) // 120 wake-ups, 4 over: busy
+		assert.Equal(t, budgetState{limit: 8, narrows: 1}, b.state())
+
+		// Quiet spans count their windows toward a raise: with a forward
+		// waiting, ten quiet windows raise the limit, however they were
+		// judged.
+		ctx, cancel := context.WithCancel(t.Context())
+		for range 200 { // more than the windows below let through
+			waiter(ctx, b)
+		}
+		synctest.Wait()
+		s.set(30, 0)
+		for range 8 {
+			window(b)
+		}
+		assert.Equal(t, 8, b.state().limit, "two quiet spans of four windows: not raised yet")
+		for range 4 {
+			window(b)
+		}
+		assert.Equal(t, 9, b.state().limit, "a third: twelve quiet windows")
+		cancel()
+		synctest.Wait()
+
+		// A span that never reaches budgetMinSamples is judged after
+		// budgetMaxSpan windows, as idle; a window with none at once.
+		s.set(1, 1)
+		for range budgetMaxSpan {
+			window(b)
+		}
+		assert.Equal(t, 9, b.state().limit, "idle, and no forward waiting: unchanged")
+		assert.Zero(t, b.span, "judged")
+		s.set(0, 0)
+		window(b)
+		assert.Zero(t, b.span)
+	})
+}
+
 func TestForwardBudgetWaiterLeavesWhenCtxEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s fakeSched

@@ -56,7 +56,8 @@ func (b *syncBuffer) String() string {
 }
 
 // One server-mode forwarder answers on an IPv4 and an IPv6 address, and
-// -v adds every job's outcome to its log.
+// -v adds every job's outcome to its log; with -http std (the first
+// round) as with the fast path.
 func TestServeOnIPv4AndIPv6(t *testing.T) {
 	for _, verbose := range []bool{false, true} {
 		up, err := startSimServer(newSimTracker(simFast))
@@ -73,6 +74,9 @@ func TestServeOnIPv4AndIPv6(t *testing.T) {
 		require.NoError(t, err)
 		qc := DefaultQueueConfig()
 		s := settings{upstreams: []string{"up=" + up.URL}, interval: time.Minute, timeout: 5 * time.Second, verbose: verbose}
+		if !verbose {
+			s.http = httpStd
+		}
 		var logs syncBuffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

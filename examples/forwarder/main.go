@@ -43,6 +43,7 @@ type settings struct {
 	maxPeers  int
 	trustIP   prefixList
 	otel      string        // -otel: "" or stdout
+	http      string        // -http: fast (httpserve.go) or std (net/http alone)
 	budget    time.Duration // -forward-budget; 0 turns the budget off
 	traceOut  io.Writer     // where -otel stdout writes (run's stdout)
 }
@@ -78,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // parseArgs reads the environment, then the flags (which win).
 func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	qc := DefaultQueueConfig()
-	s := settings{listen: listFlag{vals: []string{"127.0.0.1:6969"}}, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers, budget: defaultForwardBudget}
+	s := settings{listen: listFlag{vals: []string{"127.0.0.1:6969"}}, http: httpFast, interval: 30 * time.Minute, timeout: 10 * time.Second, maxPeers: defaultMaxPeers, budget: defaultForwardBudget}
 	if err := qc.FromEnv(""); err != nil {
 		return qc, s, err
 	}
@@ -110,6 +111,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.IntVar(&s.maxPeers, "max-peers", s.maxPeers, "hold at most `N` local peers; past it the least recently seen is evicted (env FORWARDER_MAX_PEERS)")
 	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	fs.StringVar(&s.otel, "otel", s.otel, "trace every announce with OpenTelemetry: `EXPORTER` stdout writes each span as a JSON line on stdout, one trace per announce (its request, its jobs' create and run spans) (env FORWARDER_OTEL)")
+	fs.StringVar(&s.http, "http", s.http, "the announce path's HTTP server, `SERVER` fast (plain GET /announce requests answered without net/http's per-request goroutine, everything else handed to net/http) or std (every request through net/http; -otel implies it) (env FORWARDER_HTTP)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +146,9 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	if s.otel != "" && s.otel != "stdout" {
 		return qc, s, fmt.Errorf("-otel %q: the one exporter is stdout", s.otel)
 	}
+	if s.http != httpFast && s.http != httpStd {
+		return qc, s, fmt.Errorf("-http %q: want %s or %s", s.http, httpFast, httpStd)
+	}
 	if s.budget < 0 {
 		return qc, s, fmt.Errorf("-forward-budget %s: must be positive, or 0 to turn the budget off", s.budget)
 	}
@@ -155,6 +160,12 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	}
 	return qc, s, nil
 }
+
+// The values of -http.
+const (
+	httpFast = "fast" // announceServer: plain announces served from the connection's buffer
+	httpStd  = "std"  // net/http's server alone
+)
 
 func (s *settings) fromEnv() error {
 	if v := os.Getenv("FORWARDER_LISTEN"); v != "" {
@@ -170,6 +181,12 @@ func (s *settings) fromEnv() error {
 		}
 	}
 	s.otel = os.Getenv("FORWARDER_OTEL")
+	if v := os.Getenv("FORWARDER_HTTP"); v != "" {
+		if v != httpFast && v != httpStd {
+			return fmt.Errorf("environment variable FORWARDER_HTTP=%q: want %s or %s", v, httpFast, httpStd)
+		}
+		s.http = v
+	}
 	if v := os.Getenv("FORWARDER_STORE"); v != "" {
 		s.store = v
 	}
@@ -253,10 +270,19 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		return err
 	}
 	srv := &http.Server{Handler: tr.wrap(f.Handler()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, len(lns))
+	errc := make(chan error, len(lns)+1)
+	serveLn, shutdown := srv.Serve, srv.Shutdown
+	if s.otel == "" && s.http != httpStd {
+		// Plain announces are answered without net/http's per-request
+		// goroutine (httpserve.go); everything else, and every traced
+		// announce, goes through srv. -http std leaves it all to srv.
+		as := newAnnounceServer(f.ServeAnnounce, srv)
+		go func() { errc <- as.ServeSlow() }()
+		serveLn, shutdown = as.Serve, as.Shutdown
+	}
 	for _, ln := range lns {
 		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store))
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- serveLn(ln) }()
 	}
 	select {
 	case err = <-errc:
@@ -264,7 +290,7 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
+	shutdown(sctx)
 	f.Shutdown(sctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

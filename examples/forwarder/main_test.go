@@ -30,7 +30,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"-forwarder-suspend SECONDS", "FORWARDER_SUSPEND_SECONDS", "(default 300s)",
 		"-max-forwarders-per-announce N", "(default 100)",
 		"-upstream", "FORWARDER_UPSTREAMS", "-listen ADDR", "(default 127.0.0.1:6969)", "-store", "FORWARDER_STORE", "-v",
-		"-interval", "-upstream-timeout", "-demo",
+		"-interval", "-upstream-timeout", "-demo", "-http SERVER", "FORWARDER_HTTP",
 	} {
 		assert.Contains(t, help, want)
 	}
@@ -199,4 +199,32 @@ func TestForwardBudgetArgs(t *testing.T) {
 
 	_, err = NewForwarder(Options{Upstreams: []*Upstream{{Name: "up", client: nopAnnouncer{}}}, ForwardBudget: -time.Millisecond})
 	assert.ErrorContains(t, err, "forward budget -1ms")
+}
+
+// -http picks the announce path's server: fast by default, std from the
+// flag or FORWARDER_HTTP (the flag wins); any other value is refused by
+// name.
+func TestArgsHTTPServer(t *testing.T) {
+	up := []string{"-upstream", "http://127.0.0.1:1/announce"}
+	_, s, err := parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, httpFast, s.http, "the default")
+
+	_, s, err = parseArgs(append([]string{"-http", "std"}, up...), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, httpStd, s.http)
+
+	t.Setenv("FORWARDER_HTTP", "std")
+	_, s, err = parseArgs(up, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, httpStd, s.http, "the variable applies")
+	_, s, err = parseArgs(append([]string{"-http", "fast"}, up...), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, httpFast, s.http, "the flag wins")
+
+	_, _, err = parseArgs(append([]string{"-http", "quick"}, up...), &bytes.Buffer{})
+	assert.ErrorContains(t, err, `-http "quick": want fast or std`)
+	t.Setenv("FORWARDER_HTTP", "Fast")
+	_, _, err = parseArgs(up, &bytes.Buffer{})
+	assert.ErrorContains(t, err, `FORWARDER_HTTP="Fast": want fast or std`)
 }
