@@ -82,7 +82,6 @@ func newRing[T any](limit int) *ring[T] {
 func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult {
 	limit = min(limit, r.limit)
 	t := r.tail.Load()
-	yielded := !yield
 	for {
 		if fresh && t&closedBit != 0 {
 			return pushClosed
@@ -107,7 +106,10 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult 
 			// Another push won pos between the load and the swap: pushes
 			// run on more than one core at once, and the tail's cache
 			// line moves between them at every push.
-			yielded = contended(yielded)
+			if yield {
+				contended()
+				yield = false
+			}
 		case seq < pos:
 			return pushFull // the slot's previous item has not been popped
 		}
@@ -115,20 +117,16 @@ func (r *ring[T]) push(it *item[T], limit uint64, fresh, yield bool) pushResult 
 	}
 }
 
-// contended yields the P, once per push or pop (yielded says whether
-// this one already has, or must not), after its compare-and-swap on the
-// tail or head lost to another goroutine's: the two ran on different
-// cores at once.
-// Another goroutine of the P runs meanwhile, often a worker where a push
-// yields and a producer where a pop does, so that one core tends to push
-// while another pops, each end of the ring's cache lines staying on its
-// core, instead of both cores pushing or both popping and trading the
-// tail's or head's line at every job. It reports true.
-func contended(yielded bool) bool {
-	if !yielded {
-		runtime.Gosched()
-	}
-	return true
+// contended yields the P, at most once per push or pop, after its
+// compare-and-swap on the tail or head lost to another goroutine's: the
+// two ran on different cores at once. Another goroutine of the P runs
+// meanwhile, often a worker where a push yields and a producer where a
+// pop does, so that one core tends to push while another pops, each end
+// of the ring's cache lines staying on its core, instead of both cores
+// pushing or both popping and trading the tail's or head's line at every
+// job.
+func contended() {
+	runtime.Gosched()
 }
 
 // close closes the ring to new jobs: every later fresh push fails, and
@@ -156,7 +154,6 @@ const (
 // meets another may yield its P (contended).
 func (r *ring[T]) pop(dst *item[T], yield bool) popResult {
 	pos := r.head.Load()
-	yielded := !yield
 	for {
 		if pos&frozenBit != 0 {
 			return popFrozen
@@ -172,7 +169,10 @@ func (r *ring[T]) pop(dst *item[T], yield bool) popResult {
 			}
 			// Another pop won pos: pops run on more than one core at
 			// once, and the head's cache line moves between them.
-			yielded = contended(yielded)
+			if yield {
+				contended()
+				yield = false
+			}
 			pos = r.head.Load()
 		case seq < pos+1:
 			return popEmpty
