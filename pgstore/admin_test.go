@@ -191,11 +191,16 @@ func TestAdminPagingWhileJobsMove(t *testing.T) {
 	require.Equal(t, len(seen), len(slices.Compact(slices.Clone(seen))), "a job was listed twice")
 }
 
-// claimDead claims the next job of s and dead-letters it.
+// claimDead claims the next job of s and dead-letters it. It returns
+// once the fetcher has claimed ahead for the worker the outcome expects
+// back (found nothing, on these tests' queues): a job added afterwards is
+// not claimed ahead, and stays ready for the test.
 func claimDead(t *testing.T, s *pgstore.Store[P]) queue.Job[P] {
 	t.Helper()
 	j := claimWithin(t, s, 5*time.Second)
 	require.NoError(t, s.Dead(bg, j, errors.New("boom")))
+	require.Eventually(t, func() bool { return pgstore.AheadClaimed(s) }, 10*time.Second, time.Millisecond,
+		"the fetcher's claim for the worker expected back")
 	return j
 }
 

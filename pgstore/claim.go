@@ -233,7 +233,14 @@ func (s *Store[T]) fetchLoop(ctx context.Context) {
 				handOn = true
 			case <-s.wantFetch:
 				if s.dry.dry() {
-					continue // nothing to claim until a wake-up
+					// Nothing to claim until a wake-up. The workers
+					// expected back (expectClaims) would find nothing
+					// either: they wait as Claim callers, counted as
+					// such. Left counted, they made the next wake-up
+					// claim a second job for each of them, held here
+					// while another process's workers went without.
+					s.expect.Store(0)
+					continue
 				}
 			case <-due.C():
 				s.dry.supplied()

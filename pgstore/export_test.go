@@ -59,6 +59,16 @@ func FetchSettled[T any](s *Store[T]) bool {
 	return s.listening.Load() && s.dry.dry() && len(s.wakeFetch) == 0
 }
 
+// AheadClaimed reports whether no claim for workers expected back from
+// an outcome (expectClaims) is pending or running: once true after an
+// outcome returned, the fetcher has claimed that worker's next job, or
+// found none, or dropped the claim on a dry queue.
+func AheadClaimed[T any](s *Store[T]) bool {
+	s.handMu.Lock()
+	defer s.handMu.Unlock()
+	return s.expect.Load() == 0 && s.claiming == 0 && len(s.wantFetch) == 0
+}
+
 // DeadRawText ends a claimed job as dead with text as its error, as Dead
 // does but without escaping text first: a text the database refuses, to
 // test the writer's fallback.

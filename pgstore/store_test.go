@@ -925,16 +925,18 @@ func TestReleasedJobsWakeOtherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The closing store's worker takes the first job; writing its
-	// completion claims the second for the worker's next Claim, which
-	// never comes.
+	// The closing store's worker takes the first job; its completion
+	// has the fetcher claim the second, beside the write, for the
+	// worker's next Claim, which never comes.
 	j := claimWithin(t, closing, 10*time.Second)
 	if err := closing.Complete(bg, j); err != nil {
 		t.Fatal(err)
 	}
+	require.Eventually(t, func() bool { return pgstore.AheadClaimed(closing) }, 10*time.Second, time.Millisecond,
+		"the fetcher's claim for the worker expected back")
 	table := jobsTable(e)
 	if n := count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE id = $1 AND state = 'running'", added[1].ID); n != 1 {
-		t.Fatal("the second job was not claimed ahead by the completion")
+		t.Fatal("the second job was not claimed ahead for the worker expected back")
 	}
 	got := make(chan error, 1)
 	go func() {
@@ -1055,6 +1057,44 @@ func TestDryQueueClaimsOnWakeUp(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the job added to a dry queue did not reach the waiting worker: %v", err)
 	}
+}
+
+// TestDryQueueForgetsWorkersExpectedBack: a worker whose outcome is
+// written is expected back, and the fetcher claims its next job ahead;
+// on a queue whose last claim found nothing, that claim is dropped, not
+// kept for the next wake-up. Kept, each worker that came back to the
+// empty queue counted twice at the next Add: as a Claim caller waiting,
+// and as a worker expected back, so the process claimed two jobs for
+// it and held one while other processes' workers waited.
+func TestDryQueueForgetsWorkersExpectedBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newStore[P](t, e, pgstore.WithPollInterval(time.Hour), pgstore.WithJanitorInterval(time.Hour))
+	bind(t, s, "expected", nil)
+	if _, err := s.EnqueueMany(bg, []queue.Job[P]{{Payload: P{N: 1}}, {Payload: P{N: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	first, second := claimWithin(t, s, 10*time.Second), claimWithin(t, s, 10*time.Second)
+	settled := func(what string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return pgstore.AheadClaimed(s) }, 10*time.Second, time.Millisecond, what)
+	}
+	// The first completion's claim ahead finds the queue empty.
+	require.NoError(t, s.Complete(bg, first))
+	settled("the claim for the first worker expected back")
+	// The second comes to a queue known to be dry: nothing is claimed
+	// for it, and nothing is left owed to it.
+	require.NoError(t, s.Complete(bg, second))
+	settled("the second worker expected back, on a dry queue, forgotten")
+	added, err := s.EnqueueMany(bg, []queue.Job[P]{{Payload: P{N: 3}}, {Payload: P{N: 4}}, {Payload: P{N: 5}}})
+	require.NoError(t, err)
+	j := claimWithin(t, s, 10*time.Second)
+	require.Equal(t, added[0].ID, j.ID)
+	settled("the claim for the worker that came back")
+	table := jobsTable(e)
+	require.Equal(t, 1, count(t, e.pool, "SELECT count(*) FROM "+table+" WHERE queue = 'expected' AND state = 'running'"),
+		"jobs claimed by a process with one worker running and none waiting")
+	require.NoError(t, s.Complete(bg, j))
 }
 
 // TestWakeUpsDoNotRecount: Len's count of the available jobs (up to twice
