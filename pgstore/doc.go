@@ -138,8 +138,9 @@
 // A fetcher goroutine claims jobs for the Claim callers waiting and, as
 // the writer sends a batch, for the workers whose runs it ends, on its own
 // connection beside the batch, up to the claim batch size a statement: a
-// busy worker finds its next job waiting when its outcome returns, and
-// the claim's work runs on the database beside the outcomes' (one
+// busy worker usually finds its next job waiting when its outcome
+// returns (the claim is not part of the outcome, and may run just after
+// it returns, taking a job enqueued meanwhile), and the claim's work runs on the database beside the outcomes' (one
 // backend each) instead of after it in one transaction. A claim reads the
 // claim index from the first job the last claim took while nothing can
 // have made an earlier job claimable, rather than stepping over the dead
@@ -149,7 +150,9 @@
 // made a job claimable (an Add, a notification, a promotion, a job put
 // back, the due time of a job promoted ahead, a poll): with scheduled
 // jobs falling due one at a time, each worker's return cost two claims
-// that found nothing. Before it
+// that found nothing. The workers a batch expects back to such a queue
+// are not remembered for the next wake-up: those that come back wait
+// as Claim callers and are counted once. Before it
 // writes a batch, the writer gives the workers its last batch answered a
 // moment to come back (for at most half that batch's write, and only while
 // they keep coming), so that workers with short jobs share one commit per
