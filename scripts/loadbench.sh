@@ -51,7 +51,13 @@
 #                              (BEP 15) instead of HTTP
 #   LOADBENCH_EXTRA            NAME=FLAGS adds the variant NAME: this
 #                              checkout's forwarder with FLAGS (e.g.
-#                              "w2=-w 2 -W 2")
+#                              "w2=-w 2 -W 2"); with LOADBENCH_FORWARDER_BIN
+#                              set, that binary's
+#   LOADBENCH_DRAIN_TRACE      1 prints, for each drain, the forwarding
+#                              budget's limit and narrowed windows every
+#                              0.2 s (from /metrics), and, where perf can
+#                              attach, the forwarder's context switches
+#                              over the drain
 #
 # Missing tools (wrk, opentracker, curl, jq) are installed with apt-get.
 # Every process the script starts is stopped by its pid.
@@ -168,6 +174,13 @@ stop_forwarder() {
 	FWD_PID=
 }
 fstats() { curl -sf "http://127.0.0.1:$FWD_PORT/stats?format=json"; }
+# budget_trace: the forwarding budget's limit/narrowed windows, "-" without
+# a budget.
+budget_trace() {
+	curl -sf "http://127.0.0.1:$FWD_PORT/metrics" | awk '
+		/^forwarder_forward_budget_limit / { l = $2 } /^forwarder_forward_budget_narrowed_total / { n = $2 }
+		END { if (l == "") print "-"; else printf "%d/%d", l, n }'
+}
 
 # load NAME PORT RATE: one run (RATE 0: unpaced); sets REQ P50 P99 BUSY
 # FAIL and prints a line.
@@ -217,19 +230,37 @@ run_forwarder() {
 	d1=$(jq '.done + .dead + .retried' <<<"$s1")
 	shed=$(jq '.rate_limited' <<<"$s1")
 	# Drain: no more client announces; the workers forward the backlog.
-	local end=$((SECONDS + 15))
+	local end=$((SECONDS + 15)) t0 t1 trace="" perf_pid=""
+	if [ "${LOADBENCH_DRAIN_TRACE:-0}" = 1 ] && command -v perf >/dev/null 2>&1; then
+		perf stat -e context-switches,task-clock -p "$FWD_PID" -o "$WORK/perf.$v" 2>/dev/null &
+		perf_pid=$!
+	fi
+	t0=$(date +%s%N)
 	while [ "$SECONDS" -lt "$end" ] && [ "$(fstats | jq '.depth + .running')" -gt 0 ]; do
+		[ "${LOADBENCH_DRAIN_TRACE:-0}" = 1 ] && trace+=" $(budget_trace)"
 		sleep 0.2
 	done
+	t1=$(date +%s%N)
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid" 2>/dev/null || true
+		wait "$perf_pid" 2>/dev/null || true
+	fi
 	c2=$(cpu_ms "$FWD_PID")
 	s0=$(fstats)
 	d2=$(jq '.done + .dead + .retried' <<<"$s0")
 	dn=$((d2 - d1))
 	done_n=$d1
-	awk -v v="$v" -v r="$REQ" -v c="$((c1 - c0))" -v d="$done_n" -v s="$shed" -v b="$BUSY" -v dc="$((c2 - c1))" -v dn="$dn" -v q="$(jq '.enqueued' <<<"$s0")" \
+	awk -v v="$v" -v r="$REQ" -v c="$((c1 - c0))" -v d="$done_n" -v s="$shed" -v b="$BUSY" -v dc="$((c2 - c1))" -v dn="$dn" -v ds="$((t1 - t0))" -v q="$(jq '.enqueued' <<<"$s0")" \
 		'BEGIN { printf "  %-12s refused as busy %d (%.1f %%); forwards enqueued %d, done %d during the run (%.0f per 1000 answered), shed by admission %d; CPU %.0f µs per announce answered (forwarding included)%s\n",
 			v, b, 100 * b / r, q, d, 1000 * d / r, s, 1000 * c / r,
-			(dn >= 500 ? sprintf("; draining: %d forwards, %.0f µs CPU each", dn, 1000 * dc / dn) : "") }'
+			(dn >= 500 ? sprintf("; draining: %d forwards in %.1f s, %.0f µs CPU each", dn, ds / 1e9, 1000 * dc / dn) : "") }'
+	if [ -n "$trace" ]; then
+		echo "  $v drain trace (limit/narrowed every 0.2 s):$trace"
+	fi
+	if [ -n "$perf_pid" ] && [ -s "$WORK/perf.$v" ]; then
+		awk -v v="$v" -v dn="$dn" '/context-switches/ { cs = $1 } /task-clock/ { tc = $1 }
+			END { gsub(",", "", cs); gsub(",", "", tc); if (dn > 0) printf "  %s drain: %s context switches (%.1f per forward), task-clock %s ms\n", v, cs, cs / dn, tc }' "$WORK/perf.$v"
+	fi
 	stop_forwarder
 }
 

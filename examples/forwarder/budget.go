@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,22 +15,30 @@ import (
 // announces' worth of CPU. Workers that forward as fast as the queue feeds
 // them take that CPU from the announces, whose latency is what clients
 // see. The budget watches the Go scheduler's latency — how long runnable
-// goroutines, the connections' among them, wait for a CPU — and meters
-// the forwards that may start in each window (budgetWindow): the limit is
+// goroutines, the connections' among them, wait for a CPU — and meters the
+// forwards that may start in each window (budgetWindow): the limit is
 // halved after a window whose 99th percentile was above the budget's
-// latency, never below budgetFloor, and raised by one after
+// latency and in which a client's announce or scrape was answered (with
+// none, a forward takes CPU from no one: a forwarder draining its queue
+// after the load has gone is judged by its own forwards' wake-ups, and
+// closed on itself), never below budgetFloor, and raised after
 // budgetRaiseAfter windows in a row that were not and in which a forward
-// waited. The floor keeps forwards moving on a process that stays busy
-// for reasons of its own (a long GC, a neighbour): a shed forward waits
-// for the peer's next announce, but one already queued would otherwise
-// wait for as long as the load lasts. Each window's forwards are let
-// through evenly over it, not in a burst. The budget is the queue's claim
-// gate (queue.WithClaimGate): a worker waits for it before it claims a
-// forward, so a worker that waits holds no job. The forwards stay queued,
-// where a peer's next announce finds its forward pending (and adds none),
-// and where their depth feeds admission: one the queue cannot take while
-// the workers wait is shed at admission and sent at the peer's next
-// announce, as any shed forward is.
+// waited: by one while the scheduler was busy within the last
+// budgetCalmAfter windows (under load, where each forward more is felt),
+// doubled once it has been quiet for longer (the load has gone, and a
+// backlog drained a few forwards at a time costs each of them two to three
+// times the CPU: wake-ups and idle threads with nothing to share them).
+// The floor keeps forwards moving on a process that stays busy for reasons
+// of its own (a long GC, a neighbour): a shed forward waits for the peer's
+// next announce, but one already queued would otherwise wait for as long
+// as the load lasts. Each window's forwards are let through evenly over
+// it, not in a burst. The budget is the queue's claim gate
+// (queue.WithClaimGate): a worker waits for it before it claims a forward,
+// so a worker that waits holds no job. The forwards stay queued, where a
+// peer's next announce finds its forward pending (and adds none), and
+// where their depth feeds admission: one the queue cannot take while the
+// workers wait is shed at admission and sent at the peer's next announce,
+// as any shed forward is.
 
 // budgetWindow is how often the budget reads the scheduler's latency and
 // moves its limit: short enough to close within a few milliseconds of a
@@ -61,10 +70,19 @@ const budgetMaxSpan = 10
 // forward over HTTP.
 const budgetFloor = 1
 
-// budgetRaiseAfter is how many quiet windows in a row raise the limit by
-// one: a tenth of a second of quiet per forward added per window (100
-// forwards a second), where one busy window halves it.
+// budgetRaiseAfter is how many quiet windows in a row raise the limit:
+// by one (100 forwards a second) within budgetCalmAfter windows of a busy
+// one, where one busy window halves it.
 const budgetRaiseAfter = 10
+
+// budgetCalmAfter is how many windows in a row without a busy one double
+// the limit at each raise instead of adding one: under load the
+// scheduler is busy every few windows, and the budget stays near its
+// floor as with additive raises alone; once the load has gone for this
+// long (0.3 s), a backlog of forwards opens it from 1 to 64 a window in
+// 0.6 s, not 6 s. A busy window still halves it, and returns it to
+// raising by one.
+const budgetCalmAfter = 30
 
 // schedSample reads the scheduler latencies recorded since the last call:
 // how many goroutine wake-ups, and how many of them waited at least d.
@@ -75,6 +93,9 @@ type schedSample func(d time.Duration) (total, over uint64)
 type forwardBudget struct {
 	latency time.Duration // the scheduler p99 above which forwarding narrows
 	sample  schedSample
+	// requests counts the client requests answered (served): a span
+	// with none is never busy.
+	requests atomic.Uint64
 
 	mu      sync.Mutex
 	limit   int             // forwards allowed to start per window
@@ -83,11 +104,15 @@ type forwardBudget struct {
 	waiters []chan struct{} // forwards waiting, FIFO; closed when let through
 	narrows uint64          // windows that lowered limit
 	quiet   int             // quiet windows in a row since the limit last moved
+	calm    int             // windows in a row since the last busy one
 	raise   int             // budgetRaiseAfter (tests may change it)
+	calmFor int             // budgetCalmAfter (tests may change it)
 	// The wake-ups of the windows not judged yet (fewer than
-	// budgetMinSamples), and how many windows they span.
+	// budgetMinSamples), how many windows they span, and requests'
+	// count when the span began.
 	spanTotal, spanOver uint64
 	span                int
+	spanFrom            uint64
 }
 
 // newForwardBudget returns a budget that keeps the scheduler's p99 latency
@@ -97,7 +122,16 @@ func newForwardBudget(latency time.Duration, sample schedSample) *forwardBudget 
 	if sample == nil {
 		sample = newRuntimeSchedSample()
 	}
-	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor, raise: budgetRaiseAfter}
+	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor,
+		raise: budgetRaiseAfter, calmFor: budgetCalmAfter}
+}
+
+// served records a client request (an announce or a scrape) answered:
+// the latency the budget protects. Safe on a nil budget (none).
+func (b *forwardBudget) served() {
+	if b != nil {
+		b.requests.Add(1)
+	}
 }
 
 // gate is the queue's claim gate: it returns nil once the budget lets a
@@ -154,12 +188,14 @@ func (b *forwardBudget) grantLocked() {
 }
 
 // adjust ends one window and moves the limit for the next: halved (not
-// below budgetFloor) when the window's p99 was above the latency, one
-// higher after budgetRaiseAfter windows in a row that were not and in
-// which a forward waited. A window of too few wake-ups to judge leaves
-// the limit as it is, and is judged with the next (budgetMaxSpan).
+// below budgetFloor) when the window's p99 was above the latency and a
+// client request was served in it, raised after budgetRaiseAfter windows
+// in a row that were not and in which a forward waited: by one, or
+// doubled once budgetCalmAfter windows have passed without a busy one. A window of too few wake-ups to judge
+// leaves the limit as it is, and is judged with the next (budgetMaxSpan).
 func (b *forwardBudget) adjust() {
 	total, over := b.sample(b.latency)
+	requests := b.requests.Load()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.started, b.allowed = 0, 0
@@ -168,21 +204,30 @@ func (b *forwardBudget) adjust() {
 		return
 	}
 	total, over, span := b.spanTotal, b.spanOver, b.span
-	b.spanTotal, b.spanOver, b.span = 0, 0, 0
-	busy := total >= budgetMinSamples && over*100 > total
-	switch {
-	case busy:
+	clients := requests != b.spanFrom
+	b.spanTotal, b.spanOver, b.span, b.spanFrom = 0, 0, 0, requests
+	if clients && total >= budgetMinSamples && over*100 > total { // busy
 		if b.limit > budgetFloor {
 			b.narrows++
 		}
 		b.limit = max(b.limit/2, budgetFloor)
+		b.quiet, b.calm = 0, 0
+		return
+	}
+	// Quiet windows, not spans: a span of few wake-ups (an idle forwarder
+	// draining its queue) raises as fast as before.
+	b.calm = min(b.calm+span, b.calmFor)
+	if len(b.waiters) == 0 {
+		// The allowance was not all used: a higher limit would let
+		// nothing more through.
+		return
+	}
+	if b.quiet += span; b.quiet >= b.raise {
 		b.quiet = 0
-	case len(b.waiters) > 0:
-		// Quiet windows, not spans: a span of few wake-ups (an idle
-		// forwarder draining its queue) raises as fast as before.
-		if b.quiet += span; b.quiet >= b.raise {
+		if b.calm >= b.calmFor {
+			b.limit *= 2
+		} else {
 			b.limit++
-			b.quiet = 0
 		}
 	}
 }

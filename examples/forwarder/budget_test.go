@@ -42,9 +42,10 @@ func waiter(ctx context.Context, b *forwardBudget) <-chan bool {
 	return ch
 }
 
-// window ends one window and lets the next one's forwards through: the
-// budget's loop, by hand.
+// window ends one window in which a client request was served and lets
+// the next one's forwards through: the budget's loop, by hand.
 func window(b *forwardBudget) {
+	b.served()
 	b.adjust()
 	for i := range budgetTicks {
 		b.tick(i)
@@ -88,6 +89,148 @@ func TestForwardBudgetRaisesAfterQuietWindows(t *testing.T) {
 		window(b)
 		assert.Equal(t, 3, through(chs))
 		assert.Equal(t, budgetState{limit: 3, started: 3, waiting: 2}, b.state())
+	})
+}
+
+// waiters starts n acquires that outlast the test's windows; they leave
+// when the returned cancel is called.
+func waiters(t *testing.T, b *forwardBudget, n int) context.CancelFunc {
+	ctx, cancel := context.WithCancel(t.Context())
+	for range n {
+		waiter(ctx, b)
+	}
+	synctest.Wait()
+	return cancel
+}
+
+// windows runs n windows and returns the limit after each.
+func windows(b *forwardBudget, n int) []int {
+	var limits []int
+	for range n {
+		window(b)
+		limits = append(limits, b.state().limit)
+	}
+	return limits
+}
+
+// Once the scheduler has been quiet for budgetCalmAfter windows (the
+// load has gone), each raise doubles the limit: a backlog drains many
+// forwards at a time within a second, not one more every tenth of one.
+func TestForwardBudgetDoublesOnceCalm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s fakeSched
+		b := newForwardBudget(time.Millisecond, s.read)
+		s.set(1000, 500)
+		window(b) // busy: the calm starts after it
+		s.set(1000, 0)
+		defer waiters(t, b, 5000)()
+		var at []int
+		for range 8 {
+			at = append(at, windows(b, budgetRaiseAfter)[budgetRaiseAfter-1])
+		}
+		assert.Equal(t, []int{2, 3, 6, 12, 24, 48, 96, 192}, at,
+			"the limit every %d windows: by one within %d windows of the busy one, then doubled", budgetRaiseAfter, budgetCalmAfter)
+		assert.Zero(t, b.state().narrows)
+	})
+}
+
+// Quiet windows in which no forward waited count toward the calm, not
+// toward a raise: a forwarder idle since its last load doubles at the
+// first raise of its next backlog.
+func TestForwardBudgetIdleWindowsCountTowardCalm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s fakeSched
+		b := newForwardBudget(time.Millisecond, s.read)
+		b.limit = 4
+		s.set(1000, 500)
+		window(b)
+		s.set(1000, 0)
+		windows(b, budgetCalmAfter) // nothing waits
+		assert.Equal(t, 2, b.state().limit, "not raised with no forward waiting")
+		defer waiters(t, b, 100)()
+		limits := windows(b, budgetRaiseAfter)
+		assert.Equal(t, 2, limits[budgetRaiseAfter-2])
+		assert.Equal(t, 4, limits[budgetRaiseAfter-1], "doubled at the first raise")
+	})
+}
+
+// A busy window halves a limit opened by doubling as it halves any other,
+// and puts the budget back to raising by one: under load it closes in as
+// many busy windows as the limit has doublings, and stays near its floor.
+func TestForwardBudgetClosesAgainOnLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s fakeSched
+		b := newForwardBudget(time.Millisecond, s.read)
+		defer waiters(t, b, 6000)()
+		s.set(1000, 0)
+		windows(b, 7*budgetRaiseAfter)
+		require.Equal(t, 96, b.state().limit, "opened by doubling")
+
+		s.set(1000, 500) // the load is back
+		assert.Equal(t, []int{48, 24, 12, 6, 3, 1, 1}, windows(b, 7))
+		assert.Equal(t, uint64(6), b.state().narrows)
+
+		// Load that leaves the scheduler quiet for less than
+		// budgetCalmAfter windows at a time: raises by one only, each
+		// undone by the next busy windows.
+		for i := range 20 {
+			s.set(1000, 0)
+			limits := windows(b, budgetCalmAfter-1)
+			require.Equal(t, budgetFloor+2, limits[len(limits)-1], "round %d: two raises by one", i)
+			s.set(1000, 500)
+			window(b)
+			require.Equal(t, budgetFloor, b.state().limit, "round %d: 3 halved", i)
+		}
+
+		// Windows of few wake-ups, judged together, close it as well: a
+		// busy span halves the limit as a busy window does.
+		s.set(1000, 0)
+		windows(b, 6*budgetRaiseAfter)
+		require.Equal(t, 48, b.state().limit, "2, 3, then doubled: 6, 12, 24, 48")
+		s.set(30, 2) // 120 wake-ups in four windows, 1.7 % over
+		assert.Equal(t, []int{48, 48, 48, 24, 24, 24, 24, 12}, windows(b, 8))
+	})
+}
+
+// With no client request served, a busy scheduler is the forwards' own
+// doing (a forwarder draining its queue after the load has gone): the
+// budget opens as after quiet windows, and closes again at the first busy
+// window with a request.
+func TestForwardBudgetIgnoresLatencyWithoutClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s fakeSched
+		b := newForwardBudget(time.Millisecond, s.read)
+		defer waiters(t, b, 3000)()
+		s.set(1000, 500)
+		window(b)
+		var at []int
+		for range 6 {
+			for range budgetRaiseAfter {
+				b.adjust() // no request: not busy
+				for i := range budgetTicks {
+					b.tick(i)
+				}
+			}
+			at = append(at, b.state().limit)
+		}
+		assert.Equal(t, []int{2, 3, 6, 12, 24, 48}, at)
+		assert.Zero(t, b.state().narrows)
+
+		// A request in a span of few wake-ups judged together counts.
+		s.set(40, 1)
+		b.adjust()
+		b.served()
+		b.adjust()
+		require.Equal(t, 48, b.state().limit, "80 wake-ups: not judged yet")
+		b.adjust()
+		assert.Equal(t, budgetState{limit: 24, waiting: b.state().waiting, narrows: 1}, b.state(),
+			"a request in the span's second window: busy")
+		s.set(1000, 500)
+		b.adjust()
+		assert.Equal(t, 24, b.state().limit, "no request since: not busy")
+		b.served()
+		b.adjust()
+		assert.Equal(t, 12, b.state().limit)
 	})
 }
 
@@ -247,9 +390,10 @@ func (c *countingAnnouncer) announce(context.Context, *Announce, Event) (*Reply,
 	return &Reply{Interval: time.Hour}, nil
 }
 
-// A forwarder whose scheduler is busy answers every announce and holds
-// its forwards to the budget's floor; the rest run once the scheduler is
-// quiet again.
+// A forwarder whose scheduler is busy while it answers clients answers
+// every announce and holds its forwards to the budget's floor; the rest
+// run once the clients have gone, though the scheduler stays busy (with
+// its own forwards), and at once when it is quiet.
 func TestForwarderHoldsForwardsWhileSchedulerBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var s fakeSched
@@ -261,12 +405,21 @@ func TestForwarderHoldsForwardsWhileSchedulerBusy(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		require.NoError(t, f.Start(ctx))
-		const peers = 40
+		const peers = 100
 		for i := range peers {
 			w := httptest.NewRecorder()
 			f.ServeAnnounce(w, httptest.NewRequest("GET", "/announce?"+clientQuery(1, i, 7000+i, nil), nil))
 			require.Contains(t, w.Body.String(), "8:interval", "answered at once")
 		}
+		// The clients stay: a scrape a millisecond.
+		clients, leave := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for clients.Err() == nil {
+				f.ServeScrape(httptest.NewRecorder(), httptest.NewRequest("GET", "/scrape", nil))
+				time.Sleep(time.Millisecond)
+			}
+		})
 		time.Sleep(100 * time.Millisecond) // fake time: 10 busy windows
 		synctest.Wait()
 		n := up.n.Load()
@@ -277,10 +430,12 @@ func TestForwarderHoldsForwardsWhileSchedulerBusy(t *testing.T) {
 		assert.Zero(t, st.Running, "holding no forward")
 		assert.Positive(t, st.Depth, "the forwards wait in the queue")
 
-		s.set(1000, 0)
-		time.Sleep(2 * time.Second) // quiet: 200 windows, the limit rising by one every 10
+		leave()
+		wg.Wait()
+		time.Sleep(500 * time.Millisecond) // 50 windows, busy but without clients
 		synctest.Wait()
-		assert.Equal(t, int64(peers), up.n.Load(), "every forward ran")
+		assert.Equal(t, int64(peers), up.n.Load(), "every forward ran: at the floor, at most 61 would have")
+		assert.Zero(t, f.budget.state().narrows)
 		require.NoError(t, f.Shutdown(ctx))
 	})
 }

@@ -285,7 +285,7 @@ func (f *Forwarder) registerBudgetMetrics() error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "forwarder_forward_budget_limit",
-			Help: "Forwards the budget lets start per 10 ms window now: halved after a window whose Go scheduler p99 latency is above -forward-budget, raised by one after ten quiet windows in a row in which a forward waited.",
+			Help: "Forwards the budget lets start per 10 ms window now: halved after a window whose Go scheduler p99 latency is above -forward-budget and in which a client request was answered, raised after ten quiet windows in a row in which a forward waited: by one within 0.3 s of a busy window, doubled after a calmer stretch.",
 		}, func() float64 { return float64(b.state().limit) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "forwarder_forward_budget_waiting",
@@ -293,7 +293,7 @@ func (f *Forwarder) registerBudgetMetrics() error {
 		}, func() float64 { return float64(b.state().waiting) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "forwarder_forward_budget_narrowed_total",
-			Help: "10 ms windows whose Go scheduler p99 latency was above -forward-budget, which halved the forwards allowed per window.",
+			Help: "10 ms windows whose Go scheduler p99 latency was above -forward-budget, with a client request answered, which halved the forwards allowed per window.",
 		}, func() float64 { return float64(b.state().narrows) }),
 	} {
 		if err := f.reg.Register(c); err != nil {
@@ -401,6 +401,7 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"], h["Cache-Control"] = hdrTextPlain, hdrNoCache
 	sc := scratchPool.Get().(*announceScratch)
 	defer sc.release()
+	f.budget.served()
 	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
 	a, err := parseAnnounce(r.URL.RawQuery, remote, f.opts.TrustIPFrom)
 	if err != nil {

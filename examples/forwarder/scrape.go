@@ -84,6 +84,7 @@ func containsHash(hs [][20]byte, h [20]byte) bool {
 // an answer, not a malformed reply. Errors are a bencoded failure reason
 // with HTTP 200, as for announces.
 func (f *Forwarder) ServeScrape(w http.ResponseWriter, r *http.Request) {
+	f.budget.served()
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("Cache-Control", "no-cache")
 	hashes, err := parseScrape(r.URL.RawQuery)
