@@ -75,6 +75,11 @@ const budgetFloor = 1
 // one, where one busy window halves it.
 const budgetRaiseAfter = 10
 
+// budgetCeiling bounds the limit: far above what any worker pool starts
+// in a window, so it never meters a forward, and it keeps doubling from
+// overflowing should forwards wait at every raise for a long time.
+const budgetCeiling = 1 << 20
+
 // budgetCalmAfter is how many windows in a row without a busy one double
 // the limit at each raise instead of adding one: under load the
 // scheduler is busy every few windows, and the budget stays near its
@@ -225,7 +230,7 @@ func (b *forwardBudget) adjust() {
 	if b.quiet += span; b.quiet >= b.raise {
 		b.quiet = 0
 		if b.calm >= b.calmFor {
-			b.limit *= 2
+			b.limit = min(b.limit*2, budgetCeiling)
 		} else {
 			b.limit++
 		}
