@@ -49,6 +49,14 @@
 #   LOADBENCH_UDP              1 adds the variant "fwd-udp": this checkout's
 #                              forwarder announcing to opentracker over UDP
 #                              (BEP 15) instead of HTTP
+#   LOADBENCH_CLOSE            1 sends every announce on a connection of its
+#                              own ("Connection: close", announceload
+#                              -close), to the forwarder as to opentracker
+#                              (which closes every connection anyway), and
+#                              runs the unpaced step with announceload
+#                              -rate 0 -close instead of wrk: both trackers
+#                              then accept a connection per announce, and
+#                              the generator does the same work for each
 #   LOADBENCH_EXTRA            NAME=FLAGS adds the variant NAME: this
 #                              checkout's forwarder with FLAGS (e.g.
 #                              "w2=-w 2 -W 2"); with LOADBENCH_FORWARDER_BIN
@@ -69,6 +77,8 @@ CONNS=${LOADBENCH_CONNECTIONS:-50}
 TORRENTS=${LOADBENCH_TORRENTS:-10000}
 PACED=${LOADBENCH_PACED:-50 90}
 ROUNDS=${LOADBENCH_ROUNDS:-1}
+CLOSE=()
+[ "${LOADBENCH_CLOSE:-0}" = 1 ] && CLOSE=(-close)
 PREFIX=6c6f616462656e63682d746f7272656e # "loadbench-torren"
 NAME=loadbench
 # shellcheck source=lib/procs.sh
@@ -198,7 +208,7 @@ load() {
 			exit $rc) || fail "wrk against $name: $out"
 	else
 		out=$("$WORK/announceload" -url "http://127.0.0.1:$port/announce" -rate "$rate" -c "$CONNS" \
-			-d "$DURATION" -torrents "$TORRENTS" -prefix "$PREFIX" 2>&1
+			-d "$DURATION" -torrents "$TORRENTS" -prefix "$PREFIX" "${CLOSE[@]}" 2>&1
 			rc=$?
 			echo GENCPU
 			times
@@ -268,7 +278,7 @@ result() { # result LABEL VARIANT P99 OT_P99
 	awk -v l="$1" -v v="$2" -v a="$3" -v b="$4" 'BEGIN { printf "RESULT %-14s %-12s p99 %7.2f ms vs opentracker %7.2f ms: ratio %.2f\n", l, v, a / 1e3, b / 1e3, a / b }'
 }
 
-say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $CONNS connections, $DURATION per run, $TORRENTS torrents, a new random peer per announce; variants: ${VARIANTS[*]}"
+say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $CONNS connections, $DURATION per run, $TORRENTS torrents, a new random peer per announce${CLOSE[0]:+, a connection per announce (-close)}; variants: ${VARIANTS[*]}"
 say "capacity: opentracker, unpaced"
 load opentracker "$OT_PORT" 0
 CAP=$(awk -v r="$REQ" -v d="$DUR" 'BEGIN { printf "%.0f", r * 1e6 / d }')
@@ -286,8 +296,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		done
 	done
 	if [ "${LOADBENCH_UNPACED:-1}" != 0 ]; then
-		USE_WRK=1
-		say "round $round: unpaced (wrk -t1 -c$CONNS)"
+		if [ "${#CLOSE[@]}" = 0 ]; then
+			USE_WRK=1
+			say "round $round: unpaced (wrk -t1 -c$CONNS)"
+		else
+			say "round $round: unpaced (announceload -rate 0 -c$CONNS -close)"
+		fi
 		load opentracker "$OT_PORT" 0
 		OT_P99=$P99
 		for v in "${VARIANTS[@]}"; do

@@ -15,7 +15,12 @@
 // is answered (closed loop, as wrk), and latency is the service time.
 // It drops a connection with a reset, not a FIN, so that a server
 // closing every connection leaves no socket in TIME_WAIT to stall the
-// next connect from 127.0.0.1's ports.
+// next connect from 127.0.0.1's ports. With -close every request asks
+// for "Connection: close" and goes on a connection of its own, whatever
+// the server does: two trackers compared under -close both accept a
+// connection per announce (opentracker closes every connection anyway),
+// and the generator does the same work for each, instead of keeping its
+// connections to one and reconnecting per request to the other.
 //
 // The announces are scripts/loadbench.lua's: torrent i of -torrents has
 // the info hash -prefix (16 bytes in hex) followed by i as 4 big-endian
@@ -66,6 +71,7 @@ type config struct {
 	torrents int
 	prefix   [16]byte
 	timeout  time.Duration
+	close    bool // a connection per request ("Connection: close")
 }
 
 func main() {
@@ -98,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.torrents, "torrents", 10000, "announce over `N` torrents")
 	prefix := fs.String("prefix", "6c6f616462656e63682d746f7272656e", "the info hashes' first 16 bytes, in `HEX`")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "give up on a reply after this long (counted in sockerr)")
+	fs.BoolVar(&cfg.close, "close", false, "send each announce on a new connection, with \"Connection: close\" (as opentracker closes every connection: the same work for both trackers)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -308,7 +315,11 @@ func (w *worker) try(ctx context.Context) (status int, started bool, err error) 
 	w.req = append(w.req, w.query()...)
 	w.req = append(w.req, " HTTP/1.1\r\nHost: "...)
 	w.req = append(w.req, w.host...)
-	w.req = append(w.req, "\r\nUser-Agent: announceload\r\n\r\n"...)
+	w.req = append(w.req, "\r\nUser-Agent: announceload\r\n"...)
+	if w.cfg.close {
+		w.req = append(w.req, "Connection: close\r\n"...)
+	}
+	w.req = append(w.req, "\r\n"...)
 	if _, err := w.conn.Write(w.req); err != nil {
 		return 0, started, err
 	}
@@ -357,7 +368,7 @@ func (w *worker) try(ctx context.Context) (status int, started bool, err error) 
 			return 0, started, err
 		}
 	}
-	if closing {
+	if closing || w.cfg.close {
 		w.close()
 	}
 	return status, true, nil

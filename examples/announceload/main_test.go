@@ -161,3 +161,34 @@ func TestLoadSurvivesSilentClose(t *testing.T) {
 	assert.Contains(t, out.String(), "LOADBENCH requests=100 ")
 	assert.Contains(t, out.String(), " failures=0 busy=0 non200=0 sockerr=0 ")
 }
+
+// With -close every announce asks for "Connection: close" and goes on a
+// connection of its own, even to a server that would keep it alive.
+func TestLoadCloseEachRequest(t *testing.T) {
+	var (
+		conns  atomic.Int64
+		asked  atomic.Int64
+		served atomic.Int64
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.Close {
+			asked.Add(1)
+		}
+		io.WriteString(w, "d8:intervali1800e5:peers0:e")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	var out bytes.Buffer
+	require.Zero(t, run([]string{"-url", srv.URL + "/announce", "-c", "2", "-n", "50", "-d", "0", "-close"}, &out, io.Discard))
+	assert.Contains(t, out.String(), "LOADBENCH requests=50 ")
+	assert.Contains(t, out.String(), " failures=0 busy=0 non200=0 sockerr=0 ")
+	assert.Equal(t, int64(50), served.Load())
+	assert.Equal(t, int64(50), asked.Load(), "requests with Connection: close")
+	assert.Equal(t, int64(50), conns.Load(), "connections")
+}
