@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +143,26 @@ func waitStats(t *testing.T, base string, ok func(done int) bool) {
 			t.Fatalf("stats never satisfied the condition (done=%d)", st.Done)
 		}
 	}
+}
+
+// The listeners' accepted connections have no TCP keep-alive probes:
+// idle connections are closed by the servers' idle timeouts instead.
+func TestListenAllNoKeepAlive(t *testing.T) {
+	lns, err := listenAll([]string{"127.0.0.1:0"})
+	require.NoError(t, err)
+	defer closeAll(lns)
+	c, err := net.Dial("tcp", lns[0].Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	sc, err := lns[0].Accept()
+	require.NoError(t, err)
+	defer sc.Close()
+	raw, err := sc.(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	on, serr := -1, error(nil)
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		on, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+	}))
+	require.NoError(t, serr)
+	assert.Zero(t, on, "SO_KEEPALIVE on an accepted connection")
 }

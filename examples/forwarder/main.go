@@ -269,7 +269,11 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		closeAll(lns)
 		return err
 	}
-	srv := &http.Server{Handler: tr.wrap(f.Handler()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	// IdleTimeout: a kept-alive connection waiting for its next
+	// request is closed as the announce path's own are (listenAll
+	// turns TCP keep-alive probes off).
+	srv := &http.Server{Handler: tr.wrap(f.Handler()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		IdleTimeout: announceIdleTimeout}
 	errc := make(chan error, len(lns)+1)
 	serveLn, shutdown := srv.Serve, srv.Shutdown
 	if s.otel == "" && s.http != httpStd {
