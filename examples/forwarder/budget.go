@@ -291,8 +291,8 @@ func (b *forwardBudget) tick(i int) {
 // limit at each window's end, until ctx ends or done closes. After an
 // idle window it parks, and starts the next window when woken.
 func (b *forwardBudget) run(ctx context.Context, done <-chan struct{}) {
-	const tick = budgetWindow / budgetTicks
-	t := time.NewTicker(tick)
+	const period = budgetWindow / budgetTicks
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for i := 0; ; i = (i + 1) % budgetTicks {
 		select {
@@ -313,7 +313,7 @@ func (b *forwardBudget) run(ctx context.Context, done <-chan struct{}) {
 			case <-b.wake:
 			}
 			b.resume(time.Since(from))
-			t.Reset(tick) // the window starts now
+			t.Reset(period) // the window starts now
 		}
 		b.tick(i)
 	}
