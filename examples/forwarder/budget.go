@@ -39,6 +39,16 @@ import (
 // where their depth feeds admission: one the queue cannot take while the
 // workers wait is shed at admission and sent at the peer's next announce,
 // as any shed forward is.
+//
+// An idle forwarder does not pay for the budget: at the end of a window
+// in which no forward waited or started and no client request was
+// answered, the budget parks — no ticks, no reads of the scheduler's
+// latency — until a forward waits for it or a client request is
+// answered, and then starts a window at once. The parked time counts as
+// that many quiet windows toward the calm (a forwarder idle since its
+// last load doubles at the first raise of its next backlog, as it would
+// had it ticked through) and is not judged: the wake-ups recorded while
+// parked are dropped, not taken as the first window's. The limit is kept.
 
 // budgetWindow is how often the budget reads the scheduler's latency and
 // moves its limit: short enough to close within a few milliseconds of a
@@ -101,6 +111,11 @@ type forwardBudget struct {
 	// requests counts the client requests answered (served): a span
 	// with none is never busy.
 	requests atomic.Uint64
+	// parked is set while run waits on wake instead of ticking (written
+	// with mu held): served and acquire then kick wake, which holds one
+	// kick at most.
+	parked atomic.Bool
+	wake   chan struct{}
 
 	mu      sync.Mutex
 	limit   int             // forwards allowed to start per window
@@ -118,6 +133,7 @@ type forwardBudget struct {
 	spanTotal, spanOver uint64
 	span                int
 	spanFrom            uint64
+	winFrom             uint64 // requests' count when the window began
 }
 
 // newForwardBudget returns a budget that keeps the scheduler's p99 latency
@@ -128,14 +144,27 @@ func newForwardBudget(latency time.Duration, sample schedSample) *forwardBudget 
 		sample = newRuntimeSchedSample()
 	}
 	return &forwardBudget{latency: latency, sample: sample, limit: budgetFloor,
-		raise: budgetRaiseAfter, calmFor: budgetCalmAfter}
+		raise: budgetRaiseAfter, calmFor: budgetCalmAfter, wake: make(chan struct{}, 1)}
 }
 
 // served records a client request (an announce or a scrape) answered:
-// the latency the budget protects. Safe on a nil budget (none).
+// the latency the budget protects, and wakes a parked budget. Safe on a
+// nil budget (none). On the announce path: an atomic add and load, and a
+// send only while parked.
 func (b *forwardBudget) served() {
 	if b != nil {
 		b.requests.Add(1)
+		if b.parked.Load() {
+			b.kick()
+		}
+	}
+}
+
+// kick wakes a parked run; a kick already pending is enough.
+func (b *forwardBudget) kick() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -157,8 +186,14 @@ func (b *forwardBudget) acquire(ctx context.Context) bool {
 		b.mu.Unlock()
 		return true
 	}
+	// While parked, allowed is 0 (the window that parked reset it), so
+	// no forward got past the check above: it waits for the window the
+	// kick starts.
 	ch := make(chan struct{})
 	b.waiters = append(b.waiters, ch)
+	if b.parked.Load() {
+		b.kick()
+	}
 	b.mu.Unlock()
 	select {
 	case <-ch:
@@ -196,17 +231,22 @@ func (b *forwardBudget) grantLocked() {
 // below budgetFloor) when the window's p99 was above the latency and a
 // client request was served in it, raised after budgetRaiseAfter windows
 // in a row that were not and in which a forward waited: by one, or
-// doubled once budgetCalmAfter windows have passed without a busy one. A window of too few wake-ups to judge
-// leaves the limit as it is, and is judged with the next (budgetMaxSpan).
-func (b *forwardBudget) adjust() {
+// doubled once budgetCalmAfter windows have passed without a busy one. A
+// window of too few wake-ups to judge leaves the limit as it is, and is
+// judged with the next (budgetMaxSpan). It reports whether the window was
+// idle: no forward waits, none started in it, and no client request was
+// served since it began.
+func (b *forwardBudget) adjust() (idle bool) {
 	total, over := b.sample(b.latency)
 	requests := b.requests.Load()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	idle = b.started == 0 && len(b.waiters) == 0 && requests == b.winFrom
+	b.winFrom = requests
 	b.started, b.allowed = 0, 0
 	b.spanTotal, b.spanOver, b.span = b.spanTotal+total, b.spanOver+over, b.span+1
 	if b.spanTotal > 0 && b.spanTotal < budgetMinSamples && b.span < budgetMaxSpan {
-		return
+		return idle
 	}
 	total, over, span := b.spanTotal, b.spanOver, b.span
 	clients := requests != b.spanFrom
@@ -217,7 +257,7 @@ func (b *forwardBudget) adjust() {
 		}
 		b.limit = max(b.limit/2, budgetFloor)
 		b.quiet, b.calm = 0, 0
-		return
+		return idle
 	}
 	// Quiet windows, not spans: a span of few wake-ups (an idle forwarder
 	// draining its queue) raises as fast as before.
@@ -225,7 +265,7 @@ func (b *forwardBudget) adjust() {
 	if len(b.waiters) == 0 {
 		// The allowance was not all used: a higher limit would let
 		// nothing more through.
-		return
+		return idle
 	}
 	if b.quiet += span; b.quiet >= b.raise {
 		b.quiet = 0
@@ -235,6 +275,7 @@ func (b *forwardBudget) adjust() {
 			b.limit++
 		}
 	}
+	return idle
 }
 
 // tick lets the i-th tenth (0..budgetTicks-1) of the window's limit
@@ -247,9 +288,11 @@ func (b *forwardBudget) tick(i int) {
 }
 
 // run lets forwards through budgetTicks times a window and adjusts the
-// limit at each window's end, until ctx ends or done closes.
+// limit at each window's end, until ctx ends or done closes. After an
+// idle window it parks, and starts the next window when woken.
 func (b *forwardBudget) run(ctx context.Context, done <-chan struct{}) {
-	t := time.NewTicker(budgetWindow / budgetTicks)
+	const period = budgetWindow / budgetTicks
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for i := 0; ; i = (i + 1) % budgetTicks {
 		select {
@@ -259,11 +302,73 @@ func (b *forwardBudget) run(ctx context.Context, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if i == 0 {
-			b.adjust()
+		if i == 0 && b.adjust() && b.park() {
+			t.Stop()
+			from := time.Now()
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-b.wake:
+			}
+			b.resume(time.Since(from))
+			t.Reset(period) // the window starts now
 		}
 		b.tick(i)
 	}
+}
+
+// park marks the budget parked after an idle window, unless a forward or
+// a client request has come since adjust: false then, and the budget
+// ticks on.
+func (b *forwardBudget) park() bool {
+	select {
+	case <-b.wake: // a late kick from the last park
+	default:
+	}
+	b.mu.Lock()
+	if len(b.waiters) > 0 {
+		b.mu.Unlock()
+		return false
+	}
+	b.parked.Store(true)
+	from := b.winFrom
+	b.mu.Unlock()
+	// A request served before parked was set did not kick: count it
+	// here. One served after it did, or will.
+	if b.requests.Load() != from {
+		b.mu.Lock()
+		b.parked.Store(false)
+		b.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// resume ends a park of d: the wake-ups recorded meanwhile are dropped,
+// and its whole windows are idle ones, none recorded and no forward
+// waiting. An open span of few wake-ups goes on through them, up to
+// budgetMaxSpan windows, and counts toward the calm once closed, as
+// every other parked window does. The limit stays as it is; the request
+// that woke the budget, if one did, counts in the window starting now.
+func (b *forwardBudget) resume(d time.Duration) {
+	b.sample(b.latency)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.parked.Store(false)
+	// More windows than fill the span and the calm change nothing.
+	n := int(min(d/budgetWindow, time.Duration(b.calmFor+budgetMaxSpan)))
+	if b.span > 0 {
+		k := min(n, budgetMaxSpan-b.span)
+		b.span += k
+		if b.span < budgetMaxSpan {
+			return
+		}
+		n += b.span - k // closed as idle: all its windows are calm ones
+		b.spanTotal, b.spanOver, b.span, b.spanFrom = 0, 0, 0, b.winFrom
+	}
+	b.calm = min(b.calm+n, b.calmFor)
 }
 
 // budgetState is what the budget's metrics read.

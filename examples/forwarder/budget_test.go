@@ -16,10 +16,12 @@ import (
 )
 
 // fakeSched is a schedSample a test sets: each read returns the window
-// it holds.
+// it holds, or once the one a test queued (once), and is counted.
 type fakeSched struct {
 	mu          sync.Mutex
 	total, over uint64
+	next        *[2]uint64 // once
+	reads       int
 }
 
 func (s *fakeSched) set(total, over uint64) {
@@ -28,10 +30,29 @@ func (s *fakeSched) set(total, over uint64) {
 	s.total, s.over = total, over
 }
 
+// once has the next read return total and over, and the ones after it
+// what set gave: the wake-ups since the last read, however long ago.
+func (s *fakeSched) once(total, over uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = &[2]uint64{total, over}
+}
+
 func (s *fakeSched) read(time.Duration) (uint64, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
+	if n := s.next; n != nil {
+		s.next = nil
+		return n[0], n[1]
+	}
 	return s.total, s.over
+}
+
+func (s *fakeSched) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
 }
 
 // waiter starts an acquire and reports through the returned channel
