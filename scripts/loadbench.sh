@@ -64,6 +64,9 @@
 #                              checkout's forwarder with FLAGS (e.g.
 #                              "w2=-w 2 -W 2"); with LOADBENCH_FORWARDER_BIN
 #                              set, that binary's
+#   LOADBENCH_PERF             1 prints, where perf can attach, each
+#                              server's context switches and CPU
+#                              migrations per announce answered
 #   LOADBENCH_DRAIN_TRACE      1 prints, for each drain, the forwarding
 #                              budget's limit and narrowed windows every
 #                              0.2 s (from /metrics), and, where perf can
@@ -237,7 +240,9 @@ run_forwarder() {
 	local v=$1 rate=$2 s0 s1 c0 c1 c2 d1 d2 dn cpu shed done_n
 	start_forwarder "$v"
 	c0=$(cpu_ms "$FWD_PID")
+	perf_start "$FWD_PID"
 	load "$v" "$FWD_PORT" "$rate"
+	perf_stop "$v"
 	c1=$(cpu_ms "$FWD_PID")
 	s1=$(fstats)
 	d1=$(jq '.done + .dead + .retried' <<<"$s1")
@@ -277,13 +282,34 @@ run_forwarder() {
 	stop_forwarder
 }
 
+# perf_start PID / perf_stop NAME: with LOADBENCH_PERF=1 and perf, count
+# the process's context switches over a load run and print them per
+# announce answered (REQ).
+PERF_PID=
+perf_start() {
+	if [ "${LOADBENCH_PERF:-0}" = 1 ] && command -v perf >/dev/null 2>&1; then
+		perf stat -e context-switches,cpu-migrations -p "$1" -o "$WORK/perf.load" 2>/dev/null &
+		PERF_PID=$!
+	fi
+}
+perf_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	kill -INT "$PERF_PID" 2>/dev/null || true
+	wait "$PERF_PID" 2>/dev/null || true
+	PERF_PID=
+	awk -v n="$1" -v r="$REQ" '/context-switches/ { cs = $1 } /cpu-migrations/ { mg = $1 }
+		END { gsub(",", "", cs); gsub(",", "", mg); if (cs != "") printf "  %-12s %.2f context switches, %.2f CPU migrations per announce answered\n", n, cs / r, mg / r }' "$WORK/perf.load"
+}
+
 # run_opentracker RATE: one load run against opentracker, and the CPU it
 # spent per announce answered (the forwarder's own CPU figure beside it
 # is the cost of the same answers, like for like with LOADBENCH_CLOSE=1).
 run_opentracker() {
 	local c0 c1
 	c0=$(cpu_ms "$OT_PID")
+	perf_start "$OT_PID"
 	load opentracker "$OT_PORT" "$1"
+	perf_stop opentracker
 	c1=$(cpu_ms "$OT_PID")
 	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "opentracker", 1000 * c / r }'
 }
