@@ -25,7 +25,8 @@
 #   forwards shed by admission, and the CPU the forwarder spent: while
 #   loaded, per client announce; and, after the load stops, while it
 #   drains its queue, per forward (the cost of one forwarded announce, with
-#   no client traffic beside it). Every run prints the load generator's
+#   no client traffic beside it). Each opentracker run prints the CPU
+#   opentracker spent per announce answered. Every run prints the load generator's
 #   own CPU (user + system, in % of one CPU): wrk is one thread, and near
 #   100 % the latencies it measures include its own queueing. Lines
 #   starting RESULT compare each variant's p99 with opentracker's in the
@@ -36,13 +37,15 @@
 #   LOADBENCH_CONNECTIONS  connections, default 50
 #   LOADBENCH_TORRENTS     default 10000
 #   LOADBENCH_PACED        percentages of capacity, default "50 90"
-#   LOADBENCH_ROUNDS       rounds of paced and unpaced runs, default 1
+#   LOADBENCH_ROUNDS       rounds of paced and unpaced runs, default 1;
+#                          even rounds run the variants in reverse order
 #   LOADBENCH_UNPACED      0 skips the unpaced runs
 #   LOADBENCH_FORWARDER_FLAGS  extra flags for every forwarder variant
 #   LOADBENCH_FORWARDER_BIN    a forwarder binary to run instead of building
 #                              this checkout's (variant "forwarder")
 #   LOADBENCH_BASELINE_BIN     a second forwarder binary (variant "baseline"),
-#                              run after "forwarder" in every step: before
+#                              run after "forwarder" (before it in even
+#                              rounds) in every step: before
 #                              and after a change, interleaved in one run
 #   LOADBENCH_TORRENT_MODE     1 adds the variant "fwd-torrent": this
 #                              checkout's forwarder with -forward torrent
@@ -61,6 +64,9 @@
 #                              checkout's forwarder with FLAGS (e.g.
 #                              "w2=-w 2 -W 2"); with LOADBENCH_FORWARDER_BIN
 #                              set, that binary's
+#   LOADBENCH_PERF             1 prints, where perf can attach, each
+#                              server's context switches and CPU
+#                              migrations per announce answered
 #   LOADBENCH_DRAIN_TRACE      1 prints, for each drain, the forwarding
 #                              budget's limit and narrowed windows every
 #                              0.2 s (from /metrics), and, where perf can
@@ -234,7 +240,9 @@ run_forwarder() {
 	local v=$1 rate=$2 s0 s1 c0 c1 c2 d1 d2 dn cpu shed done_n
 	start_forwarder "$v"
 	c0=$(cpu_ms "$FWD_PID")
+	perf_start "$FWD_PID"
 	load "$v" "$FWD_PORT" "$rate"
+	perf_stop "$v"
 	c1=$(cpu_ms "$FWD_PID")
 	s1=$(fstats)
 	d1=$(jq '.done + .dead + .retried' <<<"$s1")
@@ -274,23 +282,62 @@ run_forwarder() {
 	stop_forwarder
 }
 
+# perf_start PID / perf_stop NAME: with LOADBENCH_PERF=1 and perf, count
+# the process's context switches over a load run and print them per
+# announce answered (REQ).
+PERF_PID=
+perf_start() {
+	if [ "${LOADBENCH_PERF:-0}" = 1 ] && command -v perf >/dev/null 2>&1; then
+		perf stat -e context-switches,cpu-migrations -p "$1" -o "$WORK/perf.load" 2>/dev/null &
+		PERF_PID=$!
+	fi
+}
+perf_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	kill -INT "$PERF_PID" 2>/dev/null || true
+	wait "$PERF_PID" 2>/dev/null || true
+	PERF_PID=
+	awk -v n="$1" -v r="$REQ" '/context-switches/ { cs = $1 } /cpu-migrations/ { mg = $1 }
+		END { gsub(",", "", cs); gsub(",", "", mg); if (cs != "") printf "  %-12s %.2f context switches, %.2f CPU migrations per announce answered\n", n, cs / r, mg / r }' "$WORK/perf.load"
+}
+
+# run_opentracker RATE: one load run against opentracker, and the CPU it
+# spent per announce answered (the forwarder's own CPU figure beside it
+# is the cost of the same answers, like for like with LOADBENCH_CLOSE=1).
+run_opentracker() {
+	local c0 c1
+	c0=$(cpu_ms "$OT_PID")
+	perf_start "$OT_PID"
+	load opentracker "$OT_PORT" "$1"
+	perf_stop opentracker
+	c1=$(cpu_ms "$OT_PID")
+	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "opentracker", 1000 * c / r }'
+}
+
 result() { # result LABEL VARIANT P99 OT_P99
 	awk -v l="$1" -v v="$2" -v a="$3" -v b="$4" 'BEGIN { printf "RESULT %-14s %-12s p99 %7.2f ms vs opentracker %7.2f ms: ratio %.2f\n", l, v, a / 1e3, b / 1e3, a / b }'
 }
 
 say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $CONNS connections, $DURATION per run, $TORRENTS torrents, a new random peer per announce${CLOSE[0]:+, a connection per announce (-close)}; variants: ${VARIANTS[*]}"
 say "capacity: opentracker, unpaced"
-load opentracker "$OT_PORT" 0
+run_opentracker 0
 CAP=$(awk -v r="$REQ" -v d="$DUR" 'BEGIN { printf "%.0f", r * 1e6 / d }')
 say "opentracker's capacity: $CAP announces/s"
 
 for ((round = 1; round <= ROUNDS; round++)); do
+	# Every other round runs the variants in reverse order: the first run
+	# after opentracker's has measured worse, whichever binary it was.
+	ORDER=("${VARIANTS[@]}")
+	if ((round % 2 == 0)); then
+		ORDER=()
+		for ((i = ${#VARIANTS[@]} - 1; i >= 0; i--)); do ORDER+=("${VARIANTS[i]}"); done
+	fi
 	for pct in $PACED; do
 		rate=$((CAP * pct / 100))
 		say "round $round: paced at $pct % of capacity, $rate announces/s"
-		load opentracker "$OT_PORT" "$rate"
+		run_opentracker "$rate"
 		OT_P99=$P99
-		for v in "${VARIANTS[@]}"; do
+		for v in "${ORDER[@]}"; do
 			run_forwarder "$v" "$rate"
 			result "paced-$pct%" "$v" "$P99" "$OT_P99"
 		done
@@ -302,9 +349,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		else
 			say "round $round: unpaced (announceload -rate 0 -c$CONNS -close)"
 		fi
-		load opentracker "$OT_PORT" 0
+		run_opentracker 0
 		OT_P99=$P99
-		for v in "${VARIANTS[@]}"; do
+		for v in "${ORDER[@]}"; do
 			run_forwarder "$v" 0
 			result "unpaced" "$v" "$P99" "$OT_P99"
 		done

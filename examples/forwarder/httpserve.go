@@ -218,19 +218,66 @@ type announceConn struct {
 	served   bool // a request has been answered on the connection
 }
 
+// announceConns holds the state of connections that have ended, for
+// the next ones. A client that opens a connection for each announce
+// (most do) would otherwise allocate a read buffer, a request and a
+// reply buffer for every announce: most of the bytes the announce path
+// allocated, and so of the garbage collector's work.
+var announceConns = sync.Pool{New: func() any { return newAnnounceConn() }}
+
+func newAnnounceConn() *announceConn {
+	ac := &announceConn{br: bufio.NewReaderSize(nil, announceBufSize)}
+	ac.url.Path = announcePath
+	ac.req = http.Request{Method: http.MethodGet, URL: &ac.url, Header: http.Header{}, Body: http.NoBody}
+	ac.w.h = make(http.Header, 4)
+	return ac
+}
+
+// maxPooledReply is the largest reply buffer kept with a pooled
+// connection state; a larger one (a reply to a huge numwant) is left to
+// the garbage collector rather than held.
+const maxPooledReply = 16 << 10
+
+// getAnnounceConn returns connection state for c, from the pool.
+func getAnnounceConn(c net.Conn) *announceConn {
+	ac := announceConns.Get().(*announceConn)
+	ac.c = c
+	ac.br.Reset(c)
+	ac.req.RemoteAddr = c.RemoteAddr().String()
+	return ac
+}
+
+// release returns ac to the pool. Only a connection that ended on the
+// fast path may: a handed-off one's buffer is still being read, and a
+// handler that panicked may have left the request changed.
+func (ac *announceConn) release() {
+	ac.c = nil
+	ac.br.Reset(nil)
+	ac.req.RemoteAddr, ac.url.RawQuery = "", ""
+	clear(ac.req.Header)
+	ac.w.reset()
+	ac.deadline, ac.served = time.Time{}, false
+	if cap(ac.out) > maxPooledReply {
+		ac.out = nil
+	}
+	if cap(ac.w.body) > maxPooledReply {
+		ac.w.body = nil
+	}
+	announceConns.Put(ac)
+}
+
 func (s *announceServer) serveConn(c net.Conn) {
-	handedOff := false
+	ac := getAnnounceConn(c)
+	handedOff, reusable := false, true
 	defer func() {
 		if !handedOff {
 			c.Close()
 		}
 		s.untrack(c)
+		if !handedOff && reusable {
+			ac.release()
+		}
 	}()
-	ac := &announceConn{c: c, br: bufio.NewReaderSize(c, announceBufSize)}
-	ac.url.Path = announcePath
-	ac.req = http.Request{Method: http.MethodGet, URL: &ac.url, Header: http.Header{}, Body: http.NoBody,
-		RemoteAddr: c.RemoteAddr().String()}
-	ac.w.h = make(http.Header, 4)
 	for {
 		now := time.Now()
 		if now.Sub(ac.deadline) > deadlineSlack {
@@ -251,6 +298,7 @@ func (s *announceServer) serveConn(c net.Conn) {
 			return
 		}
 		if !ac.serve(s.announce, &head, s.slow.ErrorLog) {
+			reusable = false
 			return
 		}
 		ac.served = true
@@ -488,6 +536,7 @@ func (ac *announceConn) serve(announce http.HandlerFunc, h *requestHead, logger 
 		ac.req.Proto, ac.req.ProtoMinor = "HTTP/1.0", 0
 	}
 	ac.req.Close = !h.keepAlive
+	clear(ac.req.Header) // the fast path passes none; a handler may have set some
 	ac.br.Discard(h.n)
 	ac.w.reset()
 	defer func() {

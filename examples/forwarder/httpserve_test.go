@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,17 +21,25 @@ import (
 // "slow:METHOD PATH?QUERY" (with 405 for a POST to the announce path).
 func testAnnounceServer(t *testing.T) (addr string, as *announceServer) {
 	t.Helper()
+	return testAnnounceServerWith(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = hdrTextPlain
+		w.Header()["Cache-Control"] = hdrNoCache
+		io.WriteString(w, "fast:"+r.URL.RawQuery)
+	})
+}
+
+// testAnnounceServerWith is testAnnounceServer with fast serving the
+// fast path's announces.
+func testAnnounceServerWith(t testing.TB, fast http.HandlerFunc) (addr string, as *announceServer) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "slow:"+r.Method+" "+r.URL.RequestURI())
 	})
-	fast := func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Content-Type"] = hdrTextPlain
-		w.Header()["Cache-Control"] = hdrNoCache
-		io.WriteString(w, "fast:"+r.URL.RawQuery)
-	}
-	as = newAnnounceServer(fast, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+	// Panics in the handlers some tests make are logged there, not here.
+	as = newAnnounceServer(fast, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 2)

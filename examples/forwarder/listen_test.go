@@ -151,12 +151,7 @@ func TestListenAllNoKeepAlive(t *testing.T) {
 	lns, err := listenAll([]string{"127.0.0.1:0"})
 	require.NoError(t, err)
 	defer closeAll(lns)
-	c, err := net.Dial("tcp", lns[0].Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	sc, err := lns[0].Accept()
-	require.NoError(t, err)
-	defer sc.Close()
+	sc := acceptOne(t, lns[0])
 	raw, err := sc.(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
 	on, serr := -1, error(nil)
@@ -165,4 +160,19 @@ func TestListenAllNoKeepAlive(t *testing.T) {
 	}))
 	require.NoError(t, serr)
 	assert.Zero(t, on, "SO_KEEPALIVE on an accepted connection")
+}
+
+// acceptOne connects to ln, sends a byte (a deferred accept waits for
+// data) and returns the server's side of the connection.
+func acceptOne(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = c.Write([]byte("G"))
+	require.NoError(t, err)
+	sc, err := ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { sc.Close() })
+	return sc
 }
