@@ -205,6 +205,7 @@ func (s *announceServer) Shutdown(ctx context.Context) error {
 // request.
 type announceConn struct {
 	c       net.Conn
+	remote  string // c's remote address, the requests' RemoteAddr
 	br      *bufio.Reader
 	req     http.Request
 	url     url.URL
@@ -227,8 +228,7 @@ var announceConns = sync.Pool{New: func() any { return newAnnounceConn() }}
 
 func newAnnounceConn() *announceConn {
 	ac := &announceConn{br: bufio.NewReaderSize(nil, announceBufSize)}
-	ac.url.Path = announcePath
-	ac.req = http.Request{Method: http.MethodGet, URL: &ac.url, Header: http.Header{}, Body: http.NoBody}
+	ac.req = http.Request{Header: http.Header{}}
 	ac.w.h = make(http.Header, 4)
 	return ac
 }
@@ -243,7 +243,7 @@ func getAnnounceConn(c net.Conn) *announceConn {
 	ac := announceConns.Get().(*announceConn)
 	ac.c = c
 	ac.br.Reset(c)
-	ac.req.RemoteAddr = c.RemoteAddr().String()
+	ac.remote = c.RemoteAddr().String()
 	return ac
 }
 
@@ -253,7 +253,7 @@ func getAnnounceConn(c net.Conn) *announceConn {
 func (ac *announceConn) release() {
 	ac.c = nil
 	ac.br.Reset(nil)
-	ac.req.RemoteAddr, ac.url.RawQuery = "", ""
+	ac.remote, ac.req.RemoteAddr, ac.url.RawQuery = "", "", ""
 	clear(ac.req.Header)
 	ac.w.reset()
 	ac.deadline, ac.served = time.Time{}, false
@@ -526,17 +526,26 @@ func isPlainHost(v []byte) bool {
 // logger, or the log package's default) and the connection closed
 // without a reply.
 func (ac *announceConn) serve(announce http.HandlerFunc, h *requestHead, logger *log.Logger) (ok bool) {
-	ac.url.RawQuery = ""
+	// A fresh request each time but for its (emptied) header map: the
+	// handler may have changed the last one (its URL, address, a parsed
+	// form), and the state serves request after request, connection
+	// after connection.
+	ac.url = url.URL{Path: announcePath}
 	if len(h.target) > len(announcePath) {
 		ac.url.RawQuery = string(h.target[len(announcePath)+1:])
 	}
-	ac.req.RequestURI = announcePath // the handler reads the query from URL
-	ac.req.Proto, ac.req.ProtoMajor, ac.req.ProtoMinor = "HTTP/1.1", 1, 1
+	hdr := ac.req.Header
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	clear(hdr) // the fast path passes no headers
+	ac.req = http.Request{Method: http.MethodGet, URL: &ac.url, Header: hdr, Body: http.NoBody,
+		RemoteAddr: ac.remote, Close: !h.keepAlive,
+		RequestURI: announcePath, // the handler reads the query from URL
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	if h.http10 {
 		ac.req.Proto, ac.req.ProtoMinor = "HTTP/1.0", 0
 	}
-	ac.req.Close = !h.keepAlive
-	clear(ac.req.Header) // the fast path passes none; a handler may have set some
 	ac.br.Discard(h.n)
 	ac.w.reset()
 	defer func() {
