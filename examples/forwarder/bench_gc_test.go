@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -54,5 +55,45 @@ func BenchmarkAnnounceKnownSwarm(b *testing.B) {
 		s.known(a, now)
 		s.update(a, now)
 		dst, _, _ = s.appendPeers(dst, &seen, a, defaultNumWant, now)
+	}
+}
+
+// BenchmarkAnnounceManySwarms answers announces of known peers in a
+// table laid out as a tracker's is: 300 000 peers over 10 000 torrents,
+// arriving in no order, so that a swarm's peers were added far apart.
+// Each announce is what ServeAnnounce asks of the table: update, then a
+// reply's peers (scripts/loadbench.sh's workload, once its swarms have
+// grown to 30 peers).
+func BenchmarkAnnounceManySwarms(b *testing.B) {
+	const torrents, perSwarm = 10_000, 30
+	s := newSwarms(time.Hour, defaultMaxPeers)
+	now := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	as := make([]*Announce, 0, torrents*perSwarm)
+	for t := range torrents {
+		for p := range perSwarm {
+			a := peerAnnounce(t*perSwarm+p, int64(p%4), EventNone)
+			binary.BigEndian.PutUint32(a.InfoHash[:], uint32(t))
+			a.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(t >> 8), byte(t), byte(p)}), 6881)
+			as = append(as, a)
+		}
+	}
+	rng.Shuffle(len(as), func(i, j int) { as[i], as[j] = as[j], as[i] })
+	for _, a := range as {
+		s.update(a, now)
+	}
+	rng.Shuffle(len(as), func(i, j int) { as[i], as[j] = as[j], as[i] })
+	var seen addrSet
+	var dst []Peer
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		a := as[i%len(as)]
+		i++
+		s.update(a, now)
+		dst, _, _ = s.appendPeers(dst, &seen, a, defaultNumWant, now)
+		if len(dst) != perSwarm-1 {
+			b.Fatalf("%d peers, want %d", len(dst), perSwarm-1)
+		}
 	}
 }

@@ -419,14 +419,14 @@ func (f *Forwarder) ServeAnnounce(w http.ResponseWriter, r *http.Request) {
 		w.Write(sc.buf)
 		return
 	}
-	// A peer not known yet is new work for the upstreams: admission
-	// decides whether it is forwarded, never whether it is answered.
-	fresh := !f.swarms.known(a, now)
+	// A peer not known yet (or silent for the TTL, or stopped) is new
+	// work for the upstreams: admission decides whether it is forwarded,
+	// never whether it is answered.
 	isNew, firstCompleted := f.swarms.update(a, now)
 	if isNew {
 		f.forget(f.swarms.evict(a))
 	}
-	f.forward(r.Context(), a, firstCompleted, fresh, now)
+	f.forward(r.Context(), a, firstCompleted, isNew, now)
 
 	peers, complete, incomplete := f.swarms.appendPeers(sc.peers, &sc.seen, a, a.NumWant, now)
 	sc.peers = peers[:0]

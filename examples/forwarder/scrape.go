@@ -122,9 +122,9 @@ func (s *swarms) scrape(h [20]byte, now time.Time) scrapeFile {
 	sw := &sh.sws[swi]
 	t := s.ns(now)
 	var c scrapeFile
-	for i := sw.first; i != none; i = sh.peers[i].swNext {
-		p := &sh.peers[i]
-		if t-p.seen >= int64(s.peerTTL) {
+	for i := range sw.members {
+		p := &sw.members[i]
+		if !s.live(p, t) {
 			continue
 		}
 		if p.seeder {

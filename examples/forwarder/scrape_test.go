@@ -88,6 +88,29 @@ func TestSwarmScrapeTakesTheLargestCount(t *testing.T) {
 	assert.Equal(t, scrapeFile{Complete: 0, Downloaded: 1, Incomplete: 0}, s.scrape(h, later))
 }
 
+// A stopped peer is counted neither by scrape nor in an announce's
+// reply, though its record stays for the TTL (so that upstreams' lists
+// of it are not served): both count live peers only.
+func TestSwarmScrapeSkipsStoppedPeers(t *testing.T) {
+	s := newSwarms(time.Hour, defaultMaxPeers)
+	now := time.Unix(1_000_000, 0)
+	seeder, leecher := peerAnnounce(1, 0, EventStarted), peerAnnounce(2, 50, EventStarted)
+	s.update(seeder, now)
+	s.update(leecher, now)
+	h := seeder.InfoHash
+	require.Equal(t, scrapeFile{Complete: 1, Incomplete: 1}, s.scrape(h, now))
+
+	for _, a := range []*Announce{leecher, seeder} {
+		_, foreign := s.remove(a, now)
+		require.False(t, foreign)
+	}
+	peers, complete, incomplete := s.peers(peerAnnounce(3, 50, EventStarted), defaultNumWant, now)
+	assert.Empty(t, peers)
+	assert.Zero(t, complete, "a reply's seeders")
+	assert.Zero(t, incomplete, "a reply's leechers")
+	assert.Equal(t, scrapeFile{}, s.scrape(h, now), "a stopped peer was counted (as a leecher)")
+}
+
 func TestScrapePathConvention(t *testing.T) {
 	for in, want := range map[string]string{
 		"/announce":            "/scrape",

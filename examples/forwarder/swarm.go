@@ -30,7 +30,16 @@ import (
 // peers by value in slices, linked by index, found through maps whose keys
 // and values hold no pointer, a peer's address as bytes, its times as
 // durations, and the upstreams it was sent to as bits. The collector skips
-// all of that; only each swarm's upstream replies hold pointers.
+// all of that; only each swarm's upstream replies and its one slice of
+// members hold pointers.
+//
+// A reply reads every local peer of its swarm. What it reads of each (its
+// id, address, last announce, seeder and stopped flags) is kept in the
+// swarm's members, side by side, so that it reads them in one sweep of
+// memory: kept with the rest of each peer in the shard's table, in the
+// order peers arrived, a swarm's peers lay far apart and each cost a
+// cache miss, which was most of an announce's own CPU time with swarms of
+// a few dozen peers (docs/benchmarks.md, "a swarm's peers side by side").
 type swarms struct {
 	peerTTL     time.Duration // a local peer silent this long is dropped
 	maxPeers    int64         // local peers (stopped ones included) kept at most
@@ -74,29 +83,35 @@ type peerKey struct {
 }
 
 type swarm struct {
-	hash       [20]byte
-	upstream   map[string]*upstreamPeers
+	hash     [20]byte
+	upstream map[string]*upstreamPeers
+	// members are the swarm's local peers, stopped ones included, in no
+	// particular order (a peer dropped leaves its place to the last).
+	members    []member
 	downloaded int64 // local peers' first completed events (scrape's downloaded)
-	first      int32 // the swarm's local peers, linked by swNext; none when it has none
-	local      int32 // local peers held, stopped ones included
 	next       int32 // the next free slot, while this one is free
 }
 
-type localPeer struct {
-	id        [20]byte
-	addr      peerAddr
-	seen      int64  // ns since epoch
-	forwarded uint64 // upstreams sent an announce of this peer, by upstreamNames id (and extra)
-	sw        int32  // its swarm's index
-	// prev, next: the shard's list, by seen (next also chains free slots);
-	// swPrev, swNext: the swarm's peers.
-	prev, next, swPrev, swNext int32
-	seeder                     bool
-	completed                  bool // completed already forwarded
+// member is what a reply reads of a local peer, kept in its swarm.
+type member struct {
+	id   [20]byte
+	addr peerAddr
+	seen int64 // ns since epoch
+	peer int32 // its index in the shard's peers
 	// stopped: the peer sent event=stopped. It is kept (until peerTTL
 	// passes) only so that its address, which upstreams may still list,
 	// is never handed out.
-	stopped bool
+	seeder, stopped bool
+}
+
+// localPeer is the rest of a local peer: its place in its swarm and in
+// the shard's list by seen, and what was forwarded of it.
+type localPeer struct {
+	forwarded uint64 // upstreams sent an announce of this peer, by upstreamNames id (and extra)
+	sw, pos   int32  // its swarm's index, and its index in the swarm's members
+	// prev, next: the shard's list, by seen (next also chains free slots).
+	prev, next int32
+	completed  bool // completed already forwarded
 }
 
 // peerAddr is a netip.AddrPort without its pointer (the zone's): a local
@@ -238,7 +253,7 @@ func (sh *swarmShard) getLocked(h [20]byte, create bool) int32 {
 		i = int32(len(sh.sws))
 		sh.sws = append(sh.sws, swarm{})
 	}
-	sh.sws[i] = swarm{hash: h, first: none, next: none}
+	sh.sws[i] = swarm{hash: h, next: none}
 	sh.m[h] = i
 	return i
 }
@@ -246,11 +261,11 @@ func (sh *swarmShard) getLocked(h [20]byte, create bool) int32 {
 // freeSwarmLocked drops swarm i when it holds nothing.
 func (sh *swarmShard) freeSwarmLocked(i int32) {
 	sw := &sh.sws[i]
-	if sw.local > 0 || len(sw.upstream) > 0 {
+	if len(sw.members) > 0 || len(sw.upstream) > 0 {
 		return
 	}
 	delete(sh.m, sw.hash)
-	*sw = swarm{first: none, next: sh.freeSw}
+	*sw = swarm{next: sh.freeSw}
 	sh.freeSw = i
 }
 
@@ -276,14 +291,17 @@ func (sh *swarmShard) addPeerLocked(swi int32, id [20]byte) int32 {
 		sh.peers = append(sh.peers, localPeer{})
 	}
 	sw := &sh.sws[swi]
-	sh.peers[i] = localPeer{id: id, sw: swi, prev: none, next: none, swPrev: none, swNext: sw.first}
-	if sw.first != none {
-		sh.peers[sw.first].swPrev = i
-	}
-	sw.first = i
-	sw.local++
+	sh.peers[i] = localPeer{sw: swi, pos: int32(len(sw.members)), prev: none, next: none}
+	sw.members = append(sw.members, member{id: id, peer: i})
 	sh.byID[peerKey{swi, id}] = i
 	return i
+}
+
+// memberLocked returns peer i's member record. The pointer is good until
+// its swarm's members change (a peer added or dropped).
+func (sh *swarmShard) memberLocked(i int32) *member {
+	p := &sh.peers[i]
+	return &sh.sws[p.sw].members[p.pos]
 }
 
 // pushLocked appends peer i to the shard's list: it is the most recently
@@ -322,7 +340,7 @@ func (sh *swarmShard) setOldestLocked() {
 		sh.oldest.Store(math.MaxInt64)
 		return
 	}
-	sh.oldest.Store(sh.peers[sh.head].seen)
+	sh.oldest.Store(sh.memberLocked(sh.head).seen)
 }
 
 // dropLocked removes peer i from its swarm and the shard's list, and the
@@ -332,16 +350,17 @@ func (s *swarms) dropLocked(sh *swarmShard, i int32) {
 	p := &sh.peers[i]
 	swi := p.sw
 	sw := &sh.sws[swi]
-	if p.swPrev != none {
-		sh.peers[p.swPrev].swNext = p.swNext
-	} else {
-		sw.first = p.swNext
+	delete(sh.byID, peerKey{swi, sw.members[p.pos].id})
+	last := len(sw.members) - 1
+	if int(p.pos) != last {
+		sw.members[p.pos] = sw.members[last]
+		sh.peers[sw.members[p.pos].peer].pos = p.pos
 	}
-	if p.swNext != none {
-		sh.peers[p.swNext].swPrev = p.swPrev
+	sw.members = sw.members[:last]
+	if c := cap(sw.members); c > minMembersCap && len(sw.members) < c/4 {
+		// A swarm that shrank gives back most of its array.
+		sw.members = slices.Clone(sw.members)
 	}
-	sw.local--
-	delete(sh.byID, peerKey{swi, p.id})
 	if sh.extra != nil {
 		delete(sh.extra, i)
 	}
@@ -351,9 +370,13 @@ func (s *swarms) dropLocked(sh *swarmShard, i int32) {
 	sh.freeSwarmLocked(swi)
 }
 
+// minMembersCap is the size below which a swarm's members array is kept
+// whatever it holds.
+const minMembersCap = 16
+
 // live reports whether p is a peer to serve: not stopped, not silent for
 // the TTL.
-func (s *swarms) live(p *localPeer, now int64) bool {
+func (s *swarms) live(p *member, now int64) bool {
 	return !p.stopped && now-p.seen < int64(s.peerTTL)
 }
 
@@ -381,7 +404,7 @@ func (s *swarms) known(a *Announce, now time.Time) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
-	return i != none && s.live(&sh.peers[i], s.ns(now))
+	return i != none && s.live(sh.memberLocked(i), s.ns(now))
 }
 
 // update records a's peer (any event but stopped). It reports whether the
@@ -400,18 +423,19 @@ func (s *swarms) update(a *Announce, now time.Time) (isNew, firstCompleted bool)
 		isNew = true
 		i = sh.addPeerLocked(swi, a.PeerID)
 		s.count.Add(1)
-	case !s.live(&sh.peers[i], t):
+	case !s.live(sh.memberLocked(i), t):
 		isNew = true
 		sh.unlinkLocked(i)
 		sh.clearForwardedLocked(i)
-		sh.peers[i].completed, sh.peers[i].stopped = false, false
+		sh.peers[i].completed, sh.memberLocked(i).stopped = false, false
 	default:
 		sh.unlinkLocked(i)
 	}
-	p := &sh.peers[i]
-	p.addr, p.seen = packAddr(a.Addr), t
-	p.seeder = a.Left == 0
+	m := sh.memberLocked(i)
+	m.addr, m.seen = packAddr(a.Addr), t
+	m.seeder = a.Left == 0
 	sh.pushLocked(i)
+	p := &sh.peers[i]
 	if a.Event == EventCompleted && !p.completed {
 		p.completed, firstCompleted = true, true
 		sh.sws[swi].downloaded++
@@ -432,7 +456,7 @@ func (s *swarms) evict(keep *Announce) []evictedPeer {
 		}
 		sh.mu.Lock()
 		i := sh.head
-		if i != none && sh.peers[i].id == keep.PeerID && sh.sws[sh.peers[i].sw].hash == keep.InfoHash {
+		if i != none && sh.memberLocked(i).id == keep.PeerID && sh.sws[sh.peers[i].sw].hash == keep.InfoHash {
 			i = sh.peers[i].next
 			if i == none {
 				// Seen at the same instant as another shard's oldest,
@@ -441,8 +465,7 @@ func (s *swarms) evict(keep *Announce) []evictedPeer {
 			}
 		}
 		if i != none {
-			p := &sh.peers[i]
-			out = append(out, evictedPeer{hash: sh.sws[p.sw].hash, id: p.id, forwarded: s.forwardedLocked(sh, nil, i)})
+			out = append(out, evictedPeer{hash: sh.sws[sh.peers[i].sw].hash, id: sh.memberLocked(i).id, forwarded: s.forwardedLocked(sh, nil, i)})
 			s.dropLocked(sh, i)
 			s.evicted.Add(1)
 		}
@@ -478,18 +501,18 @@ func (s *swarms) remove(a *Announce, now time.Time) (forwarded []string, foreign
 	defer sh.mu.Unlock()
 	swi := sh.getLocked(a.InfoHash, false)
 	i := sh.peerLocked(swi, a.PeerID)
-	if i == none || sh.peers[i].stopped {
+	if i == none || sh.memberLocked(i).stopped {
 		return nil, false
 	}
-	addr := sh.peers[i].addr.addrPort()
+	addr := sh.memberLocked(i).addr.addrPort()
 	if addr.Addr() != a.Addr.Addr() {
 		return nil, true
 	}
 	forwarded = s.forwardedLocked(sh, nil, i)
 	sh.clearForwardedLocked(i)
-	p := &sh.peers[i]
-	p.stopped, p.seeder = true, false
-	p.seen = s.ns(now)
+	m := sh.memberLocked(i)
+	m.stopped, m.seeder = true, false
+	m.seen = s.ns(now)
 	sh.unlinkLocked(i)
 	sh.pushLocked(i)
 	for _, u := range sh.sws[swi].upstream {
@@ -504,7 +527,7 @@ func (s *swarms) forwardedTo(a *Announce) []string {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
-	if i == none || sh.peers[i].stopped {
+	if i == none || sh.memberLocked(i).stopped {
 		return nil
 	}
 	return s.forwardedLocked(sh, nil, i)
@@ -559,7 +582,7 @@ func (s *swarms) markForwarded(a *Announce, upstreams []string) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
-	if i == none || sh.peers[i].stopped {
+	if i == none || sh.memberLocked(i).stopped {
 		return
 	}
 	sh.peers[i].forwarded |= bits
@@ -600,7 +623,7 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 	}
 	sw := &sh.sws[swi]
 	var upC, upI int64
-	n := int(sw.local)
+	n := len(sw.members)
 	for _, u := range sw.upstream {
 		if now.Before(u.expires) {
 			n += len(u.peers)
@@ -610,8 +633,8 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 	cand := slices.Grow(dst[:0], n)
 	seen.reset(n, a.Addr)
 	stopped := 0
-	for i := sw.first; i != none; i = sh.peers[i].swNext {
-		p := &sh.peers[i]
+	for i := range sw.members {
+		p := &sw.members[i]
 		if !s.live(p, t) {
 			if p.stopped {
 				stopped++
@@ -635,8 +658,8 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 	if stopped > 0 && len(sw.upstream) > 0 {
 		// After the live peers: a live peer may use a stopped one's
 		// address (a client restarted with a new peer id).
-		for i := sw.first; i != none; i = sh.peers[i].swNext {
-			if p := &sh.peers[i]; p.stopped && t-p.seen < int64(s.peerTTL) {
+		for i := range sw.members {
+			if p := &sw.members[i]; p.stopped && t-p.seen < int64(s.peerTTL) {
 				seen.add(p.addr.addrPort())
 			}
 		}
@@ -671,7 +694,7 @@ func (s *swarms) sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for sh.head != none && t-sh.peers[sh.head].seen >= int64(s.peerTTL) {
+		for sh.head != none && t-sh.memberLocked(sh.head).seen >= int64(s.peerTTL) {
 			s.dropLocked(sh, sh.head)
 		}
 		for _, swi := range sh.m {

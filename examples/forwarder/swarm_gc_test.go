@@ -42,6 +42,7 @@ func TestPeerTableHoldsNoPointers(t *testing.T) {
 			assert.False(t, hasPointers(f.Type.Key()), "%s's keys", name)
 		}
 	}
+	assert.False(t, hasPointers(reflect.TypeFor[member]()), "a swarm's members")
 	assert.False(t, hasPointers(reflect.TypeFor[setSlot]()), "addrSet's table")
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -174,4 +175,104 @@ func upstreamOf(s *swarms, h [20]byte, upstream string) *upstreamPeers {
 		return nil
 	}
 	return sh.sws[i].upstream[upstream]
+}
+
+// checkShards verifies the table's own bookkeeping: each swarm's members
+// and the shard's peers point at each other, every member is found by id
+// and is in the list by seen, and the count is the members'.
+func checkShards(t *testing.T, s *swarms) {
+	t.Helper()
+	var total int64
+	for si := range s.shards {
+		sh := &s.shards[si]
+		inList := map[int32]bool{}
+		for i := sh.head; i != none; i = sh.peers[i].next {
+			require.False(t, inList[i], "shard %d's list loops at %d", si, i)
+			inList[i] = true
+		}
+		held := 0
+		for h, swi := range sh.m {
+			sw := &sh.sws[swi]
+			require.Equal(t, h, sw.hash)
+			for pos, m := range sw.members {
+				p := &sh.peers[m.peer]
+				require.Equal(t, swi, p.sw, "peer %d's swarm", m.peer)
+				require.Equal(t, int32(pos), p.pos, "peer %d's place in its swarm", m.peer)
+				require.Equal(t, m.peer, sh.byID[peerKey{swi, m.id}], "peer %d by id", m.peer)
+				require.True(t, inList[m.peer], "peer %d in the list by seen", m.peer)
+			}
+			held += len(sw.members)
+		}
+		require.Equal(t, len(inList), held, "shard %d: listed peers against members", si)
+		require.Equal(t, held, len(sh.byID), "shard %d: ids against members", si)
+		total += int64(held)
+	}
+	require.Equal(t, total, s.count.Load(), "the table's count")
+}
+
+// Random announces, stops, evictions and sweeps over a few swarms keep
+// the table consistent, and each reply serves exactly the live peers a
+// plain model of the table holds.
+func TestSwarmMembersAgainstModel(t *testing.T) {
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		const ttl, maxPeers = time.Minute, 40
+		s := newSwarms(ttl, maxPeers)
+		type key struct{ torrent, peer int }
+		type rec struct {
+			addr    netip.AddrPort
+			seen    time.Time
+			stopped bool
+		}
+		model := map[key]*rec{}
+		announce := func(k key, left int64, ev Event) *Announce {
+			a := peerAnnounce(k.peer, left, ev)
+			binary.BigEndian.PutUint32(a.InfoHash[:], uint32(k.torrent))
+			a.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(k.torrent), byte(k.peer >> 8), byte(k.peer)}), 6881)
+			return a
+		}
+		now := t0
+		for step := range 1000 {
+			now = now.Add(time.Duration(rng.IntN(500)) * time.Millisecond)
+			k := key{rng.IntN(4), rng.IntN(30)}
+			switch op := rng.IntN(20); {
+			case op < 14:
+				a := announce(k, int64(rng.IntN(2)), EventNone)
+				s.update(a, now)
+				model[k] = &rec{addr: a.Addr, seen: now}
+				for _, ev := range s.evict(a) {
+					evicted := key{int(binary.BigEndian.Uint32(ev.hash[:])), int(binary.BigEndian.Uint32(ev.id[16:]))}
+					require.Contains(t, model, evicted, "step %d: evicted a peer the model lacks", step)
+					delete(model, evicted)
+				}
+			case op < 17:
+				// A stop marks the record stopped, live or silent, and
+				// keeps it a TTL from now.
+				_, foreign := s.remove(announce(k, 0, EventStopped), now)
+				require.False(t, foreign)
+				if r := model[k]; r != nil && !r.stopped {
+					r.stopped, r.seen = true, now
+				}
+			default:
+				s.sweep(now)
+				for mk, r := range model {
+					if now.Sub(r.seen) >= ttl {
+						delete(model, mk)
+					}
+				}
+			}
+			checkShards(t, s)
+			require.EqualValues(t, len(model), s.count.Load(), "seed %d step %d: peers held", seed, step)
+			torrent := rng.IntN(4)
+			var want []netip.AddrPort
+			for mk, r := range model {
+				if mk.torrent == torrent && !r.stopped && now.Sub(r.seen) < ttl {
+					want = append(want, r.addr)
+				}
+			}
+			peers, complete, incomplete := s.peers(announce(key{torrent, 1000}, 1, EventNone), 1000, now)
+			require.ElementsMatch(t, want, addrs(peers), "seed %d step %d: torrent %d's reply", seed, step, torrent)
+			require.EqualValues(t, len(want), complete+incomplete, "seed %d step %d: counts", seed, step)
+		}
+	}
 }
