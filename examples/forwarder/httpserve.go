@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -59,6 +60,8 @@ type announceServer struct {
 	wg      sync.WaitGroup // the connections' goroutines
 	// stopping is closing, read without mu after each reply.
 	stopping atomic.Bool
+	// inline counts the connections answerFirst answered.
+	inline atomic.Uint64
 }
 
 // announceBufSize is each connection's read buffer: an announce's head
@@ -98,8 +101,18 @@ func newAnnounceServer(announce http.HandlerFunc, slow *http.Server) *announceSe
 func (s *announceServer) ServeSlow() error { return s.slow.Serve(s.handoff) }
 
 // Serve accepts connections on ln until ln fails or Shutdown is called
-// (then it returns http.ErrServerClosed). Temporary accept errors (out
-// of file descriptors) are retried after a pause, as net/http does.
+// (then it returns http.ErrServerClosed), and closes ln. Temporary
+// accept errors (out of file descriptors) are retried after a pause, as
+// net/http does.
+//
+// Most clients announce on a connection of their own, and the kernel
+// hands one over once its request has arrived (TCP_DEFER_ACCEPT, see
+// listenAll). Such a connection is answered by the goroutine that
+// accepted it (answerFirst): a goroutine for it would cost its start and,
+// as often as not, the wake-up of a second thread to run it, more than
+// the answer itself. Any other connection gets a goroutine of its own.
+// So that connections do not wait while an accept loop answers one,
+// Serve runs a loop per CPU (GOMAXPROCS).
 func (s *announceServer) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -109,6 +122,21 @@ func (s *announceServer) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	loops := runtime.GOMAXPROCS(0)
+	errs := make(chan error, loops-1)
+	for range loops - 1 {
+		go func() { errs <- s.acceptLoop(ln) }()
+	}
+	err := s.acceptLoop(ln)
+	ln.Close() // the other loops end too
+	for range loops - 1 {
+		<-errs
+	}
+	return err
+}
+
+// acceptLoop is one of Serve's accept loops.
+func (s *announceServer) acceptLoop(ln net.Listener) error {
 	var pause time.Duration
 	for {
 		c, err := ln.Accept()
@@ -129,7 +157,70 @@ func (s *announceServer) Serve(ln net.Listener) error {
 			c.Close()
 			return http.ErrServerClosed
 		}
-		go s.serveConn(c)
+		ac := getAnnounceConn(c)
+		if !s.answerFirst(ac) {
+			go s.serveConn(ac)
+		}
+	}
+}
+
+// maxInlineReply is the largest reply answerFirst writes on the
+// accepting goroutine: one that an empty socket's send buffer takes
+// whole, so that the write does not wait for the client to read.
+const maxInlineReply = 4 << 10
+
+// answerFirst answers ac's request on the calling goroutine, and ends
+// the connection, when the request is there to read without waiting, has
+// arrived whole, is one for the fast path and asks for the connection to
+// be closed after its reply; it reports whether it did. Otherwise the
+// connection, with whatever was read, is serveConn's.
+func (s *announceServer) answerFirst(ac *announceConn) bool {
+	sc, ok := ac.c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ac.raw = raw
+	_, err = ac.br.Peek(1)
+	ac.raw = nil
+	if err != nil {
+		// Not there yet, or the read failed: serveConn's read waits, or
+		// meets the failure again.
+		return false
+	}
+	buf, _ := ac.br.Peek(ac.br.Buffered())
+	h, complete := parseHead(buf)
+	if !complete || !h.fast || h.keepAlive {
+		return false
+	}
+	s.inline.Add(1)
+	if !ac.serve(s.announce, &h, s.slow.ErrorLog) {
+		s.endConn(ac, false)
+		return true
+	}
+	if len(ac.out) > maxInlineReply {
+		go func() {
+			ac.c.Write(ac.out)
+			s.endConn(ac, true)
+		}()
+		return true
+	}
+	ac.c.Write(ac.out)
+	s.endConn(ac, true)
+	return true
+}
+
+// endConn closes ac's connection and stops tracking it; ac goes back to
+// the pool when reusable (see release).
+func (s *announceServer) endConn(ac *announceConn, reusable bool) {
+	c := ac.c
+	c.Close()
+	s.untrack(c)
+	if reusable {
+		ac.release()
 	}
 }
 
@@ -204,9 +295,12 @@ func (s *announceServer) Shutdown(ctx context.Context) error {
 // announceConn is one connection's state, reused from request to
 // request.
 type announceConn struct {
-	c       net.Conn
-	remote  string // c's remote address, the requests' RemoteAddr
-	br      *bufio.Reader
+	c      net.Conn
+	remote string // c's remote address, the requests' RemoteAddr
+	// raw, while set, makes the reads of br one attempt that does not
+	// wait (readNow): answerFirst's.
+	raw     syscall.RawConn
+	br      *bufio.Reader // reads c, through ac's Read
 	req     http.Request
 	url     url.URL
 	w       announceWriter
@@ -242,9 +336,21 @@ const maxPooledReply = 16 << 10
 func getAnnounceConn(c net.Conn) *announceConn {
 	ac := announceConns.Get().(*announceConn)
 	ac.c = c
-	ac.br.Reset(c)
+	ac.br.Reset(ac)
 	ac.remote = c.RemoteAddr().String()
 	return ac
+}
+
+// errNotYet is what a read that does not wait returns when nothing has
+// arrived.
+var errNotYet = errors.New("forwarder: nothing to read yet")
+
+// Read reads c for br: with raw set, in one attempt that does not wait.
+func (ac *announceConn) Read(p []byte) (int, error) {
+	if ac.raw == nil {
+		return ac.c.Read(p)
+	}
+	return readNow(ac.raw, p)
 }
 
 // release returns ac to the pool. Only a connection that ended on the
@@ -266,16 +372,16 @@ func (ac *announceConn) release() {
 	announceConns.Put(ac)
 }
 
-func (s *announceServer) serveConn(c net.Conn) {
-	ac := getAnnounceConn(c)
+// serveConn serves ac's connection, request after request, until it
+// ends or is handed off to net/http.
+func (s *announceServer) serveConn(ac *announceConn) {
+	c := ac.c
 	handedOff, reusable := false, true
 	defer func() {
-		if !handedOff {
-			c.Close()
-		}
-		s.untrack(c)
-		if !handedOff && reusable {
-			ac.release()
+		if handedOff {
+			s.untrack(c)
+		} else {
+			s.endConn(ac, reusable)
 		}
 	}()
 	for {

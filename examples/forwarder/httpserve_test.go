@@ -40,8 +40,12 @@ func testAnnounceServerWith(t testing.TB, fast http.HandlerFunc) (addr string, a
 	// Panics in the handlers some tests make are logged there, not here.
 	as = newAnnounceServer(fast, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: log.New(io.Discard, "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A listener as main's: where the kernel hands over a connection
+	// once its request has arrived, a connection's first request is
+	// answered by the accepting goroutine (answerFirst).
+	lns, err := listenAll([]string{"127.0.0.1:0"})
 	require.NoError(t, err)
+	ln := lns[0]
 	served := make(chan error, 2)
 	go func() { served <- as.ServeSlow() }()
 	go func() { served <- as.Serve(ln) }()
