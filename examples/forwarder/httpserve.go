@@ -56,11 +56,13 @@ type announceServer struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{} // served here, not yet handed off
 	closing bool                  // Shutdown was called
-	lns     []net.Listener
-	wg      sync.WaitGroup // the connections' goroutines
+	lns     []io.Closer           // the listeners, and raw listeners' descriptors
+	wg      sync.WaitGroup        // the connections' goroutines
 	// stopping is closing, read without mu after each reply.
 	stopping atomic.Bool
-	// inline counts the connections answerFirst answered.
+	// inline counts the connections answered by an accept loop's
+	// goroutine (answerFirst) or with system calls of their own
+	// (answerRaw).
 	inline atomic.Uint64
 }
 
@@ -100,19 +102,25 @@ func newAnnounceServer(announce http.HandlerFunc, slow *http.Server) *announceSe
 // off, until Shutdown; it returns http.ErrServerClosed then.
 func (s *announceServer) ServeSlow() error { return s.slow.Serve(s.handoff) }
 
-// Serve accepts connections on ln until ln fails or Shutdown is called
-// (then it returns http.ErrServerClosed), and closes ln. Temporary
-// accept errors (out of file descriptors) are retried after a pause, as
-// net/http does.
+// Serve accepts connections on ln until accepting fails or Shutdown is
+// called (then it returns http.ErrServerClosed), and closes ln.
+// Temporary accept errors (out of file descriptors) are retried after a
+// pause, as net/http does. Only Shutdown stops it: on Linux it accepts
+// on a duplicate of ln's descriptor, which closing ln leaves open.
 //
 // Most clients announce on a connection of their own, and the kernel
 // hands one over once its request has arrived (TCP_DEFER_ACCEPT, see
 // listenAll). Such a connection is answered by the goroutine that
-// accepted it (answerFirst): a goroutine for it would cost its start and,
-// as often as not, the wake-up of a second thread to run it, more than
-// the answer itself. Any other connection gets a goroutine of its own.
-// So that connections do not wait while an accept loop answers one,
-// Serve runs a loop per CPU (GOMAXPROCS).
+// accepted it: a goroutine for it would cost its start and, as often as
+// not, the wake-up of a second thread to run it, more than the answer
+// itself. Any other connection gets a goroutine of its own.
+//
+// On Linux a TCP listener's connections are accepted and answered with
+// system calls of their own (serveRaw, rawaccept_linux.go), by one loop
+// that hands the connections waiting behind the one it answers to
+// goroutines. Elsewhere, and for other listeners, Serve runs an accept
+// loop per CPU (GOMAXPROCS) through the net package (answerFirst), so
+// that connections do not wait while a loop answers one.
 func (s *announceServer) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -121,7 +129,17 @@ func (s *announceServer) Serve(ln net.Listener) error {
 		return http.ErrServerClosed
 	}
 	s.lns = append(s.lns, ln)
+	rl, raw := newRawListener(ln)
+	if raw {
+		s.lns = append(s.lns, rl)
+	}
 	s.mu.Unlock()
+	if raw {
+		err := s.serveRaw(rl)
+		ln.Close()
+		rl.Close()
+		return err
+	}
 	loops := runtime.GOMAXPROCS(0)
 	errs := make(chan error, loops-1)
 	for range loops - 1 {
@@ -271,15 +289,18 @@ func (s *announceServer) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	s.stopping.Store(true)
-	for _, ln := range s.lns {
-		ln.Close()
-	}
+	lns := s.lns
 	// A request already read is answered (its write has no deadline);
 	// a connection waiting for one wakes and is closed.
 	for c := range s.conns {
 		c.SetReadDeadline(time.Unix(1, 0))
 	}
 	s.mu.Unlock()
+	// Outside mu: closing a raw listener's descriptor waits for its
+	// accept loop to leave the descriptor, which takes mu (trackRaw).
+	for _, ln := range lns {
+		ln.Close()
+	}
 	err := s.slow.Shutdown(ctx)
 	s.handoff.Close()
 	done := make(chan struct{})
@@ -299,7 +320,10 @@ type announceConn struct {
 	remote string // c's remote address, the requests' RemoteAddr
 	// raw, while set, makes the reads of br one attempt that does not
 	// wait (readNow): answerFirst's.
-	raw     syscall.RawConn
+	raw syscall.RawConn
+	// fd, when not -1, is a descriptor accepted by a raw listener, read
+	// without waiting (rawRead) until it becomes c.
+	fd      int
 	br      *bufio.Reader // reads c, through ac's Read
 	req     http.Request
 	url     url.URL
@@ -321,7 +345,7 @@ type announceConn struct {
 var announceConns = sync.Pool{New: func() any { return newAnnounceConn() }}
 
 func newAnnounceConn() *announceConn {
-	ac := &announceConn{br: bufio.NewReaderSize(nil, announceBufSize)}
+	ac := &announceConn{br: bufio.NewReaderSize(nil, announceBufSize), fd: -1}
 	ac.req = http.Request{Header: http.Header{}}
 	ac.w.h = make(http.Header, 4)
 	return ac
@@ -347,17 +371,20 @@ var errNotYet = errors.New("forwarder: nothing to read yet")
 
 // Read reads c for br: with raw set, in one attempt that does not wait.
 func (ac *announceConn) Read(p []byte) (int, error) {
-	if ac.raw == nil {
-		return ac.c.Read(p)
+	switch {
+	case ac.fd != -1:
+		return rawRead(ac.fd, p)
+	case ac.raw != nil:
+		return readNow(ac.raw, p)
 	}
-	return readNow(ac.raw, p)
+	return ac.c.Read(p)
 }
 
 // release returns ac to the pool. Only a connection that ended on the
 // fast path may: a handed-off one's buffer is still being read, and a
 // handler that panicked may have left the request changed.
 func (ac *announceConn) release() {
-	ac.c = nil
+	ac.c, ac.fd = nil, -1
 	ac.br.Reset(nil)
 	ac.remote, ac.req.RemoteAddr, ac.url.RawQuery = "", "", ""
 	clear(ac.req.Header)

@@ -41,7 +41,24 @@ func readReply(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 // answered by the goroutine that accepted it; a keep-alive one is
 // served as before, by a goroutine of its own.
 func TestAnnounceServerAnswersOnTheAcceptingGoroutine(t *testing.T) {
-	addr, as := testAnnounceServer(t)
+	forEachAcceptPath(t, func(t *testing.T, wrap func(net.Listener) net.Listener) {
+		testAnswersOnTheAcceptingGoroutine(t, wrap)
+	})
+}
+
+// forEachAcceptPath runs test with the listener as listenAll makes it
+// (the raw path, on Linux) and through the net package (acceptLoop).
+func forEachAcceptPath(t *testing.T, test func(t *testing.T, wrap func(net.Listener) net.Listener)) {
+	t.Run("listener", func(t *testing.T) { test(t, nil) })
+	t.Run("net", func(t *testing.T) {
+		test(t, func(ln net.Listener) net.Listener { return netListener{ln} })
+	})
+}
+
+func testAnswersOnTheAcceptingGoroutine(t *testing.T, wrap func(net.Listener) net.Listener) {
+	addr, as := testAnnounceServerOn(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "fast:"+r.URL.RawQuery)
+	}, wrap)
 	for i, raw := range []string{
 		"GET /announce?" + q1 + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 		"GET /announce?" + q1 + " HTTP/1.0\r\n\r\n",
@@ -120,8 +137,12 @@ func TestAnswerFirstLeavesWhatItCannotAnswer(t *testing.T) {
 // panics gets the connection closed without a reply, as on the other
 // path, and the next connection is answered.
 func TestAnswerFirstLargeReplyAndPanic(t *testing.T) {
+	forEachAcceptPath(t, testLargeReplyAndPanic)
+}
+
+func testLargeReplyAndPanic(t *testing.T, wrap func(net.Listener) net.Listener) {
 	big := strings.Repeat("x", 3*maxInlineReply)
-	addr, as := testAnnounceServerWith(t, func(w http.ResponseWriter, r *http.Request) {
+	addr, as := testAnnounceServerOn(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.RawQuery {
 		case "panic":
 			panic("handler fails")
@@ -130,7 +151,7 @@ func TestAnswerFirstLargeReplyAndPanic(t *testing.T) {
 		default:
 			io.WriteString(w, "fast:"+r.URL.RawQuery)
 		}
-	})
+	}, wrap)
 	get := func(q string) string {
 		return "GET /announce?" + q + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 	}
@@ -152,7 +173,13 @@ func TestAnswerFirstLargeReplyAndPanic(t *testing.T) {
 // Many clients at once, each on connections of their own, get their
 // own replies: the accept loops answer side by side, from pooled state.
 func TestAnnounceServerConcurrentConnectionsPerAnnounce(t *testing.T) {
-	addr, as := testAnnounceServer(t)
+	forEachAcceptPath(t, testConcurrentConnectionsPerAnnounce)
+}
+
+func testConcurrentConnectionsPerAnnounce(t *testing.T, wrap func(net.Listener) net.Listener) {
+	addr, as := testAnnounceServerOn(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "fast:"+r.URL.RawQuery)
+	}, wrap)
 	const clients, each = 8, 40
 	var wg sync.WaitGroup
 	for i := range clients {

@@ -32,6 +32,18 @@ func testAnnounceServer(t *testing.T) (addr string, as *announceServer) {
 // fast path's announces.
 func testAnnounceServerWith(t testing.TB, fast http.HandlerFunc) (addr string, as *announceServer) {
 	t.Helper()
+	return testAnnounceServerOn(t, fast, nil)
+}
+
+// netListener hides a TCP listener's type, so that Serve accepts through
+// the net package (acceptLoop, answerFirst) where it would otherwise take
+// the raw path.
+type netListener struct{ net.Listener }
+
+// testAnnounceServerOn is testAnnounceServerWith serving the listener
+// that wrap (if not nil) makes of the TCP listener.
+func testAnnounceServerOn(t testing.TB, fast http.HandlerFunc, wrap func(net.Listener) net.Listener) (addr string, as *announceServer) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -46,6 +58,9 @@ func testAnnounceServerWith(t testing.TB, fast http.HandlerFunc) (addr string, a
 	lns, err := listenAll([]string{"127.0.0.1:0"})
 	require.NoError(t, err)
 	ln := lns[0]
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	served := make(chan error, 2)
 	go func() { served <- as.ServeSlow() }()
 	go func() { served <- as.Serve(ln) }()
