@@ -144,3 +144,33 @@ func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 		c.Close()
 	}
 }
+
+// BenchmarkAnnounceServerKeepAliveOnce is a client that opens a
+// connection, announces once without asking for it to be closed, reads
+// the reply and closes it: a keep-alive connection that carries one
+// announce (a client's next comes after the server's idle timeout).
+func BenchmarkAnnounceServerKeepAliveOnce(b *testing.B) {
+	addr, _ := testAnnounceServerWith(b, func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = hdrTextPlain
+		io.WriteString(w, "d8:intervali1800e5:peers0:e")
+	})
+	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		br.Reset(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		c.Close()
+	}
+}
