@@ -97,3 +97,36 @@ func BenchmarkAnnounceManySwarms(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAnnounceBigSwarm answers announces of known peers in one
+// torrent with 5 000 local peers and an upstream's reply of 200: a
+// popular torrent, where a reply takes 50 of thousands.
+func BenchmarkAnnounceBigSwarm(b *testing.B) {
+	const n = 5000
+	s := newSwarms(time.Hour, defaultMaxPeers)
+	now := time.Now()
+	as := make([]*Announce, n)
+	for i := range as {
+		as[i] = peerAnnounce(i+1, int64(i%4), EventNone)
+		as[i].Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 6881)
+		s.update(as[i], now)
+	}
+	up := make([]netip.AddrPort, 200)
+	for i := range up {
+		up[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 6881)
+	}
+	s.recordReply(as[0], "A", &Reply{Peers: up, Complete: 3000, Incomplete: 4000}, now, time.Hour)
+	var seen addrSet
+	var dst []Peer
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		a := as[i%len(as)]
+		i++
+		s.update(a, now)
+		dst, _, _ = s.appendPeers(dst, &seen, a, defaultNumWant, now)
+		if len(dst) != defaultNumWant {
+			b.Fatalf("%d peers", len(dst))
+		}
+	}
+}

@@ -630,6 +630,10 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 			upC, upI = max(upC, u.complete), max(upI, u.incomplete)
 		}
 	}
+	if n > sampleOver*numwant {
+		out, complete, incomplete = s.sampleLocked(dst, seen, sw, a, numwant, t, now)
+		return out, max(complete, upC), max(incomplete, upI)
+	}
 	cand := slices.Grow(dst[:0], n)
 	seen.reset(n, a.Addr)
 	stopped := 0
@@ -683,6 +687,106 @@ func (s *swarms) appendPeers(dst []Peer, seen *addrSet, a *Announce, numwant int
 		cand = cand[:numwant]
 	}
 	return cand, max(complete, upC), max(incomplete, upI)
+}
+
+// sampleOver is the size, in multiples of numwant, past which a reply's
+// peers are sampled (sampleLocked) rather than drawn from every
+// candidate.
+const sampleOver = 4
+
+// sampleLocked is appendPeers for a swarm with many more candidates than
+// numwant: a popular torrent. It counts the local peers in one sweep of
+// the members, but reads and checks only the candidates it visits, in
+// the order of a random arithmetic progression over all of them (local
+// and upstream), until it has numwant: the duplicate check holds the
+// chosen addresses (with the announcing peer's and stopped peers'), not
+// every candidate's. Drawing from every candidate cost a swarm of 5 000
+// some 580 µs and a 1 MiB set per announce (BenchmarkAnnounceBigSwarm).
+// Each candidate is as likely to be chosen as any other; a candidate
+// found at once locally and upstream may be served as the upstream's
+// (without its peer id), where drawing from every candidate prefers the
+// local record.
+func (s *swarms) sampleLocked(dst []Peer, seen *addrSet, sw *swarm, a *Announce, numwant int, t int64, now time.Time) (out []Peer, complete, incomplete int64) {
+	stopped := 0
+	for i := range sw.members {
+		switch p := &sw.members[i]; {
+		case s.live(p, t):
+			if p.seeder {
+				complete++
+			} else {
+				incomplete++
+			}
+		case p.stopped && t-p.seen < int64(s.peerTTL):
+			stopped++
+		}
+	}
+	var upsBuf [4][]netip.AddrPort
+	ups := upsBuf[:0]
+	total := len(sw.members)
+	for _, u := range sw.upstream {
+		if now.Before(u.expires) && len(u.peers) > 0 {
+			ups = append(ups, u.peers)
+			total += len(u.peers)
+		}
+	}
+	seen.reset(numwant+stopped, a.Addr)
+	if stopped > 0 && len(ups) > 0 {
+		// No upstream may serve a stopped peer's address (see remove).
+		for i := range sw.members {
+			if p := &sw.members[i]; p.stopped && t-p.seen < int64(s.peerTTL) {
+				seen.add(p.addr.addrPort())
+			}
+		}
+	}
+	out = dst[:0]
+	if total == 0 || numwant <= 0 {
+		return out, complete, incomplete
+	}
+	j, step := rand.IntN(total), coprimeStep(total)
+	for k := 0; k < total && len(out) < numwant; k++ {
+		if j < len(sw.members) {
+			p := &sw.members[j]
+			if s.live(p, t) && p.id != a.PeerID {
+				if addr := p.addr.addrPort(); seen.addLocal(addr) {
+					out = append(out, Peer{Addr: addr, ID: p.id, HasID: true, Seeder: p.seeder})
+				}
+			}
+		} else {
+			r := j - len(sw.members)
+			for _, u := range ups {
+				if r < len(u) {
+					if seen.addUpstream(u[r]) {
+						out = append(out, Peer{Addr: u[r]})
+					}
+					break
+				}
+				r -= len(u)
+			}
+		}
+		if j += step; j >= total {
+			j -= total
+		}
+	}
+	return out, complete, incomplete
+}
+
+// coprimeStep returns a random step in [1, n) that shares no factor with
+// n (1 when n is 1), so that adding it n times, modulo n, visits every
+// index once.
+func coprimeStep(n int) int {
+	if n <= 2 {
+		return 1
+	}
+	for {
+		k := 1 + rand.IntN(n-1)
+		a, b := k, n
+		for b != 0 {
+			a, b = b, a%b
+		}
+		if a == 1 {
+			return k
+		}
+	}
 }
 
 // sweep drops local peers silent for peerTTL (and stopped records as

@@ -273,6 +273,94 @@ func TestSwarmMembersAgainstModel(t *testing.T) {
 			peers, complete, incomplete := s.peers(announce(key{torrent, 1000}, 1, EventNone), 1000, now)
 			require.ElementsMatch(t, want, addrs(peers), "seed %d step %d: torrent %d's reply", seed, step, torrent)
 			require.EqualValues(t, len(want), complete+incomplete, "seed %d step %d: counts", seed, step)
+			// A small numwant samples (sampleLocked) once the swarm holds
+			// more than sampleOver times as many.
+			few, fc, fi := s.peers(announce(key{torrent, 1000}, 1, EventNone), 3, now)
+			require.Len(t, few, min(3, len(want)), "seed %d step %d: a sampled reply", seed, step)
+			require.Subset(t, want, addrs(few), "seed %d step %d: a sampled reply", seed, step)
+			require.Equal(t, [2]int64{complete, incomplete}, [2]int64{fc, fi}, "seed %d step %d: sampled counts", seed, step)
+		}
+	}
+}
+
+// A popular torrent's reply is sampled: numwant distinct addresses,
+// never the announcing peer's or a stopped peer's (not even from an
+// upstream), with exact counts, and over many replies every candidate,
+// local or upstream, is served.
+func TestSwarmSampledReply(t *testing.T) {
+	s := newSwarms(time.Hour, defaultMaxPeers)
+	addrOf := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 6881)
+	}
+	const local, stopped = 1000, 100
+	var seeders int64
+	for i := range local {
+		a := peerAnnounce(i+1, int64(i%3), EventNone)
+		a.Addr = addrOf(i)
+		if i%3 == 0 {
+			seeders++
+		}
+		s.update(a, t0)
+	}
+	for i := range stopped {
+		a := peerAnnounce(local+i+1, 1, EventNone)
+		a.Addr = addrOf(local + i)
+		s.update(a, t0)
+		_, foreign := s.remove(a, t0)
+		require.False(t, foreign)
+	}
+	asker := peerAnnounce(1, 1, EventNone) // a local peer: never served to itself
+	asker.Addr = addrOf(0)
+	// The upstream lists some local peers, some stopped ones (struck by
+	// remove as they stopped, listed again after), the asker, and 130 of
+	// its own: 191, within the 200 a reply keeps (upstreamMax).
+	var up []netip.AddrPort
+	for i := range 30 {
+		up = append(up, addrOf(1+i), addrOf(local+i))
+	}
+	up = append(up, asker.Addr)
+	for i := range 130 {
+		up = append(up, netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 6881))
+	}
+	s.recordReply(asker, "A", &Reply{Peers: up, Complete: 1, Incomplete: 2}, t0, time.Hour)
+
+	served := map[netip.AddrPort]int{}
+	for range 600 {
+		peers, complete, incomplete := s.peers(asker, defaultNumWant, t0)
+		require.Len(t, peers, defaultNumWant)
+		require.Equal(t, seeders, complete)
+		require.Equal(t, local-seeders, incomplete)
+		inReply := map[netip.AddrPort]bool{}
+		for _, p := range peers {
+			require.False(t, inReply[p.Addr], "%v twice in a reply", p.Addr)
+			inReply[p.Addr] = true
+			require.NotEqual(t, asker.Addr, p.Addr, "the announcing peer")
+			require.NotEqual(t, asker.PeerID, p.ID, "the announcing peer")
+			served[p.Addr]++
+		}
+	}
+	for i := range stopped {
+		assert.Zero(t, served[addrOf(local+i)], "stopped peer %d served", i)
+	}
+	for i := 1; i < local; i++ {
+		assert.Positive(t, served[addrOf(i)], "local peer %d never served", i)
+	}
+	for _, a := range up[61:] {
+		assert.Positive(t, served[a], "upstream peer %v never served", a)
+	}
+}
+
+func TestCoprimeStepVisitsEveryIndex(t *testing.T) {
+	for n := 1; n <= 300; n++ {
+		for range 5 {
+			step := coprimeStep(n)
+			require.True(t, step >= 1 && (step < n || n == 1), "n %d step %d", n, step)
+			visited := make([]bool, n)
+			for k, j := 0, 0; k < n; k++ {
+				require.False(t, visited[j], "n %d step %d: %d twice", n, step, j)
+				visited[j] = true
+				j = (j + step) % n
+			}
 		}
 	}
 }
