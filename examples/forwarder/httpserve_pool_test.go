@@ -119,10 +119,7 @@ func TestAnnounceConnReleaseClears(t *testing.T) {
 // the announce server on loopback (client and server in this process:
 // the allocations reported are both sides').
 func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
-	addr, _ := testAnnounceServerWith(b, func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Content-Type"] = hdrTextPlain
-		io.WriteString(w, "d8:intervali1800e5:peers0:e")
-	})
+	addr := benchAnnounceServer(b)
 	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	buf := make([]byte, 512)
 	b.ReportAllocs()
@@ -150,10 +147,7 @@ func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 // the reply and closes it: a keep-alive connection that carries one
 // announce (a client's next comes after the server's idle timeout).
 func BenchmarkAnnounceServerKeepAliveOnce(b *testing.B) {
-	addr, _ := testAnnounceServerWith(b, func(w http.ResponseWriter, r *http.Request) {
-		w.Header()["Content-Type"] = hdrTextPlain
-		io.WriteString(w, "d8:intervali1800e5:peers0:e")
-	})
+	addr := benchAnnounceServer(b)
 	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(nil)
 	b.ReportAllocs()
@@ -173,4 +167,14 @@ func BenchmarkAnnounceServerKeepAliveOnce(b *testing.B) {
 		io.Copy(io.Discard, resp.Body)
 		c.Close()
 	}
+}
+
+// benchAnnounceServer runs an announce server answering every announce
+// with an empty peer list, and returns its address.
+func benchAnnounceServer(b *testing.B) string {
+	addr, _ := testAnnounceServerWith(b, func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = hdrTextPlain
+		io.WriteString(w, "d8:intervali1800e5:peers0:e")
+	})
+	return addr
 }

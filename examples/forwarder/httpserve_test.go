@@ -44,23 +44,32 @@ type netListener struct{ net.Listener }
 // that wrap (if not nil) makes of the TCP listener.
 func testAnnounceServerOn(t testing.TB, fast http.HandlerFunc, wrap func(net.Listener) net.Listener) (addr string, as *announceServer) {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, "slow:"+r.Method+" "+r.URL.RequestURI())
-	})
-	// Panics in the handlers some tests make are logged there, not here.
-	as = newAnnounceServer(fast, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)})
 	// A listener as main's: where the kernel hands over a connection
 	// once its request has arrived, a connection's first request is
-	// answered by the accepting goroutine (answerFirst).
+	// answered by the accepting goroutine (answerFirst), or on Linux with
+	// system calls of its own (serveRaw).
 	lns, err := listenAll([]string{"127.0.0.1:0"})
 	require.NoError(t, err)
 	ln := lns[0]
 	if wrap != nil {
 		ln = wrap(ln)
 	}
+	return ln.Addr().String(), serveAnnounceOn(t, ln, fast)
+}
+
+// serveAnnounceOn runs an announce server on ln, with fast serving the
+// fast path's announces and a net/http handler answering "slow:" and the
+// request's method and target, until the test ends.
+func serveAnnounceOn(t testing.TB, ln net.Listener, fast http.HandlerFunc) *announceServer {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "slow:"+r.Method+" "+r.URL.RequestURI())
+	})
+	// Panics in the handlers some tests make are logged there, not here.
+	as := newAnnounceServer(fast, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)})
 	served := make(chan error, 2)
 	go func() { served <- as.ServeSlow() }()
 	go func() { served <- as.Serve(ln) }()
@@ -72,7 +81,7 @@ func testAnnounceServerOn(t testing.TB, fast http.HandlerFunc, wrap func(net.Lis
 			assert.ErrorIs(t, <-served, http.ErrServerClosed)
 		}
 	})
-	return ln.Addr().String(), as
+	return as
 }
 
 // exchange writes raw on a new connection and reads n replies from it.

@@ -18,26 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// serveRawOn runs an announce server with fast on ln, which must take
-// the raw path, until the test ends.
-func serveRawOn(t *testing.T, ln net.Listener, fast http.HandlerFunc) *announceServer {
-	t.Helper()
-	as := newAnnounceServer(fast, &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)})
-	served := make(chan error, 2)
-	go func() { served <- as.ServeSlow() }()
-	go func() { served <- as.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		require.NoError(t, as.Shutdown(ctx))
-		for range 2 {
-			assert.ErrorIs(t, <-served, http.ErrServerClosed)
-		}
-	})
-	return as
-}
-
 // A raw listener gives the handler the client's address as the net
 // package would, over IPv4 and IPv6.
 func TestRawListenerRemoteAddr(t *testing.T) {
@@ -49,7 +29,7 @@ func TestRawListenerRemoteAddr(t *testing.T) {
 		}
 		require.NoError(t, err)
 		got := make(chan string, 1)
-		as := serveRawOn(t, lns[0], func(w http.ResponseWriter, r *http.Request) {
+		as := serveAnnounceOn(t, lns[0], func(w http.ResponseWriter, r *http.Request) {
 			got <- r.RemoteAddr
 			io.WriteString(w, "ok")
 		})
@@ -67,7 +47,7 @@ func TestRawListenerRemoteAddr(t *testing.T) {
 func TestRawListenerRequestAfterAccept(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	as := serveRawOn(t, ln, func(w http.ResponseWriter, r *http.Request) {
+	as := serveAnnounceOn(t, ln, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "fast:"+r.URL.RawQuery)
 	})
 	silent, err := net.Dial("tcp", ln.Addr().String())
@@ -97,7 +77,7 @@ func TestRawListenerReplyLargerThanTheSocket(t *testing.T) {
 	lns, err := listenAll([]string{"127.0.0.1:0"})
 	require.NoError(t, err)
 	big := strings.Repeat("0123456789abcdef", 1<<20) // 16 MiB
-	as := serveRawOn(t, lns[0], func(w http.ResponseWriter, r *http.Request) {
+	as := serveAnnounceOn(t, lns[0], func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.RawQuery == "big" {
 			io.WriteString(w, big)
 			return
@@ -130,7 +110,7 @@ func TestSockaddrString(t *testing.T) {
 	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	got := make(chan string, 1)
-	serveRawOn(t, ln, func(w http.ResponseWriter, r *http.Request) {
+	serveAnnounceOn(t, ln, func(w http.ResponseWriter, r *http.Request) {
 		got <- r.RemoteAddr
 	})
 	c := dialSend(t, "127.0.0.1:"+port, "GET /announce HTTP/1.0\r\n\r\n")
