@@ -117,7 +117,11 @@ func (s *announceServer) serveRaw(rl *rawListener) error {
 				case 0:
 				case syscall.EAGAIN:
 					return false // wait for the next
-				case syscall.EINTR, syscall.ECONNABORTED:
+				case syscall.EINTR, syscall.ECONNABORTED,
+					// Errors already pending on the new connection,
+					// which accept(2) says to retry as EAGAIN.
+					syscall.ENETDOWN, syscall.EPROTO, syscall.ENOPROTOOPT, syscall.EHOSTDOWN,
+					syscall.ENONET, syscall.EHOSTUNREACH, syscall.EOPNOTSUPP, syscall.ENETUNREACH:
 					continue
 				default:
 					aerr = errno
