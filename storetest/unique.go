@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
+	"github.com/queuekit/queue/storekit"
 )
 
 // Unique windows (Job.UniqueFor): for the window after a job is accepted,
@@ -88,12 +91,28 @@ func testUniqueWindow(t *testing.T, h *harness) {
 
 	// After the window every key is free again, and a new window opens.
 	h.Clock.Advance(window)
-	for _, k := range []string{"run", "dead", "cancel", "match", "purge", "short"} {
-		add(t, h, job{Key: k, UniqueFor: window})
+	keys := []string{"run", "dead", "cancel", "match", "purge", "short"}
+	for _, k := range keys {
+		if a := add(t, h, job{Key: k, UniqueFor: window}); a.Coalesced {
+			t.Fatalf("Add of %q after its window: %+v, want a new job", k, a)
+		}
 	}
 	refused("dead")
-	if n, err := h.Store.Purge(bg); err != nil || n != 6 {
-		t.Fatalf("Purge = %d, %v; want 6", n, err)
+	n, err := h.Store.Purge(bg)
+	if err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	// A store that claims ahead for a worker expected back from an
+	// outcome (pgstore, after the last Complete above) may hold one of
+	// the new jobs for that worker's next Claim: running, so not purged.
+	// Once that claim has settled, every job is one or the other.
+	var st storekit.Stats
+	require.Eventually(t, func() bool {
+		st = stats(t, h)
+		return n+st.Running == len(keys)
+	}, 10*time.Second, time.Millisecond, "Purge = %d; want %d purged or claimed ahead", n, len(keys))
+	for range st.Running {
+		must(t, "Complete", h.Store.Complete(bg, claim(t, h)))
 	}
 	// A job without a window opens none.
 	add(t, h, job{Key: "plain"})
