@@ -24,9 +24,18 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			return s
+			return settledStore{s}
 		})
 }
+
+// settledStore is the store, with the method by which the suite waits for
+// the claim an outcome's write makes ahead for the worker it expects back
+// (storetest.Settler).
+type settledStore struct {
+	*pgstore.Store[storetest.Payload]
+}
+
+func (s settledStore) Settled() bool { return pgstore.AheadClaimed(s.Store) }
 
 // TestAdminConformance runs the admin API's section of the suite, through
 // a queue over the store (q.Admin), each subtest in a schema of its own.

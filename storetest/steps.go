@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/queuekit/queue"
 	"github.com/queuekit/queue/storekit"
 )
@@ -45,6 +47,18 @@ func claim(t *testing.T, h *harness) queue.Job[Payload] {
 		t.Fatalf("Claim: %v", err)
 	}
 	return j
+}
+
+// settle waits, on a store that claims ahead (Settler), until
+// the claims the last outcome started have settled, so that a job added
+// next stays ready for the test.
+func settle(t *testing.T, h *harness) {
+	t.Helper()
+	if h.settled == nil {
+		return
+	}
+	require.Eventually(t, h.settled, 10*time.Second, time.Millisecond,
+		"the store's claim ahead for a worker expected back")
 }
 
 // noClaim checks that no job is ready.

@@ -35,6 +35,18 @@ type Features struct {
 	LeaseTTL time.Duration
 }
 
+// Settler is implemented by a store under test that claims ahead:
+// pgstore, as it writes an outcome, claims the next job for the worker it
+// expects back and holds it for that worker's next Claim. Settled reports
+// that no such claim is pending. Where a test adds jobs after an outcome
+// and expects them ready, the suite waits for Settled first: a pending
+// claim would take one. A store's own conformance test gives its store
+// the method by embedding it in a type of its own (pgstore's does); a
+// store that claims only when asked needs none.
+type Settler interface {
+	Settled() bool
+}
+
 // harness is a store under test with the fake clock it was given.
 type harness struct {
 	Store  storekit.Store[Payload] // the store, initialised with Clock and Events
@@ -47,6 +59,8 @@ type harness struct {
 	// (registered before Start): releases and refusals; nil for other
 	// stores.
 	Slots chan slotNote
+	// settled is Store's Settled (see Settler); nil for other stores.
+	settled func() bool
 }
 
 // Config returns the configuration the suite binds stores to, for a
@@ -85,6 +99,9 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) storekit.Store[Pa
 	open := func(t *testing.T, mutate ...func(*storekit.Config)) *harness {
 		t.Helper()
 		h := &harness{Store: newStore(t), Clock: queuetest.NewFakeClock(epoch), Events: &EventLog{}}
+		if st, ok := h.Store.(Settler); ok {
+			h.settled = st.Settled
+		}
 		cfg := Config(fmt.Sprintf("conf_%d", time.Now().UnixNano()%1e9), 100, h.Clock, h.Events.Report)
 		for _, m := range mutate {
 			m(&cfg)
