@@ -44,6 +44,8 @@ type Features struct {
 // the method by embedding it in a type of its own (pgstore's does); a
 // store that claims only when asked needs none.
 type Settler interface {
+	// Settled reports that no claim made ahead for a worker expected
+	// back from an outcome is pending or running.
 	Settled() bool
 }
 
