@@ -209,9 +209,8 @@ func (s *announceServer) answerFirst(ac *announceConn) bool {
 		// meets the failure again.
 		return false
 	}
-	buf, _ := ac.br.Peek(ac.br.Buffered())
-	h, complete := parseHead(buf)
-	if !complete || !h.fast || h.keepAlive {
+	h, ok := ac.closingRequest()
+	if !ok {
 		return false
 	}
 	s.inline.Add(1)
@@ -229,6 +228,16 @@ func (s *announceServer) answerFirst(ac *announceConn) bool {
 	ac.c.Write(ac.out)
 	s.endConn(ac, true)
 	return true
+}
+
+// closingRequest returns the head of the request in ac's buffer when it
+// has arrived whole, is one for the fast path and asks for the
+// connection to be closed after its reply: one an accept loop answers
+// itself (answerFirst, answerRaw).
+func (ac *announceConn) closingRequest() (requestHead, bool) {
+	buf, _ := ac.br.Peek(ac.br.Buffered())
+	h, complete := parseHead(buf)
+	return h, complete && h.fast && !h.keepAlive
 }
 
 // endConn closes ac's connection and stops tracking it; ac goes back to

@@ -124,13 +124,7 @@ func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 	buf := make([]byte, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Write(req); err != nil {
-			b.Fatal(err)
-		}
+		c := benchSend(b, addr, req)
 		for {
 			if _, err := c.Read(buf); err == io.EOF {
 				break
@@ -152,13 +146,7 @@ func BenchmarkAnnounceServerKeepAliveOnce(b *testing.B) {
 	br := bufio.NewReader(nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Write(req); err != nil {
-			b.Fatal(err)
-		}
+		c := benchSend(b, addr, req)
 		br.Reset(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -177,4 +165,16 @@ func benchAnnounceServer(b *testing.B) string {
 		io.WriteString(w, "d8:intervali1800e5:peers0:e")
 	})
 	return addr
+}
+
+// benchSend opens a connection to addr and writes req on it.
+func benchSend(b *testing.B, addr string, req []byte) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Write(req); err != nil {
+		b.Fatal(err)
+	}
+	return c
 }

@@ -192,8 +192,7 @@ func (s *announceServer) answerRaw(ac *announceConn) {
 		return
 	}
 	if err == nil {
-		buf, _ := ac.br.Peek(ac.br.Buffered())
-		if h, complete := parseHead(buf); complete && h.fast && !h.keepAlive {
+		if h, ok := ac.closingRequest(); ok {
 			s.inline.Add(1)
 			if !ac.serve(s.announce, &h, s.slow.ErrorLog) {
 				rawClose(ac.fd)

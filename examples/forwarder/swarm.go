@@ -398,15 +398,6 @@ func (sh *swarmShard) clearForwardedLocked(i int32) {
 	}
 }
 
-// known reports whether a's peer is a live local peer of its torrent.
-func (s *swarms) known(a *Announce, now time.Time) bool {
-	sh := s.shard(a.InfoHash)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
-	return i != none && s.live(sh.memberLocked(i), s.ns(now))
-}
-
 // update records a's peer (any event but stopped). It reports whether the
 // peer is new (unknown, silent for the TTL, or stopped before) and whether
 // a's completed event is the peer's first, which is forwarded once. A new

@@ -364,3 +364,13 @@ func TestCoprimeStepVisitsEveryIndex(t *testing.T) {
 		}
 	}
 }
+
+// known reports whether a's peer is a live local peer of its torrent
+// (ServeAnnounce learns it from update).
+func (s *swarms) known(a *Announce, now time.Time) bool {
+	sh := s.shard(a.InfoHash)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := sh.peerLocked(sh.getLocked(a.InfoHash, false), a.PeerID)
+	return i != none && s.live(sh.memberLocked(i), s.ns(now))
+}
