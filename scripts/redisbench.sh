@@ -65,6 +65,8 @@ for bin in redis-benchmark redis-cli go; do
 done
 redis-cli -h "$host" -p "$port" ping >/dev/null || { echo "redisbench: no Redis at $addr" >&2; exit 1; }
 
+# whole V prints V rounded to a whole number, or "-" as it is.
+whole() { awk -v v="$1" 'BEGIN { if (v == "-" || v == "") print "-"; else printf "%.0f", v }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 
 tmp=$(mktemp -d)
@@ -141,8 +143,10 @@ if [ "${MODE:-}" = against ]; then
       for side in "${order[@]}"; do
         m[$side]=$(many "$tmp/$side/redisstore.test" "$port")
       done
-      printf '%-5s %-4s | %9s %9s %9s | %11s %11s %9s | %9.0f %9.0f %9s\n' "$r" "$mode" "${x[new]}" "${x[base]}" "$(ratio "${x[new]}" "${x[base]}")" \
-        "${b[new]}" "${b[base]}" "$(ratio "${b[new]}" "${b[base]}")" "${m[new]}" "${m[base]}" "$(ratio "${m[new]}" "${m[base]}")"
+      # many prints "-" when MANY=0: the rates are printed as strings,
+      # rounded by whole().
+      printf '%-5s %-4s | %9s %9s %9s | %11s %11s %9s | %9s %9s %9s\n' "$r" "$mode" "${x[new]}" "${x[base]}" "$(ratio "${x[new]}" "${x[base]}")" \
+        "${b[new]}" "${b[base]}" "$(ratio "${b[new]}" "${b[base]}")" "$(whole "${m[new]}")" "$(whole "${m[base]}")" "$(ratio "${m[new]}" "${m[base]}")"
     done
   done
   echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
