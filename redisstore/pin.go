@@ -78,16 +78,24 @@ func (sh *shard) rpushx(ctx context.Context, key string, e []byte) (int64, error
 	}
 	p.used = time.Now()
 	l, err := p.conn.RPushX(ctx, key, e).Result()
-	if err != nil && isOutage(ctx, err) {
-		// The connection failed: return it (go-redis closes a bad one)
-		// and send the push again through the pool, which dials anew.
+	if err != nil {
+		// Return the connection to the pool, which closes it if it is
+		// bad (go-redis counts a connection bad after a cancelled or
+		// timed-out command too); the next push pins another. Errors
+		// are rare: even a reply's (READONLY after a failover, say)
+		// gets a fresh connection.
 		_ = p.conn.Close()
 		p.conn = nil
 		p.mu.Unlock()
-		return sh.client.RPushX(ctx, key, e).Result()
+		if isOutage(ctx, err) {
+			// The connection failed: send the push again through the
+			// pool, which takes another or dials anew.
+			return sh.client.RPushX(ctx, key, e).Result()
+		}
+		return l, err
 	}
 	p.mu.Unlock()
-	return l, err
+	return l, nil
 }
 
 // releaseIdlePin returns the pinned connection to the pool when no push
