@@ -138,7 +138,7 @@ func (s *Store[T]) pushInbox(ctx context.Context, sh *shard, key string, it *add
 	// that drained it before may sleep: the waker sends it a token. A
 	// push finding entries there needs none: the token sent for the
 	// first of them is still due to wake a Claim that drains them all.
-	l, err := sh.client.RPushX(ctx, key, e).Result()
+	l, err := sh.rpushx(ctx, key, e)
 	if err != nil {
 		return false, err
 	}

@@ -336,6 +336,21 @@ func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate
 	if err != nil {
 		t.Fatal(err)
 	}
+	startStore(t, s, clk, mutate)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// startStore initialises s with the tests' configuration (mutated by
+// mutate, if not nil) and starts it; the caller closes it.
+func startStore(t *testing.T, s *Store[int], clk queue.Clock, mutate func(*storekit.Config)) {
+	t.Helper()
 	cfg := storetest.Config("q", 100000, clk, func(queue.Event) {}) // a nil clk is the system clock
 	cfg.Logger = quietLogger()
 	if mutate != nil {
@@ -347,14 +362,6 @@ func openStoreCfg(t *testing.T, c redis.UniversalClient, clk queue.Clock, mutate
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
 }
 
 // TestRunArgvNoScript: a script Redis does not have runs with EVAL.

@@ -74,6 +74,7 @@ type shard struct {
 	sharedAt  atomic.Int64             // addSeq of the last Add made beside another
 	wakeReq   chan struct{}            // a push found the inbox empty: send a wake-up token
 	drainKeys atomic.Pointer[[]string] // the keys a drain reaches by name (see run)
+	pin       pin                      // a lone producer's connection (pin.go)
 }
 
 func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, labels []string, def string, sharded bool, token string) *shard {
@@ -103,6 +104,7 @@ func newShard(index int, code int64, client redis.UniversalClient, ks keyspace, 
 	sh.claims.max = 64
 	sh.settles.max = 128
 	sh.healthy.Store(true)
+	sh.pin.client = pinnable(client)
 	return sh
 }
 

@@ -400,6 +400,9 @@ func (s *Store[T]) Drain() {
 // close the Redis clients.
 func (s *Store[T]) Close(ctx context.Context) error {
 	s.closeMu.Do(func() { close(s.closing) })
+	for _, sh := range s.shards {
+		sh.unpin() // an Add from now on takes the pool
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
