@@ -136,6 +136,39 @@ func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkAnnounceServerConnPerRequestParallel is
+// BenchmarkAnnounceServerConnPerRequest from 8 clients a CPU at once, so
+// that connections wait to be accepted: the server answers a backlog.
+func BenchmarkAnnounceServerConnPerRequestParallel(b *testing.B) {
+	addr := benchAnnounceServer(b)
+	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 512)
+		for pb.Next() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := c.Write(req); err != nil {
+				b.Error(err)
+				return
+			}
+			for {
+				if _, err := c.Read(buf); err == io.EOF {
+					break
+				} else if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			c.Close()
+		}
+	})
+}
+
 // BenchmarkAnnounceServerKeepAliveOnce is a client that opens a
 // connection, announces once without asking for it to be closed, reads
 // the reply and closes it: a keep-alive connection that carries one

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -143,23 +142,6 @@ func waitStats(t *testing.T, base string, ok func(done int) bool) {
 			t.Fatalf("stats never satisfied the condition (done=%d)", st.Done)
 		}
 	}
-}
-
-// The listeners' accepted connections have no TCP keep-alive probes:
-// idle connections are closed by the servers' idle timeouts instead.
-func TestListenAllNoKeepAlive(t *testing.T) {
-	lns, err := listenAll([]string{"127.0.0.1:0"})
-	require.NoError(t, err)
-	defer closeAll(lns)
-	sc := acceptOne(t, lns[0])
-	raw, err := sc.(*net.TCPConn).SyscallConn()
-	require.NoError(t, err)
-	on, serr := -1, error(nil)
-	require.NoError(t, raw.Control(func(fd uintptr) {
-		on, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
-	}))
-	require.NoError(t, serr)
-	assert.Zero(t, on, "SO_KEEPALIVE on an accepted connection")
 }
 
 // acceptOne connects to ln, sends a byte (a deferred accept waits for

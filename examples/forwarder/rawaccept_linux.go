@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -41,7 +43,11 @@ import (
 type rawListener struct {
 	f  *os.File // the duplicate
 	rc syscall.RawConn
-	// sa and salen receive each accepted connection's remote address.
+}
+
+// acceptBuf receives an accepted connection's remote address; each loop
+// that accepts has its own.
+type acceptBuf struct {
 	sa    syscall.RawSockaddrAny
 	salen uint32
 }
@@ -70,14 +76,14 @@ func (rl *rawListener) Close() error { return rl.f.Close() }
 
 // accept accepts a connection on lfd, non-blocking, and returns its
 // descriptor and remote address.
-func (rl *rawListener) accept(lfd uintptr) (int, string, syscall.Errno) {
-	rl.salen = syscall.SizeofSockaddrAny
-	fd, _, errno := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&rl.sa)),
-		uintptr(unsafe.Pointer(&rl.salen)), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
+func (b *acceptBuf) accept(lfd uintptr) (int, string, syscall.Errno) {
+	b.salen = syscall.SizeofSockaddrAny
+	fd, _, errno := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&b.sa)),
+		uintptr(unsafe.Pointer(&b.salen)), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
 	if errno != 0 {
 		return -1, "", errno
 	}
-	return int(fd), sockaddrString(&rl.sa), 0
+	return int(fd), sockaddrString(&b.sa), 0
 }
 
 // sockaddrString is sa as net.Conn.RemoteAddr().String() gives it: an
@@ -101,45 +107,36 @@ func sockaddrString(sa *syscall.RawSockaddrAny) string {
 }
 
 // serveRaw accepts rl's connections until rl is closed (then it returns
-// http.ErrServerClosed) or accepting fails. The first rawInlineBatch
-// connections found after a wait are answered on this goroutine; when
-// more are waiting behind them (the load outruns one CPU), each of those
-// is answered by a goroutine of its own, so that every CPU answers.
+// http.ErrServerClosed) or accepting fails. One loop waits for
+// connections through the runtime's poller and answers them; when it
+// finds rawInlineBatch waiting in a row (the load outruns one CPU), it
+// wakes a helper, one of GOMAXPROCS-1 goroutines that accept and answer
+// beside it until none is left waiting, so that every CPU answers.
 func (s *announceServer) serveRaw(rl *rawListener) error {
-	var pause time.Duration
+	h := &rawHelpers{wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	for range runtime.GOMAXPROCS(0) - 1 {
+		h.wg.Add(1)
+		go s.rawHelper(rl, h)
+	}
+	defer func() {
+		close(h.stop)
+		h.wg.Wait()
+	}()
+	var (
+		pause time.Duration
+		buf   acceptBuf
+	)
 	for {
 		var aerr syscall.Errno
 		stopped := false
 		err := rl.rc.Read(func(lfd uintptr) bool {
-			for n := 0; ; n++ {
-				fd, remote, errno := rl.accept(lfd)
-				switch errno {
-				case 0:
-				case syscall.EAGAIN:
-					return false // wait for the next
-				case syscall.EINTR, syscall.ECONNABORTED,
-					// Errors already pending on the new connection,
-					// which accept(2) says to retry as EAGAIN.
-					syscall.ENETDOWN, syscall.EPROTO, syscall.ENOPROTOOPT, syscall.EHOSTDOWN,
-					syscall.ENONET, syscall.EHOSTUNREACH, syscall.EOPNOTSUPP, syscall.ENETUNREACH:
-					continue
-				default:
-					aerr = errno
-					return true
-				}
+			var more bool
+			aerr, stopped, more = s.acceptRaw(lfd, &buf, h)
+			if more {
 				pause = 0
-				if !s.trackRaw() {
-					rawClose(fd)
-					stopped = true // Shutdown has begun
-					return true
-				}
-				ac := getRawAnnounceConn(fd, remote)
-				if n < rawInlineBatch {
-					s.answerRaw(ac)
-				} else {
-					go s.answerRaw(ac)
-				}
+				return false // wait for the next
 			}
+			return true
 		})
 		switch {
 		case stopped:
@@ -160,14 +157,79 @@ func (s *announceServer) serveRaw(rl *rawListener) error {
 	}
 }
 
-// rawInlineBatch is how many connections in a row the accept loop
-// answers itself, once woken, before it hands those still waiting to
-// goroutines: a few answered in turn cost less than a goroutine each (a
-// second thread woken to run it) and delay the last by some 100 µs;
-// more waiting than that, the load outruns one CPU, and goroutines
-// spread it over all of them. With 1 rather than 4, at 50 % of
-// opentracker's capacity a third of the forwarder's CPU time went to
-// such goroutines, and an announce cost 12 % more CPU.
+// rawHelpers are the goroutines that accept beside serveRaw's loop.
+type rawHelpers struct {
+	wake chan struct{} // one pending wake-up at most
+	stop chan struct{} // closed when serveRaw returns
+	wg   sync.WaitGroup
+}
+
+// rawHelper accepts and answers connections on rl each time it is woken,
+// until none is waiting, and returns when serveRaw does. It does not
+// wait in the poller: only serveRaw's loop does, so that a connection
+// arriving at an idle moment wakes one goroutine, not one per CPU. Being
+// long-lived, it answers on a stack grown already, where a goroutine per
+// connection started small and grew (copystack was 3–4 % of the
+// forwarder's CPU under a backlog).
+func (s *announceServer) rawHelper(rl *rawListener, h *rawHelpers) {
+	defer h.wg.Done()
+	var buf acceptBuf
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-h.wake:
+		}
+		// Control holds a reference to the descriptor, not its read
+		// lock (which serveRaw's loop holds while it waits): a Close
+		// waits for the call to return. An error other than EAGAIN is
+		// serveRaw's to report; its loop meets it too.
+		_ = rl.rc.Control(func(lfd uintptr) {
+			s.acceptRaw(lfd, &buf, h)
+		})
+	}
+}
+
+// acceptRaw accepts and answers connections on lfd until none is
+// waiting (more: the caller waits for the next), accepting fails (aerr)
+// or Shutdown has begun (stopped). Every rawInlineBatch connections in a
+// row it wakes a helper, if one is asleep, to accept beside it.
+func (s *announceServer) acceptRaw(lfd uintptr, buf *acceptBuf, h *rawHelpers) (aerr syscall.Errno, stopped, more bool) {
+	for n := 1; ; n++ {
+		fd, remote, errno := buf.accept(lfd)
+		switch errno {
+		case 0:
+		case syscall.EAGAIN:
+			return 0, false, true
+		case syscall.EINTR, syscall.ECONNABORTED,
+			// Errors already pending on the new connection, which
+			// accept(2) says to retry as EAGAIN.
+			syscall.ENETDOWN, syscall.EPROTO, syscall.ENOPROTOOPT, syscall.EHOSTDOWN,
+			syscall.ENONET, syscall.EHOSTUNREACH, syscall.EOPNOTSUPP, syscall.ENETUNREACH:
+			continue
+		default:
+			return errno, false, false
+		}
+		if !s.trackRaw() {
+			rawClose(fd)
+			return 0, true, false // Shutdown has begun
+		}
+		if n%rawInlineBatch == 0 {
+			select {
+			case h.wake <- struct{}{}:
+			default: // a wake-up is pending already
+			}
+		}
+		s.answerRaw(getRawAnnounceConn(fd, remote))
+	}
+}
+
+// rawInlineBatch is how many connections in a row an accept loop answers
+// before it wakes a helper to accept beside it: a few answered in turn
+// cost less than a second thread woken (at 50 % of opentracker's
+// capacity, handing every connection beyond the first to another
+// goroutine cost 12 % more CPU per announce), and delay the last by
+// some 100 µs.
 const rawInlineBatch = 4
 
 // getRawAnnounceConn returns connection state, from the pool, for the

@@ -9,8 +9,10 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +169,56 @@ func TestRawListenerShutdownUnderLoad(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A backlog of connections brings a helper to accept beside the loop
+// that waits in the poller: while that loop is held inside the fourth
+// connection in a row it answers, the fifth is answered by another.
+func TestRawListenerHelperAcceptsBeside(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // one helper at least
+	// listenAll's listener hands over a connection once its request has
+	// arrived: each is answered by the loop that accepts it.
+	lns, err := listenAll([]string{"127.0.0.1:0"})
+	require.NoError(t, err)
+	ln := lns[0]
+	var (
+		calls   atomic.Int64
+		entered = make(chan struct{})
+		release = make(chan struct{})
+		beside  = make(chan struct{})
+		once    sync.Once
+		alone   atomic.Bool
+	)
+	as := serveAnnounceOn(t, ln, func(w http.ResponseWriter, r *http.Request) {
+		switch k := calls.Add(1); {
+		case k == 1:
+			close(entered)
+			<-release
+		case k == rawInlineBatch:
+			// The loop woke a helper before this call; the call
+			// returns when another connection has been answered.
+			select {
+			case <-beside:
+			case <-time.After(waitLimit):
+				alone.Store(true)
+			}
+		case k > rawInlineBatch:
+			once.Do(func() { close(beside) })
+		}
+		io.WriteString(w, "ok")
+	})
+	addr := ln.Addr().String()
+	req := "GET /announce HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+	conns := []net.Conn{dialSend(t, addr, req)}
+	<-entered // the loop is held inside the first
+	for range 3 * rawInlineBatch {
+		conns = append(conns, dialSend(t, addr, req)) // waiting to be accepted
+	}
+	close(release)
+	for i, c := range conns {
+		_, body := readReply(t, bufio.NewReader(c))
+		assert.Equal(t, "ok", body, "connection %d", i)
+	}
+	assert.False(t, alone.Load(), "no connection was answered beside the held loop")
+	assert.Equal(t, uint64(len(conns)), as.inline.Load(), "all answered with raw calls")
 }
