@@ -25,8 +25,9 @@ import (
 // itself retries such a command on another connection (a push repeated
 // after a lost reply leaves one job: see doc.go, "The inbox").
 
-// pinIdle is how long a pinned connection is kept after its last push.
-const pinIdle = 100 * time.Millisecond
+// pinIdle is how long a pinned connection is kept after its last push
+// (a variable for the tests).
+var pinIdle = 100 * time.Millisecond
 
 // pinMinPool is the smallest pool size a shard pins a connection of: the
 // store's own goroutines (the wake-up listener, the claims, the waker)
@@ -43,6 +44,9 @@ type pin struct {
 	used   time.Time                       // the last push's start
 	timer  *time.Timer                     // releases conn after pinIdle
 	closed bool                            // Store.Close ran: pin no more
+	// For the tests: connections pinned, and pushes sent through the
+	// pool though the shard pins (the pin was busy or closed, or failed).
+	made, onPool int
 }
 
 // pinnable returns client's Conn method's owner when the shard may pin a
@@ -65,11 +69,13 @@ func (sh *shard) rpushx(ctx context.Context, key string, e []byte) (int64, error
 		return sh.client.RPushX(ctx, key, e).Result()
 	}
 	if p.closed {
+		p.onPool++
 		p.mu.Unlock()
 		return sh.client.RPushX(ctx, key, e).Result()
 	}
 	if p.conn == nil {
 		p.conn = p.client.Conn()
+		p.made++
 		if p.timer == nil {
 			p.timer = time.AfterFunc(pinIdle, sh.releaseIdlePin)
 		} else {
@@ -86,8 +92,12 @@ func (sh *shard) rpushx(ctx context.Context, key string, e []byte) (int64, error
 		// gets a fresh connection.
 		_ = p.conn.Close()
 		p.conn = nil
+		outage := isOutage(ctx, err)
+		if outage {
+			p.onPool++
+		}
 		p.mu.Unlock()
-		if isOutage(ctx, err) {
+		if outage {
 			// The connection failed: send the push again through the
 			// pool, which takes another or dials anew.
 			return sh.client.RPushX(ctx, key, e).Result()
