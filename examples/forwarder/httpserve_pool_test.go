@@ -120,19 +120,12 @@ func TestAnnounceConnReleaseClears(t *testing.T) {
 // the allocations reported are both sides').
 func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 	addr := benchAnnounceServer(b)
-	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	buf := make([]byte, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		c := benchSend(b, addr, req)
-		for {
-			if _, err := c.Read(buf); err == io.EOF {
-				break
-			} else if err != nil {
-				b.Fatal(err)
-			}
+		if err := announceOnce(addr, buf); err != nil {
+			b.Fatal(err)
 		}
-		c.Close()
 	}
 }
 
@@ -141,32 +134,40 @@ func BenchmarkAnnounceServerConnPerRequest(b *testing.B) {
 // that connections wait to be accepted: the server answers a backlog.
 func BenchmarkAnnounceServerConnPerRequestParallel(b *testing.B) {
 	addr := benchAnnounceServer(b)
-	req := []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	b.ReportAllocs()
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
 		buf := make([]byte, 512)
 		for pb.Next() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Error(err)
+			if err := announceOnce(addr, buf); err != nil {
+				b.Error(err) // not Fatal: this is not the benchmark's goroutine
 				return
 			}
-			if _, err := c.Write(req); err != nil {
-				b.Error(err)
-				return
-			}
-			for {
-				if _, err := c.Read(buf); err == io.EOF {
-					break
-				} else if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-			c.Close()
 		}
 	})
+}
+
+// closingAnnounce is the announce of announceOnce.
+var closingAnnounce = []byte("GET /announce?info_hash=aaaaaaaaaaaaaaaaaaaa&port=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+
+// announceOnce opens a connection to addr, announces once asking for it
+// to be closed, and reads the reply (into buf) until the server closes.
+func announceOnce(addr string, buf []byte) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write(closingAnnounce); err != nil {
+		return err
+	}
+	for {
+		if _, err := c.Read(buf); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
 }
 
 // BenchmarkAnnounceServerKeepAliveOnce is a client that opens a
