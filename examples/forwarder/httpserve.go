@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -119,7 +118,7 @@ func (s *announceServer) ServeSlow() error { return s.slow.Serve(s.handoff) }
 // system calls of their own (serveRaw, rawaccept_linux.go), by one loop
 // that hands the connections waiting behind the one it answers to
 // goroutines. Elsewhere, and for other listeners, Serve runs an accept
-// loop per CPU (GOMAXPROCS) through the net package (answerFirst), so
+// loop per CPU (procsCeiling) through the net package (answerFirst), so
 // that connections do not wait while a loop answers one.
 func (s *announceServer) Serve(ln net.Listener) error {
 	s.mu.Lock()
@@ -140,7 +139,7 @@ func (s *announceServer) Serve(ln net.Listener) error {
 		rl.Close()
 		return err
 	}
-	loops := runtime.GOMAXPROCS(0)
+	loops := procsCeiling()
 	errs := make(chan error, loops-1)
 	for range loops - 1 {
 		go func() { errs <- s.acceptLoop(ln) }()

@@ -45,6 +45,7 @@ type settings struct {
 	otel      string        // -otel: "" or stdout
 	http      string        // -http: fast (httpserve.go) or std (net/http alone)
 	budget    time.Duration // -forward-budget; 0 turns the budget off
+	procs     procsFlag     // -procs: auto, or a fixed GOMAXPROCS
 	traceOut  io.Writer     // where -otel stdout writes (run's stdout)
 }
 
@@ -112,6 +113,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	fs.StringVar(&s.otel, "otel", s.otel, "trace every announce with OpenTelemetry: `EXPORTER` stdout writes each span as a JSON line on stdout, one trace per announce (its request, its jobs' create and run spans) (env FORWARDER_OTEL)")
 	fs.StringVar(&s.http, "http", s.http, "the announce path's HTTP server, `SERVER` fast (plain GET /announce requests answered without net/http's per-request goroutine, everything else handed to net/http) or std (every request through net/http; -otel implies it) (env FORWARDER_HTTP)")
+	fs.Var(&s.procs, "procs", "run goroutines on `N` CPUs (GOMAXPROCS), or auto: one while one CPU serves the load, doubled up to the CPUs the process may use while the load keeps them busy (a GOMAXPROCS environment variable fixes the count as well) (env FORWARDER_PROCS)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
@@ -209,6 +211,11 @@ func (s *settings) fromEnv() error {
 			}
 		}
 	}
+	if v := os.Getenv("FORWARDER_PROCS"); v != "" {
+		if err := s.procs.Set(v); err != nil {
+			return fmt.Errorf("environment variable FORWARDER_PROCS=%q: %w", v, err)
+		}
+	}
 	if v := os.Getenv("FORWARDER_FORWARD_BUDGET"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -269,6 +276,14 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		closeAll(lns)
 		return err
 	}
+	pc, procsMode, stopProcs := startProcs(s.procs.n, func(from, to int) {
+		logger.Debug("forwarder processors", "from", from, "to", to)
+	})
+	defer stopProcs()
+	if err := registerProcsMetrics(f.reg, pc); err != nil {
+		closeAll(lns)
+		return err
+	}
 	// IdleTimeout: a kept-alive connection waiting for its next
 	// request is closed as the announce path's own are (listenAll
 	// turns TCP keep-alive probes off).
@@ -285,7 +300,7 @@ func serveOn(ctx context.Context, qc QueueConfig, s settings, lns []net.Listener
 		serveLn, shutdown = as.Serve, as.Shutdown
 	}
 	for _, ln := range lns {
-		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store))
+		logger.Info("forwarder listening", "addr", ln.Addr().String(), "upstreams", len(f.ordered), "store", storeKind(s.store), "procs", procsMode)
 		go func() { errc <- serveLn(ln) }()
 	}
 	select {

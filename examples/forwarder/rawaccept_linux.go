@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -110,11 +109,13 @@ func sockaddrString(sa *syscall.RawSockaddrAny) string {
 // http.ErrServerClosed) or accepting fails. One loop waits for
 // connections through the runtime's poller and answers them; when it
 // finds rawInlineBatch waiting in a row (the load outruns one CPU), it
-// wakes a helper, one of GOMAXPROCS-1 goroutines that accept and answer
-// beside it until none is left waiting, so that every CPU answers.
+// wakes a helper, one of procsCeiling()-1 goroutines that accept and
+// answer beside it until none is left waiting, so that every CPU answers
+// (while the forwarder runs on one P, procs.go, it wakes none: a helper
+// could only take turns with it).
 func (s *announceServer) serveRaw(rl *rawListener) error {
 	h := &rawHelpers{wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	for range runtime.GOMAXPROCS(0) - 1 {
+	for range procsCeiling() - 1 {
 		h.wg.Add(1)
 		go s.rawHelper(rl, h)
 	}
@@ -193,7 +194,8 @@ func (s *announceServer) rawHelper(rl *rawListener, h *rawHelpers) {
 // acceptRaw accepts and answers connections on lfd until none is
 // waiting (more: the caller waits for the next), accepting fails (aerr)
 // or Shutdown has begun (stopped). Every rawInlineBatch connections in a
-// row it wakes a helper, if one is asleep, to accept beside it.
+// row it wakes a helper, if one is asleep and the forwarder runs on more
+// than one P, to accept beside it.
 func (s *announceServer) acceptRaw(lfd uintptr, buf *acceptBuf, h *rawHelpers) (aerr syscall.Errno, stopped, more bool) {
 	for n := 1; ; n++ {
 		fd, remote, errno := buf.accept(lfd)
@@ -214,7 +216,7 @@ func (s *announceServer) acceptRaw(lfd uintptr, buf *acceptBuf, h *rawHelpers) (
 			rawClose(fd)
 			return 0, true, false // Shutdown has begun
 		}
-		if n%rawInlineBatch == 0 {
+		if n%rawInlineBatch == 0 && procsNow.Load() > 1 {
 			select {
 			case h.wake <- struct{}{}:
 			default: // a wake-up is pending already

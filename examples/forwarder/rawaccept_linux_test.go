@@ -175,7 +175,8 @@ func TestRawListenerShutdownUnderLoad(t *testing.T) {
 // that waits in the poller: while that loop is held inside the fourth
 // connection in a row it answers, the fifth is answered by another.
 func TestRawListenerHelperAcceptsBeside(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // one helper at least
+	defer setProcs(runtime.GOMAXPROCS(0))
+	setProcs(2) // one helper at least, woken
 	// listenAll's listener hands over a connection once its request has
 	// arrived: each is answered by the loop that accepts it.
 	lns, err := listenAll([]string{"127.0.0.1:0"})
