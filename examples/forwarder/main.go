@@ -113,7 +113,7 @@ func parseArgs(args []string, stderr io.Writer) (QueueConfig, settings, error) {
 	fs.Var(&s.trustIP, "trust-ip-from", "believe the ip parameter from clients in these `CIDR`s (comma-separated), besides loopback, which always is (env FORWARDER_TRUST_IP_FROM)")
 	fs.StringVar(&s.otel, "otel", s.otel, "trace every announce with OpenTelemetry: `EXPORTER` stdout writes each span as a JSON line on stdout, one trace per announce (its request, its jobs' create and run spans) (env FORWARDER_OTEL)")
 	fs.StringVar(&s.http, "http", s.http, "the announce path's HTTP server, `SERVER` fast (plain GET /announce requests answered without net/http's per-request goroutine, everything else handed to net/http) or std (every request through net/http; -otel implies it) (env FORWARDER_HTTP)")
-	fs.Var(&s.procs, "procs", "run goroutines on `N` CPUs (GOMAXPROCS), or auto: one while one CPU serves the load, doubled up to the CPUs the process may use while the load keeps them busy (a GOMAXPROCS environment variable fixes the count as well) (env FORWARDER_PROCS)")
+	fs.Var(&s.procs, "procs", "run goroutines on `N` CPUs (GOMAXPROCS), or auto: one while one CPU serves the load, doubled up to the CPUs the process may use while the load keeps them busy (a GOMAXPROCS environment variable fixes the count as well; -demo keeps the runtime's count) (env FORWARDER_PROCS)")
 	envUpstreams := s.upstreams
 	s.upstreams = nil
 	if err := fs.Parse(args); err != nil {
