@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +240,11 @@ func TestConfigRateLimitZeroDisables(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	// Variables, not constants: the cases that use them need 64-bit ints
+	// (they are skipped elsewhere), and the test must build everywhere.
+	wrap, max64, min64 := int64(18446744074), int64(math.MaxInt64), int64(math.MinInt64)
+	wide := map[string]bool{"suspend wraps": true, "suspend just too long": true, "suspend far negative": true,
+		"retry hint just too long": true, "retry base just too long": true, "retry base far negative": true}
 	for name, tc := range map[string]struct {
 		mut    func(*QueueConfig)
 		option string
@@ -254,15 +260,18 @@ func TestConfigValidate(t *testing.T) {
 		// QueueConfig names no store: New uses the in-memory one.
 		"size above memory limit": {func(c *QueueConfig) { c.QueueSize = 1<<23 + 1 /* above the in-memory store's limit */ }, "WithCapacity"},
 		// n·unit must not wrap: 18446744074 s is 2^64 ns + 0.29 s.
-		"suspend wraps":            {func(c *QueueConfig) { c.SuspendSeconds = 18446744074 }, "QueueConfig.SuspendSeconds"},
-		"suspend just too long":    {func(c *QueueConfig) { c.SuspendSeconds = math.MaxInt64/int(time.Second) + 1 }, "QueueConfig.SuspendSeconds"},
-		"suspend far negative":     {func(c *QueueConfig) { c.SuspendSeconds = -18446744074 }, "QueueConfig.SuspendSeconds"},
-		"retry hint just too long": {func(c *QueueConfig) { c.RateLimitRetrySeconds = math.MaxInt64/int(time.Second) + 1 }, "QueueConfig.RateLimitRetrySeconds"},
-		"retry base just too long": {func(c *QueueConfig) { c.RetryBaseMs = math.MaxInt64/int(time.Millisecond) + 1 }, "QueueConfig.RetryBaseMs"},
-		"retry base far negative":  {func(c *QueueConfig) { c.RetryBaseMs = math.MinInt64 / int(time.Millisecond) * 2 }, "QueueConfig.RetryBaseMs"},
+		"suspend wraps":            {func(c *QueueConfig) { c.SuspendSeconds = int(wrap) }, "QueueConfig.SuspendSeconds"},
+		"suspend just too long":    {func(c *QueueConfig) { c.SuspendSeconds = int(max64/int64(time.Second) + 1) }, "QueueConfig.SuspendSeconds"},
+		"suspend far negative":     {func(c *QueueConfig) { c.SuspendSeconds = int(-wrap) }, "QueueConfig.SuspendSeconds"},
+		"retry hint just too long": {func(c *QueueConfig) { c.RateLimitRetrySeconds = int(max64/int64(time.Second) + 1) }, "QueueConfig.RateLimitRetrySeconds"},
+		"retry base just too long": {func(c *QueueConfig) { c.RetryBaseMs = int(max64/int64(time.Millisecond) + 1) }, "QueueConfig.RetryBaseMs"},
+		"retry base far negative":  {func(c *QueueConfig) { c.RetryBaseMs = int(min64 / int64(time.Millisecond) * 2) }, "QueueConfig.RetryBaseMs"},
 		"negative retry hint":      {func(c *QueueConfig) { c.RateLimitRetrySeconds = -1 }, "WithRateLimit"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if wide[name] && strconv.IntSize < 64 {
+				t.Skip("the value does not fit a", strconv.IntSize, "bit int")
+			}
 			c := DefaultQueueConfig()
 			tc.mut(&c)
 			err := c.Validate()
@@ -284,10 +293,14 @@ func TestConfigValidate(t *testing.T) {
 // The largest counts that fit in a time.Duration pass, and mean what they
 // say.
 func TestConfigLongestDurations(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("the counts do not fit a", strconv.IntSize, "bit int")
+	}
+	max64 := int64(math.MaxInt64) // a variable: the test builds everywhere
 	c := DefaultQueueConfig()
-	c.SuspendSeconds = math.MaxInt64 / int(time.Second)
-	c.RateLimitRetrySeconds = math.MaxInt64 / int(time.Second)
-	c.RetryBaseMs = math.MaxInt64 / int(time.Millisecond)
+	c.SuspendSeconds = int(max64 / int64(time.Second))
+	c.RateLimitRetrySeconds = int(max64 / int64(time.Second))
+	c.RetryBaseMs = int(max64 / int64(time.Millisecond))
 	require.NoError(t, c.Validate())
 	const years290 = 290 * 365 * 24 * time.Hour
 	got, err := c.settings()
