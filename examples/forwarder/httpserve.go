@@ -116,8 +116,7 @@ func (s *announceServer) ServeSlow() error { return s.slow.Serve(s.handoff) }
 //
 // On Linux a TCP listener's connections are accepted and answered with
 // system calls of their own (serveRaw, rawaccept_linux.go), by one loop
-// that hands the connections waiting behind the one it answers to
-// goroutines. Elsewhere, and for other listeners, Serve runs an accept
+// that answers them, with helper goroutines beside it under a backlog. Elsewhere, and for other listeners, Serve runs an accept
 // loop per CPU (procsCeiling) through the net package (answerFirst), so
 // that connections do not wait while a loop answers one.
 func (s *announceServer) Serve(ln net.Listener) error {

@@ -41,7 +41,10 @@ import (
 // per announce than one, so a load that raised the count reads higher,
 // not lower, once it has. A change of GOMAXPROCS stops the world for a
 // moment (16–21 µs on an idle process on the benchmark machine); it
-// happens at most once a window.
+// happens at most once a window. An idle forwarder on one P reads once a
+// second instead (procsIdleEvery), so that it is not woken ten times a
+// second for nothing; a load that arrives then gets its second P within
+// about 1.3 s.
 //
 // -procs N fixes the count instead, and a GOMAXPROCS environment
 // variable, the Go runtime's own setting, is left alone: both are
@@ -52,10 +55,12 @@ import (
 
 const (
 	procsWindow    = 100 * time.Millisecond
-	procsHigh      = 0.85 // share of the Ps' time used that adds Ps
-	procsLow       = 0.70 // share of one P fewer, at most, that removes one
-	procsUpAfter   = 2    // windows in a row above procsHigh
-	procsDownAfter = 10   // windows in a row below procsLow
+	procsIdleEvery = time.Second // the window while idle on one P
+	procsIdle      = 0.05        // CPUs' worth used below which it is idle
+	procsHigh      = 0.85        // share of the Ps' time used that adds Ps
+	procsLow       = 0.70        // share of one P fewer, at most, that removes one
+	procsUpAfter   = 2           // windows in a row above procsHigh
+	procsDownAfter = 10          // windows in a row below procsLow
 )
 
 // procsNow is the GOMAXPROCS the forwarder runs on, as last set; the
@@ -110,6 +115,7 @@ type procsController struct {
 	// below procsLow.
 	lastCPU     time.Duration
 	lastAt      time.Time
+	lastBusy    float64 // CPUs' worth used in the last window
 	high, low   int
 	changes     atomic.Uint64 // times the count changed
 	onChange    func(from, to int)
@@ -180,7 +186,7 @@ func (pc *procsController) apply(n int) {
 }
 
 func (pc *procsController) run(ctx context.Context) {
-	t := time.NewTicker(procsWindow)
+	t := time.NewTimer(procsWindow)
 	defer t.Stop()
 	for {
 		select {
@@ -190,8 +196,18 @@ func (pc *procsController) run(ctx context.Context) {
 			if c, ok := pc.cpu(); ok {
 				pc.observe(now, c)
 			}
+			t.Reset(pc.every())
 		}
 	}
+}
+
+// every is how long the next window lasts: procsIdleEvery while the
+// forwarder idles on one P, procsWindow otherwise.
+func (pc *procsController) every() time.Duration {
+	if pc.cur == 1 && pc.haveReading && pc.lastBusy < procsIdle {
+		return procsIdleEvery
+	}
+	return procsWindow
 }
 
 // observe takes a reading of the process's CPU time c at now and moves
@@ -208,6 +224,7 @@ func (pc *procsController) observe(now time.Time, c time.Duration) {
 		return
 	}
 	busy := float64(used) / float64(wall) // CPUs' worth used
+	pc.lastBusy = busy
 	if busy >= procsHigh*float64(pc.cur) && pc.cur < pc.max {
 		pc.high++
 	} else {

@@ -103,6 +103,18 @@ func TestProcsControllerHoldsBetweenThresholds(t *testing.T) {
 	assert.Equal(t, []int{1, 2}, f.sets)
 }
 
+func TestProcsControllerReadsLessOftenWhenIdle(t *testing.T) {
+	f := newProcsFeed(2)
+	f.window(0.01)
+	assert.Equal(t, procsIdleEvery, f.pc.every(), "idle on one P: a reading a second")
+	f.window(0.5)
+	assert.Equal(t, procsWindow, f.pc.every(), "busy: a reading a window")
+	f.windows(procsUpAfter, 2)
+	require.Equal(t, 2, f.pc.cur)
+	f.window(0)
+	assert.Equal(t, procsWindow, f.pc.every(), "on two Ps it keeps reading each window, to take one away")
+}
+
 func TestProcsControllerIgnoresAStoppedClock(t *testing.T) {
 	f := newProcsFeed(2)
 	for range 10 {
