@@ -111,15 +111,14 @@ type procsController struct {
 	// the process has used so far, or false where it cannot be read.
 	set func(int)
 	cpu func() (time.Duration, bool)
-	// The last reading, and the windows in a row above procsHigh and
-	// below procsLow.
-	lastCPU     time.Duration
-	lastAt      time.Time
-	lastBusy    float64 // CPUs' worth used in the last window
-	high, low   int
-	changes     atomic.Uint64 // times the count changed
-	onChange    func(from, to int)
-	haveReading bool
+	// The last reading (lastAt zero before the first), and the windows
+	// in a row above procsHigh and below procsLow.
+	lastCPU   time.Duration
+	lastAt    time.Time
+	lastBusy  float64 // CPUs' worth used in the last window
+	high, low int
+	changes   atomic.Uint64 // times the count changed
+	onChange  func(from, to int)
 }
 
 // startProcs applies -procs (n) and, for auto, fits the count to the
@@ -204,7 +203,7 @@ func (pc *procsController) run(ctx context.Context) {
 // every is how long the next window lasts: procsIdleEvery while the
 // forwarder idles on one P, procsWindow otherwise.
 func (pc *procsController) every() time.Duration {
-	if pc.cur == 1 && pc.haveReading && pc.lastBusy < procsIdle {
+	if pc.cur == 1 && !pc.lastAt.IsZero() && pc.lastBusy < procsIdle {
 		return procsIdleEvery
 	}
 	return procsWindow
@@ -213,8 +212,8 @@ func (pc *procsController) every() time.Duration {
 // observe takes a reading of the process's CPU time c at now and moves
 // the count when the windows call for it.
 func (pc *procsController) observe(now time.Time, c time.Duration) {
-	if !pc.haveReading {
-		pc.lastCPU, pc.lastAt, pc.haveReading = c, now, true
+	if pc.lastAt.IsZero() {
+		pc.lastCPU, pc.lastAt = c, now
 		return
 	}
 	wall := now.Sub(pc.lastAt)
