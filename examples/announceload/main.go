@@ -33,7 +33,8 @@
 //
 // failures counts bencoded failure replies, busy those of them that say
 // "busy" (a tracker refusing the announce for load), non200 the replies
-// with another HTTP status, sockerr the requests that got no reply.
+// with another HTTP status, sockerr the requests that got no reply (the
+// first one's error goes to standard error).
 // late_us is how far behind the schedule the last request was sent: more
 // than a few milliseconds means the load generator itself could not keep
 // the rate (too few connections, or no CPU left), and the run's rate was
@@ -42,6 +43,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -55,7 +57,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	res := load(context.Background(), cfg)
 	fmt.Fprintln(stdout, res.line())
+	if res.firstErr != nil {
+		fmt.Fprintf(stderr, "announceload: %d requests got no reply; the first: %v\n", res.sockerr, res.firstErr)
+	}
 	return 0
 }
 
@@ -142,6 +146,7 @@ type result struct {
 	busy      int64           // of which "busy"
 	non200    int64
 	sockerr   int64
+	firstErr  error // the first of the sockerr requests' errors
 	elapsed   time.Duration
 	late      time.Duration // how late the last request was sent
 }
@@ -181,10 +186,15 @@ func load(ctx context.Context, cfg config) *result {
 		wg    sync.WaitGroup
 	)
 	start := time.Now()
+	end := time.Time{} // when the run stops (zero: after -n requests)
+	if cfg.duration > 0 {
+		end = start.Add(cfg.duration)
+	}
 	for range cfg.conns {
 		wg.Go(func() {
 			w := newWorker(cfg)
 			defer w.close()
+			var pace *time.Timer // one per worker, reset for each wait
 			for {
 				i := next.Add(1) - 1
 				if cfg.total > 0 && i >= int64(cfg.total) {
@@ -193,20 +203,29 @@ func load(ctx context.Context, cfg config) *result {
 				due := time.Now()
 				if cfg.rate > 0 {
 					due = start.Add(time.Duration(float64(i) * float64(time.Second) / cfg.rate))
+					if !end.IsZero() && !due.Before(end) {
+						break
+					}
 					if d := time.Until(due); d > 0 {
-						t := time.NewTimer(d)
+						if pace == nil {
+							pace = time.NewTimer(d)
+						} else {
+							pace.Reset(d)
+						}
 						select {
 						case <-ctx.Done():
-							t.Stop()
-						case <-t.C:
+						case <-pace.C:
 						}
 					}
 				}
-				if ctx.Err() != nil {
+				if over(ctx) {
 					break
 				}
 				w.late = max(w.late, time.Since(due))
 				w.announce(ctx, due)
+			}
+			if pace != nil {
+				pace.Stop()
 			}
 			mu.Lock()
 			total.latencies = append(total.latencies, w.res.latencies...)
@@ -214,6 +233,9 @@ func load(ctx context.Context, cfg config) *result {
 			total.busy += w.res.busy
 			total.non200 += w.res.non200
 			total.sockerr += w.res.sockerr
+			if total.firstErr == nil {
+				total.firstErr = w.res.firstErr
+			}
 			total.late = max(total.late, w.late)
 			mu.Unlock()
 		})
@@ -224,30 +246,46 @@ func load(ctx context.Context, cfg config) *result {
 	return &total
 }
 
+// over reports whether the run is over: ctx is done or past its deadline.
+// A dial or read that fails at the deadline may return before ctx's own
+// timer has marked it done; its error is the run ending, not a socket
+// error, and the worker must not spin on new dials that fail at once.
+func over(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // worker is one connection and its share of the totals. It speaks just
 // enough HTTP/1.1 for a tracker's reply (a status line, headers, a body of
 // Content-Length bytes or up to the connection's close), so that the load
 // generator spends little of the CPU the trackers share with it.
 type worker struct {
-	cfg  config
-	host string // host:port to dial
-	path string // the announce path
-	conn net.Conn
-	rd   *bufio.Reader
-	rng  *rand.Rand
-	res  result
-	late time.Duration
-	url  strings.Builder
-	req  []byte
-	body []byte
+	cfg    config
+	host   string // host:port to dial
+	path   string // the announce path
+	dialer net.Dialer
+	conn   net.Conn
+	rd     *bufio.Reader // reset onto each new connection
+	rng    *rand.Rand
+	res    result
+	late   time.Duration
+	req    []byte
+	body   []byte
 }
 
 func newWorker(cfg config) *worker {
 	u, _ := url.Parse(cfg.url) // checked by parseFlags
 	w := &worker{
-		cfg:  cfg,
-		rng:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		body: make([]byte, 0, 4096),
+		cfg: cfg,
+		// No keep-alive probes: a run is shorter than their first, and
+		// setting them up costs a connection three system calls.
+		dialer: net.Dialer{Timeout: cfg.timeout, KeepAlive: -1},
+		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		rd:     bufio.NewReaderSize(nil, 4096),
+		body:   make([]byte, 0, 4096),
 	}
 	w.host, w.path = u.Host, u.EscapedPath()
 	return w
@@ -274,8 +312,11 @@ func (w *worker) announce(ctx context.Context, due time.Time) {
 	status, err := w.roundTrip(ctx)
 	if err != nil {
 		w.close()
-		if ctx.Err() == nil {
+		if !over(ctx) {
 			w.res.sockerr++
+			if w.res.firstErr == nil {
+				w.res.firstErr = err
+			}
 		}
 		return
 	}
@@ -292,7 +333,7 @@ func (w *worker) announce(ctx context.Context, due time.Time) {
 func (w *worker) roundTrip(ctx context.Context) (int, error) {
 	reused := w.conn != nil
 	status, started, err := w.try(ctx)
-	if err != nil && reused && !started && ctx.Err() == nil {
+	if err != nil && reused && !started && !over(ctx) {
 		w.close()
 		status, _, err = w.try(ctx)
 	}
@@ -303,16 +344,16 @@ func (w *worker) roundTrip(ctx context.Context) (int, error) {
 // reply was read.
 func (w *worker) try(ctx context.Context) (status int, started bool, err error) {
 	if w.conn == nil {
-		d := net.Dialer{Timeout: w.cfg.timeout}
-		c, err := d.DialContext(ctx, "tcp", w.host)
+		c, err := w.dialer.DialContext(ctx, "tcp", w.host)
 		if err != nil {
 			return 0, started, err
 		}
-		w.conn, w.rd = c, bufio.NewReaderSize(c, 4096)
+		w.conn = c
+		w.rd.Reset(c)
 	}
 	w.conn.SetDeadline(time.Now().Add(w.cfg.timeout))
 	w.req = append(w.req[:0], "GET "...)
-	w.req = append(w.req, w.query()...)
+	w.req = w.appendQuery(w.req)
 	w.req = append(w.req, " HTTP/1.1\r\nHost: "...)
 	w.req = append(w.req, w.host...)
 	w.req = append(w.req, "\r\nUser-Agent: announceload\r\n"...)
@@ -328,9 +369,7 @@ func (w *worker) try(ctx context.Context) (status int, started bool, err error) 
 		return 0, len(line) > 0, err
 	}
 	started = true
-	_, rest, _ := strings.Cut(string(line), " ")
-	status, err = strconv.Atoi(strings.TrimSpace(rest[:min(3, len(rest))]))
-	if err != nil {
+	if status = statusCode(line); status < 0 {
 		return 0, started, fmt.Errorf("bad status line %q", line)
 	}
 	length, closing := -1, false
@@ -339,20 +378,20 @@ func (w *worker) try(ctx context.Context) (status int, started bool, err error) 
 		if err != nil {
 			return 0, started, err
 		}
-		hs := strings.TrimSpace(string(h))
-		if hs == "" {
+		h = bytes.TrimSpace(h)
+		if len(h) == 0 {
 			break
 		}
-		name, val, _ := strings.Cut(hs, ":")
-		val = strings.TrimSpace(val)
-		switch strings.ToLower(name) {
-		case "content-length":
-			if length, err = strconv.Atoi(val); err != nil {
+		name, val, _ := bytes.Cut(h, []byte(":"))
+		val = bytes.TrimSpace(val)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length = atoi(val); length < 0 {
 				return 0, started, fmt.Errorf("bad Content-Length %q", val)
 			}
-		case "connection":
-			closing = strings.EqualFold(val, "close")
-		case "transfer-encoding":
+		case bytes.EqualFold(name, []byte("Connection")):
+			closing = bytes.EqualFold(val, []byte("close"))
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			return 0, started, fmt.Errorf("transfer-encoding %q not supported", val)
 		}
 	}
@@ -374,14 +413,40 @@ func (w *worker) try(ctx context.Context) (status int, started bool, err error) 
 	return status, true, nil
 }
 
+// statusCode returns the status of an HTTP status line ("HTTP/1.1 200
+// OK"), or -1 if it has none.
+func statusCode(line []byte) int {
+	_, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok || len(rest) < 3 {
+		return -1
+	}
+	return atoi(rest[:3])
+}
+
+// atoi returns the decimal number b holds, or -1 if it holds anything
+// else (or nothing, or more than nine digits).
+func atoi(b []byte) int {
+	if len(b) == 0 || len(b) > 9 {
+		return -1
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
 // classify counts a reply's status and failure reason.
 func (r *result) classify(status int, body []byte) {
 	switch {
 	case status != http.StatusOK:
 		r.non200++
-	case strings.Contains(string(body), "failure reason"):
+	case bytes.Contains(body, []byte("failure reason")):
 		r.failures++
-		if strings.Contains(string(body), "busy") {
+		if bytes.Contains(body, []byte("busy")) {
 			r.busy++
 		}
 	}
@@ -405,41 +470,37 @@ func readAll(r io.Reader, b []byte) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// query returns the next announce's URL: a random torrent of the
-// benchmark's, a new random peer.
-func (w *worker) query() string {
-	b := &w.url
-	b.Reset()
-	b.WriteString(w.path)
-	b.WriteString("?info_hash=")
+// appendQuery appends the next announce's URL to b: a random torrent of
+// the benchmark's, a new random peer.
+func (w *worker) appendQuery(b []byte) []byte {
+	b = append(b, w.path...)
+	b = append(b, "?info_hash="...)
 	var hash [20]byte
 	copy(hash[:], w.cfg.prefix[:])
 	i := uint32(w.rng.IntN(w.cfg.torrents))
 	hash[16], hash[17], hash[18], hash[19] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
-	escape(b, hash[:])
-	b.WriteString("&peer_id=-LB0001-")
+	b = escape(b, hash[:])
+	b = append(b, "&peer_id=-LB0001-"...)
 	var id [12]byte
 	for j := range id {
 		id[j] = byte(w.rng.Uint32())
 	}
-	escape(b, id[:])
-	b.WriteString("&port=")
-	b.WriteString(strconv.Itoa(1024 + w.rng.IntN(65535-1024+1)))
+	b = escape(b, id[:])
+	b = append(b, "&port="...)
+	b = strconv.AppendInt(b, int64(1024+w.rng.IntN(65535-1024+1)), 10)
 	left := 0
 	if w.rng.IntN(4) != 0 {
 		left = 1 + w.rng.IntN(1_000_000_000)
 	}
-	b.WriteString("&uploaded=0&downloaded=0&left=")
-	b.WriteString(strconv.Itoa(left))
-	b.WriteString("&compact=1&numwant=50")
-	return b.String()
+	b = append(b, "&uploaded=0&downloaded=0&left="...)
+	b = strconv.AppendInt(b, int64(left), 10)
+	return append(b, "&compact=1&numwant=50"...)
 }
 
-// escape writes every byte of p percent-encoded.
-func escape(b *strings.Builder, p []byte) {
+// escape appends every byte of p to b, percent-encoded.
+func escape(b, p []byte) []byte {
 	for _, c := range p {
-		b.WriteByte('%')
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&15])
+		b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 	}
+	return b
 }

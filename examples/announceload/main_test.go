@@ -46,7 +46,7 @@ func TestQuery(t *testing.T) {
 	w := newWorker(cfg)
 	hashes := map[string]bool{}
 	for range 200 {
-		u, err := url.Parse(w.query())
+		u, err := url.Parse(string(w.appendQuery(nil)))
 		require.NoError(t, err)
 		q := u.Query()
 		h := q.Get("info_hash")
@@ -191,4 +191,84 @@ func TestLoadCloseEachRequest(t *testing.T) {
 	assert.Equal(t, int64(50), served.Load())
 	assert.Equal(t, int64(50), asked.Load(), "requests with Connection: close")
 	assert.Equal(t, int64(50), conns.Load(), "connections")
+}
+
+// A run past its deadline is over even before its context's timer has
+// marked it done: errors from then on end the run, not count as socket
+// errors.
+func TestOver(t *testing.T) {
+	assert.False(t, over(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	assert.False(t, over(ctx))
+	cancel()
+	assert.True(t, over(ctx))
+	assert.False(t, over(deadlineCtx{context.Background(), time.Now().Add(time.Hour)}))
+	assert.True(t, over(deadlineCtx{context.Background(), time.Now().Add(-time.Millisecond)}),
+		"a deadline passed, Err still nil")
+}
+
+// deadlineCtx has a deadline its Err does not report.
+type deadlineCtx struct {
+	context.Context
+	dl time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
+
+func TestStatusCode(t *testing.T) {
+	for line, want := range map[string]int{
+		"HTTP/1.1 200 OK\r\n":         200,
+		"HTTP/1.0 503 Busy\r\n":       503,
+		"HTTP/1.1 404\r\n":            404,
+		"HTTP/1.1 20\r\n":             -1,
+		"HTTP/1.1 2x0 OK\r\n":         -1,
+		"HTTP/1.1\r\n":                -1,
+		"garbage":                     -1,
+		"HTTP/1.1 -12 negative\r\n":   -1,
+		"HTTP/1.1 200OK-no-space\r\n": 200,
+	} {
+		assert.Equal(t, want, statusCode([]byte(line)), "%q", line)
+	}
+	for s, want := range map[string]int{"0": 0, "27": 27, "123456789": 123456789, "1234567890": -1, "": -1, "1a": -1, "-1": -1} {
+		assert.Equal(t, want, atoi([]byte(s)), "%q", s)
+	}
+}
+
+// A reply the generator cannot read (a bad status line or Content-Length)
+// counts as a request with no reply, and its error is reported.
+func TestLoadBadReply(t *testing.T) {
+	for _, reply := range []string{
+		"HTTP/1.1 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				r := bufio.NewReader(c)
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil || l == "\r\n" {
+						break
+					}
+				}
+				io.WriteString(c, reply)
+				c.Close()
+			}
+		}()
+		var out, errs bytes.Buffer
+		require.Zero(t, run([]string{"-url", "http://" + ln.Addr().String() + "/announce", "-c", "1", "-n", "3", "-d", "0"}, &out, &errs))
+		ln.Close()
+		<-done
+		assert.Contains(t, out.String(), "LOADBENCH requests=0 ", "%q", reply)
+		assert.Contains(t, out.String(), " sockerr=3 ", "%q", reply)
+		assert.Contains(t, errs.String(), "3 requests got no reply; the first: ", "%q", reply)
+	}
 }
