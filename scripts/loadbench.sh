@@ -20,6 +20,10 @@
 #   3. unpaced: wrk (-t1 -c50, scripts/loadbench.lua; announceload -rate 0
 #      without wrk) against opentracker and each variant.
 #
+#   The last lines (SUMMARY) give, for each step and variant over all
+#   rounds, the median of its p99 ratios to opentracker's and how many
+#   rounds were within 2x (3x unpaced).
+#
 #   Each forwarder run prints the announces refused as busy, the forwards
 #   done (announces sent upstream) per 1 000 client announces answered,
 #   forwards shed by admission, and the CPU the forwarder spent: while
@@ -64,6 +68,13 @@
 #                              checkout's forwarder with FLAGS (e.g.
 #                              "w2=-w 2 -W 2"); with LOADBENCH_FORWARDER_BIN
 #                              set, that binary's
+#   LOADBENCH_CONTROL          1 adds the variant "ot-control": a second
+#                              opentracker, started fresh for each run as
+#                              the forwarders are, compared with the first
+#                              like any variant. Its ratios are the
+#                              measurement's own noise: how far one
+#                              opentracker's p99 strays from another's
+#                              in the same round on this machine now
 #   LOADBENCH_PERF             1 prints, where perf can attach, each
 #                              server's context switches and CPU
 #                              migrations per announce answered
@@ -113,6 +124,7 @@ used=$(ss -Htuan 2>/dev/null | awk '{print $5}' | sed 's/.*://' | sort -u)
 picked=
 OT_PORT=$(pick_port)
 FWD_PORT=$(pick_port)
+CTL_PORT=$(pick_port)
 
 say "building announceload${LOADBENCH_FORWARDER_BIN:+ (the forwarder is $LOADBENCH_FORWARDER_BIN)}"
 (cd "$ROOT/examples" && go build -o "$WORK/announceload" ./announceload) || fail "build failed"
@@ -136,6 +148,9 @@ if [ "${LOADBENCH_UDP:-0}" = 1 ]; then
 	VARIANTS+=(fwd-udp)
 	VBIN[fwd-udp]="$WORK/forwarder" VFLAGS[fwd-udp]="" VUDP[fwd-udp]=1
 fi
+if [ "${LOADBENCH_CONTROL:-0}" = 1 ]; then
+	VARIANTS+=(ot-control)
+fi
 if [ -n "${LOADBENCH_EXTRA:-}" ]; then
 	x=${LOADBENCH_EXTRA%%=*}
 	VARIANTS+=("$x")
@@ -154,7 +169,9 @@ printf 'access.whitelist /wl.txt\naccess.stats 127.0.0.1\n' >"$OTDIR/ot.conf"
 chmod 755 "$OTDIR"
 chmod 644 "$OTDIR/wl.txt" "$OTDIR/ot.conf"
 OT_ARGS=(-i 127.0.0.1 -p "$OT_PORT" -P "$OT_PORT" -f "$OTDIR/ot.conf" -d "$OTDIR")
-[ "$(id -u)" -eq 0 ] && OT_ARGS+=(-u nobody)
+OT_USER=
+[ "$(id -u)" -eq 0 ] && OT_USER=nobody
+OT_ARGS+=(${OT_USER:+-u "$OT_USER"})
 opentracker "${OT_ARGS[@]}" >"$WORK/opentracker.log" 2>&1 &
 OT_PID=$!
 PIDS+=("$OT_PID")
@@ -162,8 +179,8 @@ PIDS+=("$OT_PID")
 # opentracker loads its whitelist after it starts answering; until then it
 # refuses every torrent. Wait until it accepts the last one listed.
 LAST=$(printf '%s%08x' "$PREFIX" $((TORRENTS - 1)) | sed 's/../%&/g')
-accepts_last() {
-	curl -sf "http://127.0.0.1:$OT_PORT/announce?info_hash=$LAST&peer_id=-LB0001-probeprobe01&port=1&uploaded=0&downloaded=0&left=1&numwant=0&compact=1" |
+accepts_last() { # accepts_last [PORT]
+	curl -sf "http://127.0.0.1:${1:-$OT_PORT}/announce?info_hash=$LAST&peer_id=-LB0001-probeprobe01&port=1&uploaded=0&downloaded=0&left=1&numwant=0&compact=1" |
 		grep -q '^d8:complete'
 }
 wait_for "opentracker to load its whitelist" 20 accepts_last
@@ -314,8 +331,60 @@ run_opentracker() {
 	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "opentracker", 1000 * c / r }'
 }
 
+# run_control RATE: one load run against a fresh second opentracker (the
+# variant ot-control), and the CPU it spent per announce answered.
+run_control() {
+	local pid c0 c1
+	opentracker -i 127.0.0.1 -p "$CTL_PORT" -P "$CTL_PORT" -f "$OTDIR/ot.conf" -d "$OTDIR" \
+		${OT_USER:+-u "$OT_USER"} >>"$WORK/ot-control.log" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	wait_for "the control opentracker to load its whitelist" 20 accepts_last "$CTL_PORT"
+	c0=$(cpu_ms "$pid")
+	perf_start "$pid"
+	load ot-control "$CTL_PORT" "$1"
+	perf_stop ot-control
+	c1=$(cpu_ms "$pid")
+	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "ot-control", 1000 * c / r }'
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# run_variant VARIANT RATE: one run of a variant.
+run_variant() {
+	if [ "$1" = ot-control ]; then
+		run_control "$2"
+	else
+		run_forwarder "$1" "$2"
+	fi
+}
+
 result() { # result LABEL VARIANT P99 OT_P99
 	awk -v l="$1" -v v="$2" -v a="$3" -v b="$4" 'BEGIN { printf "RESULT %-14s %-12s p99 %7.2f ms vs opentracker %7.2f ms: ratio %.2f\n", l, v, a / 1e3, b / 1e3, a / b }'
+	awk -v r="$round" -v l="$1" -v v="$2" -v a="$3" -v b="$4" 'BEGIN { printf "%d %s %s %.4f\n", r, l, v, a / b }' >>"$WORK/results"
+}
+
+# summary: for each step and variant, the median p99 ratio over the rounds
+# and the rounds within the target (2x paced, 3x unpaced); with the
+# control, also the rounds in which a variant missed while the control,
+# in the same round and step, was within it.
+summary() {
+	[ -s "$WORK/results" ] || return 0
+	sort -k2,2 -k3,3 -k4,4n "$WORK/results" | awk '
+		function flush() {
+			if (n == 0) return
+			med = (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+			printf "SUMMARY %-14s %-12s median ratio %.2f over %d rounds (%.2f-%.2f); within %dx in %d of %d", key1, key2, med, n, r[1], r[n], lim, ok, n
+			if (key2 != "ot-control" && (key1, "ot-control") in ctlseen)
+				printf "; missed where ot-control was within it: %d", alone
+			printf "\n"
+			n = 0; ok = 0; alone = 0
+		}
+		FNR == NR { if ($3 == "ot-control") { ctlseen[$2, "ot-control"] = 1; ctl[$1, $2] = $4 }; next }
+		{ if ($2 != key1 || $3 != key2) { flush(); key1 = $2; key2 = $3; lim = ($2 == "unpaced") ? 3 : 2 }
+		  x = $4 + 0; r[++n] = x; if (x <= lim) ok++
+		  else if (($1, $2) in ctl && ctl[$1, $2] <= lim) alone++ }
+		END { flush() }' "$WORK/results" -
 }
 
 say "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; $CONNS connections, $DURATION per run, $TORRENTS torrents, a new random peer per announce${CLOSE[0]:+, a connection per announce (-close)}; variants: ${VARIANTS[*]}"
@@ -338,7 +407,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		run_opentracker "$rate"
 		OT_P99=$P99
 		for v in "${ORDER[@]}"; do
-			run_forwarder "$v" "$rate"
+			run_variant "$v" "$rate"
 			result "paced-$pct%" "$v" "$P99" "$OT_P99"
 		done
 	done
@@ -352,10 +421,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		run_opentracker 0
 		OT_P99=$P99
 		for v in "${ORDER[@]}"; do
-			run_forwarder "$v" 0
+			run_variant "$v" 0
 			result "unpaced" "$v" "$P99" "$OT_P99"
 		done
 		USE_WRK=0
 	fi
 done
+summary
 say "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
