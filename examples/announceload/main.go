@@ -186,10 +186,6 @@ func load(ctx context.Context, cfg config) *result {
 		wg    sync.WaitGroup
 	)
 	start := time.Now()
-	end := time.Time{} // when the run stops (zero: after -n requests)
-	if cfg.duration > 0 {
-		end = start.Add(cfg.duration)
-	}
 	for range cfg.conns {
 		wg.Go(func() {
 			w := newWorker(cfg)
@@ -203,9 +199,6 @@ func load(ctx context.Context, cfg config) *result {
 				due := time.Now()
 				if cfg.rate > 0 {
 					due = start.Add(time.Duration(float64(i) * float64(time.Second) / cfg.rate))
-					if !end.IsZero() && !due.Before(end) {
-						break
-					}
 					if d := time.Until(due); d > 0 {
 						if pace == nil {
 							pace = time.NewTimer(d)
@@ -281,7 +274,7 @@ func newWorker(cfg config) *worker {
 	w := &worker{
 		cfg: cfg,
 		// No keep-alive probes: a run is shorter than their first, and
-		// setting them up costs a connection three system calls.
+		// setting them up costs a connection four system calls.
 		dialer: net.Dialer{Timeout: cfg.timeout, KeepAlive: -1},
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		rd:     bufio.NewReaderSize(nil, 4096),
