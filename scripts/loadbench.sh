@@ -322,30 +322,31 @@ perf_stop() {
 # spent per announce answered (the forwarder's own CPU figure beside it
 # is the cost of the same answers, like for like with LOADBENCH_CLOSE=1).
 run_opentracker() {
+	measure_ot opentracker "$OT_PID" "$OT_PORT" "$1"
+}
+
+# measure_ot NAME PID PORT RATE: one load run against the opentracker PID
+# listening on PORT, and its CPU per announce answered.
+measure_ot() {
 	local c0 c1
-	c0=$(cpu_ms "$OT_PID")
-	perf_start "$OT_PID"
-	load opentracker "$OT_PORT" "$1"
-	perf_stop opentracker
-	c1=$(cpu_ms "$OT_PID")
-	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "opentracker", 1000 * c / r }'
+	c0=$(cpu_ms "$2")
+	perf_start "$2"
+	load "$1" "$3" "$4"
+	perf_stop "$1"
+	c1=$(cpu_ms "$2")
+	awk -v n="$1" -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", n, 1000 * c / r }'
 }
 
 # run_control RATE: one load run against a fresh second opentracker (the
 # variant ot-control), and the CPU it spent per announce answered.
 run_control() {
-	local pid c0 c1
+	local pid
 	opentracker -i 127.0.0.1 -p "$CTL_PORT" -P "$CTL_PORT" -f "$OTDIR/ot.conf" -d "$OTDIR" \
 		${OT_USER:+-u "$OT_USER"} >>"$WORK/ot-control.log" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")
 	wait_for "the control opentracker to load its whitelist" 20 accepts_last "$CTL_PORT"
-	c0=$(cpu_ms "$pid")
-	perf_start "$pid"
-	load ot-control "$CTL_PORT" "$1"
-	perf_stop ot-control
-	c1=$(cpu_ms "$pid")
-	awk -v r="$REQ" -v c="$((c1 - c0))" 'BEGIN { printf "  %-12s CPU %.0f µs per announce answered\n", "ot-control", 1000 * c / r }'
+	measure_ot ot-control "$pid" "$CTL_PORT" "$1"
 	kill "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 }
